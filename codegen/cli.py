@@ -1,0 +1,127 @@
+"""The ``codegen`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from codegen.diagnostics import SpecError
+from codegen.emit.tree import diff_trees, read_tree, write_tree
+from codegen.upstream import UpstreamError
+
+EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE = 0, 1, 2, 3
+
+DESCRIPTION = """\
+Generate OpenTelemetry instrumentation for Megatron-LM from declarative YAML specs.
+
+Exit codes: 0 ok, 1 generated/ is stale (--check), 2 spec error, 3 source or upstream error.
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="codegen", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    apply = commands.add_parser(
+        "apply",
+        help="instrument the sources: write generated/ (patches, docs) or a whole fork",
+        description="Resolve the specs against the pristine sources and write the patch set and docs "
+        "to generated/ (next to the specs directory), or the instrumented fork with --out.",
+    )
+    _common(apply)
+    apply.add_argument(
+        "--out", type=Path, metavar="DIR", help="write the whole instrumented source tree to DIR (replaced atomically)"
+    )
+    apply.add_argument(
+        "--generated",
+        type=Path,
+        metavar="DIR",
+        help="where the patch set and docs go (default: generated/ beside the specs directory)",
+    )
+    apply.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; print the diff between generated/ and what would be generated, exit 1 if they differ",
+    )
+
+    validate = commands.add_parser(
+        "validate",
+        help="check the specs against the sources without writing anything",
+        description="Load and validate the specs and resolve every span against the sources.",
+    )
+    _common(validate)
+    return parser
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("specs", type=Path, metavar="SPECS", help="a spec directory (or one spec file)")
+    parser.add_argument(
+        "--source",
+        type=Path,
+        metavar="DIR",
+        help="a Megatron-LM checkout to instrument instead of the pinned megatron-core release",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if not args.specs.exists():
+        print(f"{args.specs}: error: no such spec directory or file", file=sys.stderr)
+        return EXIT_SPEC
+    try:
+        if args.command == "validate":
+            return _validate(args)
+        return _apply(args)
+    except SpecError as exc:
+        print(exc.diagnostics.render(), file=sys.stderr)
+        count = len(set(exc.diagnostics.items))
+        print(f"{count} error{'s' if count != 1 else ''}", file=sys.stderr)
+        return EXIT_SPEC
+    except UpstreamError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SOURCE
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SOURCE
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from codegen.pipeline import generate
+
+    generation = generate(args.specs, args.source)
+    spans = len(generation.project.spans)
+    files = len(generation.plan.files)
+    print(f"{args.specs}: {spans} spans in {files} files resolve against {generation.source_root}")
+    return EXIT_OK
+
+
+def _apply(args: argparse.Namespace) -> int:
+    from codegen.pipeline import generate
+
+    generation = generate(args.specs, args.source)
+    specs_dir = args.specs if args.specs.is_dir() else args.specs.parent
+    generated_dir: Path = args.generated or specs_dir.resolve().parent / "generated"
+    tree = generation.generated_tree()
+    if args.check:
+        diff = diff_trees(str(generated_dir), read_tree(generated_dir), tree)
+        if diff:
+            sys.stdout.write(diff)
+            print(f"{generated_dir} is stale: run 'codegen apply {args.specs}'", file=sys.stderr)
+            return EXIT_STALE
+        print(f"{generated_dir} is up to date ({len(tree)} files)")
+        return EXIT_OK
+    write_tree(generated_dir, tree)
+    changed = len(generation.changes)
+    print(f"wrote {generated_dir}: {changed} patched or added files, {len(generation.docs)} docs pages")
+    if args.out is not None:
+        write_tree(args.out, {p: new for p, (_, new) in generation.changes.items()}, base=generation.source_root)
+        print(f"wrote the instrumented fork to {args.out}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Located diagnostics: every user-facing problem is reported as ``path:line:col: error: message``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, order=True)
+class Pos:
+    path: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True, order=True)
+class Diagnostic:
+    pos: Pos
+    message: str
+    notes: tuple[str, ...] = ()
+
+    def render(self) -> str:
+        lines = [f"{self.pos}: error: {self.message}"]
+        lines.extend(f"    {note}" for note in self.notes)
+        return "\n".join(lines)
+
+
+@dataclass
+class Diagnostics:
+    """Collects every problem of a run so that all of them are reported at once."""
+
+    items: list[Diagnostic] = field(default_factory=list)
+
+    def error(self, pos: Pos, message: str, notes: tuple[str, ...] | list[str] = ()) -> None:
+        self.items.append(Diagnostic(pos, message, tuple(notes)))
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def render(self) -> str:
+        return "\n".join(d.render() for d in sorted(set(self.items)))
+
+
+class SpecError(Exception):
+    """Raised with every collected diagnostic; the CLI prints them and exits with code 2."""
+
+    def __init__(self, diagnostics: Diagnostics) -> None:
+        super().__init__(diagnostics.render())
+        self.diagnostics = diagnostics

@@ -1,0 +1,283 @@
+"""Bind every span of the project to a contiguous run of statements in the parsed source.
+
+The result is a :class:`Plan`: per file, the parsed module and the wraps to apply. Every problem
+(missing file, unknown function, selector with zero or several matches, unsafe target, overlap)
+is reported with the span's spec location and, where useful, the candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from codegen.diagnostics import Diagnostics, SpecError
+from codegen.resolve.functions import collect_functions, suggest, unsafe_reason
+from codegen.resolve.statements import StatementSite, first_line_code, matches, statement_sites
+from codegen.spec.model import Project, Region, Selector, Span
+
+
+@dataclass(frozen=True)
+class Wrap:
+    """One span bound to ``block.body[start:end]`` of the original tree."""
+
+    span: Span
+    function: cst.FunctionDef
+    block: cst.IndentedBlock
+    start: int
+    end: int
+    first_line: int
+    last_line: int
+
+
+@dataclass
+class FilePlan:
+    path: str
+    source: str
+    module: cst.Module
+    wraps: list[Wrap] = field(default_factory=list)
+    present: list[Span] = field(default_factory=list)  # already instrumented: nothing to do
+
+
+@dataclass
+class Plan:
+    files: dict[str, FilePlan]
+
+
+def parse_source(path: str, source: str) -> cst.Module:
+    return cst.parse_module(source)
+
+
+def build_plan(project: Project, source_root: Path) -> Plan:
+    """Resolve every span; raise :class:`SpecError` listing every problem at once."""
+    diags = Diagnostics()
+    files: dict[str, FilePlan] = {}
+    by_file: dict[str, list[Span]] = {}
+    for span in project.spans:
+        by_file.setdefault(span.file, []).append(span)
+    root = source_root.resolve()
+    for rel, spans in sorted(by_file.items()):
+        path = (root / rel).resolve()
+        if not path.is_relative_to(root):
+            for span in spans:
+                diags.error(span.pos, f"file '{rel}' is outside the source root {root}")
+            continue
+        if not path.is_file():
+            for span in spans:
+                diags.error(span.pos, f"file '{rel}' not found under the source root {root}")
+            continue
+        source = path.read_text(encoding="utf-8")
+        try:
+            module = parse_source(rel, source)
+        except cst.ParserSyntaxError as exc:
+            for span in spans:
+                diags.error(span.pos, f"cannot parse '{rel}': {exc.message} (line {exc.raw_line})")
+            continue
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        positions = wrapper.resolve(PositionProvider)
+        plan = FilePlan(rel, source, module)
+        _resolve_file(
+            project, plan, spans, lambda n: positions[n].start.line, lambda n: positions[n].end.line, diags
+        )
+        _check_overlaps(plan, diags)
+        files[rel] = plan
+    if diags:
+        raise SpecError(diags)
+    return Plan(files)
+
+
+def _resolve_file(
+    project: Project,
+    plan: FilePlan,
+    spans: list[Span],
+    line_of: Callable[[cst.CSTNode], int],
+    end_line_of: Callable[[cst.CSTNode], int],
+    diags: Diagnostics,
+) -> None:
+    functions = collect_functions(plan.module)
+    for span in spans:
+        func = functions.get(span.function)
+        if func is None:
+            diags.error(
+                span.pos,
+                f"function '{span.function}' not found in {span.file}{suggest(span.function, sorted(functions))}",
+            )
+            continue
+        if _already_instrumented(func, project.runtime.alias, span.name):
+            plan.present.append(span)
+            continue
+        reason = unsafe_reason(func)
+        if reason is not None:
+            diags.error(span.pos, f"cannot instrument {span.function} in {span.file}: {reason}")
+            continue
+        if not isinstance(func.body, cst.IndentedBlock):
+            diags.error(span.pos, f"cannot instrument {span.function}: its body is on the 'def' line")
+            continue
+        resolved = _resolve_region(span, func, line_of, diags)
+        if resolved is None:
+            continue
+        block, start, end = resolved
+        plan.wraps.append(
+            Wrap(span, func, block, start, end, line_of(block.body[start]), end_line_of(block.body[end - 1]))
+        )
+
+
+def _already_instrumented(func: cst.FunctionDef, alias: str, name: str) -> bool:
+    pattern = m.Call(
+        func=m.Attribute(value=m.Name(alias), attr=m.Name("start_span")),
+        args=[m.Arg(m.SimpleString()), m.ZeroOrMore()],
+    )
+    for call in m.findall(func, pattern):
+        assert isinstance(call, cst.Call)
+        literal = call.args[0].value
+        assert isinstance(literal, cst.SimpleString)
+        if literal.evaluated_value == name:
+            return True
+    return False
+
+
+def _has_docstring(block: cst.IndentedBlock) -> bool:
+    if not block.body:
+        return False
+    return m.matches(
+        block.body[0],
+        m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())]),
+    )
+
+
+def _resolve_region(
+    span: Span,
+    func: cst.FunctionDef,
+    line_of: Callable[[cst.CSTNode], int],
+    diags: Diagnostics,
+) -> tuple[cst.IndentedBlock, int, int] | None:
+    region: Region = span.region
+    body = func.body
+    assert isinstance(body, cst.IndentedBlock)
+    if region.kind == "function":
+        start = 1 if _has_docstring(body) else 0
+        if start >= len(body.body):
+            diags.error(span.pos, f"{span.function} has no statements to wrap")
+            return None
+        return body, start, len(body.body)
+    sites = statement_sites(func)
+    assert region.first is not None
+    first = _select(span, region.first, sites, line_of, diags)
+    if first is None:
+        return None
+    if region.kind == "statement":
+        return _indented(span, first.block, diags, first.index, first.index + 1)
+    if region.kind == "range":
+        assert region.last is not None
+        last = _select(span, region.last, sites, line_of, diags)
+        if last is None:
+            return None
+        if last.block is not first.block or last.index < first.index:
+            diags.error(
+                region.last.pos,
+                f"range end {region.last.describe()} (line {line_of(last.node)}) is not after "
+                f"{region.first.describe()} (line {line_of(first.node)}) in the same block",
+            )
+            return None
+        return _indented(span, first.block, diags, first.index, last.index + 1)
+    if region.kind == "after":
+        if first.index + 1 >= len(_block_body(first.block)):
+            diags.error(region.first.pos, f"nothing follows {region.first.describe()} in its block")
+            return None
+        return _indented(span, first.block, diags, first.index + 1, len(_block_body(first.block)))
+    # body / else-body of a compound statement
+    stmt = first.node
+    if region.branch == "else":
+        orelse = getattr(stmt, "orelse", None)
+        if not isinstance(orelse, cst.Else):
+            diags.error(region.first.pos, f"{region.first.describe()} has no plain 'else:' branch")
+            return None
+        block = orelse.body
+    else:
+        block = stmt.body  # type: ignore[attr-defined]
+    return _indented(span, block, diags, 0, len(_block_body(block)))
+
+
+def _block_body(block: cst.BaseSuite) -> tuple[cst.BaseStatement, ...] | tuple[cst.BaseSmallStatement, ...]:
+    return tuple(block.body)
+
+
+def _indented(
+    span: Span, block: cst.BaseSuite, diags: Diagnostics, start: int, end: int
+) -> tuple[cst.IndentedBlock, int, int] | None:
+    if not isinstance(block, cst.IndentedBlock):
+        diags.error(span.pos, "cannot wrap statements of a one-line block; the block must be indented")
+        return None
+    return block, start, end
+
+
+def _select(
+    span: Span,
+    selector: Selector,
+    sites: list[StatementSite],
+    line_of: Callable[[cst.CSTNode], int],
+    diags: Diagnostics,
+) -> StatementSite | None:
+    pool = sites
+    if selector.within is not None:
+        owner = _select(span, selector.within, sites, line_of, diags)
+        if owner is None:
+            return None
+        pool = [s for s in sites if owner.node in s.ancestors]
+    found = [s for s in pool if matches(selector, s)]
+    scope = f"{span.function}" + (f" within {selector.within.describe()}" if selector.within else "")
+    if selector.occurrence is not None:
+        if selector.occurrence > len(found):
+            diags.error(
+                selector.pos,
+                f"selector {selector.describe()} asks for occurrence {selector.occurrence} but "
+                f"{scope} has {len(found)} matching statement(s)",
+                _candidates(found, line_of),
+            )
+            return None
+        return found[selector.occurrence - 1]
+    if not found:
+        near = [s for s in sites if _near_miss(selector, s)]
+        notes = ["statements of the same kind:"] + _candidates(near, line_of) if near else []
+        diags.error(selector.pos, f"selector {selector.describe()} matches no statement in {scope}", notes)
+        return None
+    if len(found) > 1:
+        diags.error(
+            selector.pos,
+            f"selector {selector.describe()} matches {len(found)} statements in {scope}; "
+            "narrow it with 'within' or 'occurrence'",
+            _candidates(found, line_of),
+        )
+        return None
+    return found[0]
+
+
+def _near_miss(selector: Selector, site: StatementSite) -> bool:
+    if selector.kind in ("call", "assign"):
+        return False
+    return type(site.node).__name__.lower() == selector.kind
+
+
+def _candidates(sites: list[StatementSite], line_of: Callable[[cst.CSTNode], int]) -> list[str]:
+    return [f"line {line_of(s.node)}: {first_line_code(s.node)}" for s in sites[:12]]
+
+
+def _check_overlaps(plan: FilePlan, diags: Diagnostics) -> None:
+    by_block: dict[int, list[Wrap]] = {}
+    for wrap in plan.wraps:
+        by_block.setdefault(id(wrap.block), []).append(wrap)
+    for wraps in by_block.values():
+        for i, a in enumerate(wraps):
+            for b in wraps[i + 1 :]:
+                disjoint = a.end <= b.start or b.end <= a.start
+                nested = (a.start <= b.start and b.end <= a.end) or (b.start <= a.start and a.end <= b.end)
+                if not (disjoint or nested):
+                    diags.error(
+                        b.span.pos,
+                        f"span '{b.span.name}' (lines {b.first_line}-{b.last_line}) partially overlaps "
+                        f"'{a.span.name}' (lines {a.first_line}-{a.last_line}) declared at {a.span.pos}",
+                    )

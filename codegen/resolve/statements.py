@@ -1,0 +1,145 @@
+"""Structural statement selectors: bind a :class:`Selector` to statements of one function."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.helpers import get_full_name_for_node
+
+from codegen.spec.model import Selector
+
+_EMPTY = cst.Module(body=[])
+
+
+@dataclass(frozen=True)
+class StatementSite:
+    """A statement of the function body, with the block that holds it and its enclosing statements."""
+
+    node: cst.BaseStatement
+    block: cst.BaseSuite
+    index: int
+    ancestors: tuple[cst.BaseCompoundStatement, ...]
+
+
+def statement_sites(func: cst.FunctionDef) -> list[StatementSite]:
+    """Every statement of ``func`` in source order, not entering nested functions or classes."""
+    sites: list[StatementSite] = []
+
+    def walk(block: cst.BaseSuite, ancestors: tuple[cst.BaseCompoundStatement, ...]) -> None:
+        if not isinstance(block, cst.IndentedBlock):
+            return
+        for index, stmt in enumerate(block.body):
+            sites.append(StatementSite(stmt, block, index, ancestors))
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            if isinstance(stmt, cst.BaseCompoundStatement):
+                for child in child_blocks(stmt):
+                    walk(child, ancestors + (stmt,))
+
+    walk(func.body, ())
+    return sites
+
+
+def child_blocks(stmt: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
+    blocks = [stmt.body]
+    if isinstance(stmt, cst.Try):
+        blocks += [h.body for h in stmt.handlers]
+    if isinstance(stmt, cst.TryStar):
+        blocks += [h.body for h in stmt.handlers]
+    orelse = getattr(stmt, "orelse", None)
+    while orelse is not None:
+        if isinstance(orelse, cst.If):  # elif chain
+            blocks.append(orelse.body)
+            orelse = orelse.orelse
+        else:
+            blocks.append(orelse.body)
+            orelse = None
+    final = getattr(stmt, "finalbody", None)
+    if final is not None:
+        blocks.append(final.body)
+    return blocks
+
+
+def normalize(code: str) -> str:
+    text = " ".join(code.split())
+    text = re.sub(r"([(\[{]) ", r"\1", text)
+    text = re.sub(r",? ([)\]}])", r"\1", text)
+    return text
+
+
+def header_text(stmt: cst.BaseStatement) -> str | None:
+    """The part of a compound statement between its keyword and the colon, normalized."""
+    if isinstance(stmt, (cst.If, cst.While)):
+        return normalize(_EMPTY.code_for_node(stmt.test))
+    if isinstance(stmt, cst.For):
+        target = _EMPTY.code_for_node(stmt.target)
+        return normalize(f"{target} in {_EMPTY.code_for_node(stmt.iter)}")
+    if isinstance(stmt, cst.With):
+        return normalize(", ".join(_EMPTY.code_for_node(item).rstrip(", ") for item in stmt.items))
+    return None
+
+
+_KIND_TYPES: dict[str, type[cst.BaseCompoundStatement]] = {
+    "if": cst.If,
+    "for": cst.For,
+    "while": cst.While,
+    "with": cst.With,
+}
+
+
+def _header_matches(pattern: str, header: str) -> bool:
+    pattern = normalize(pattern)
+    if pattern.endswith("..."):
+        return header.startswith(pattern[:-3].rstrip())
+    return header == pattern
+
+
+def calls_in(node: cst.CSTNode) -> set[str]:
+    """Dotted names of every callee inside ``node`` (not descending into nested scopes)."""
+    names: set[str] = set()
+    for call in m.findall(node, m.Call()):
+        assert isinstance(call, cst.Call)
+        name = get_full_name_for_node(call.func)
+        if name:
+            names.add(name)
+    return names
+
+
+def assigned_names(stmt: cst.SimpleStatementLine) -> set[str]:
+    names: set[str] = set()
+    for small in stmt.body:
+        targets: list[cst.BaseExpression] = []
+        if isinstance(small, cst.Assign):
+            targets = [t.target for t in small.targets]
+        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+            targets = [small.target]
+        for target in targets:
+            for name in m.findall(target, m.Name()):
+                assert isinstance(name, cst.Name)
+                names.add(name.value)
+    return names
+
+
+def matches(selector: Selector, site: StatementSite) -> bool:
+    stmt = site.node
+    if selector.kind == "call":
+        return isinstance(stmt, cst.SimpleStatementLine) and selector.value in calls_in(stmt)
+    if selector.kind == "assign":
+        return isinstance(stmt, cst.SimpleStatementLine) and selector.value in assigned_names(stmt)
+    if selector.kind == "try":
+        return isinstance(stmt, cst.Try) and selector.value in calls_in(stmt.body)
+    kind_type = _KIND_TYPES[selector.kind]
+    if not isinstance(stmt, kind_type):
+        return False
+    header = header_text(stmt)
+    return header is not None and _header_matches(selector.value, header)
+
+
+def first_line_code(stmt: cst.BaseStatement) -> str:
+    """A one-line preview of a statement for candidate lists in error messages."""
+    code = _EMPTY.code_for_node(stmt.with_changes(leading_lines=()))
+    first = code.strip().splitlines()[0] if code.strip() else ""
+    return first if len(first) <= 80 else first[:77] + "..."

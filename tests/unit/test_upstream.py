@@ -1,0 +1,319 @@
+"""source_root: --source validation, pinned wheel download, verification, safe unpack and caching."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from codegen import upstream
+from codegen.upstream import COMPLETE_MARKER, UpstreamError, UpstreamPin, default_cache_dir, source_root
+
+FILENAME = "megatron_core-0.0.1-cp312-cp312-manylinux_2_28_x86_64.whl"
+MEMBERS = {
+    "megatron/__init__.py": b"",
+    "megatron/core/__init__.py": b"VERSION = '0.0.1'\n",
+    "megatron/core/transformer/block.py": b"class Block:\n    pass\n",
+    "megatron_core-0.0.1.dist-info/METADATA": b"Name: megatron-core\n",
+    "megatron_core-0.0.1.dist-info/RECORD": b"",
+}
+
+REAL_PIN = UpstreamPin(
+    distribution="megatron-core",
+    version="0.19.2",
+    filename="megatron_core-0.19.2-cp312-cp312-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+    sha256="8e3e486f13f559450415b9b9dc0ff3331a0bb83dd154553f7f350a75ff9c42b5",
+)
+
+
+def _build_wheel(path: Path, members: dict[str, bytes]) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _pin(sha256: str) -> UpstreamPin:
+    return UpstreamPin(distribution="megatron-core", version="0.0.1", filename=FILENAME, sha256=sha256)
+
+
+class FakeDownloader:
+    """Stands in for pip: copies a prepared wheel into the destination and counts calls."""
+
+    def __init__(self, wheel: Path) -> None:
+        self.wheel = wheel
+        self.calls = 0
+
+    def __call__(self, pin: UpstreamPin, dest: Path) -> None:
+        self.calls += 1
+        (dest / pin.filename).write_bytes(self.wheel.read_bytes())
+
+
+def _forbid_download(pin: UpstreamPin, dest: Path) -> None:
+    raise AssertionError("the downloader must not be called")
+
+
+@pytest.fixture
+def wheel(tmp_path: Path) -> tuple[Path, str]:
+    path = tmp_path / "src" / FILENAME
+    return path, _build_wheel(path, MEMBERS)
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Path:
+    return tmp_path / "cache"
+
+
+def _files(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+def test_downloads_verifies_and_unpacks_megatron_only(
+    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, sha = wheel
+    fake = FakeDownloader(path)
+    monkeypatch.setattr(upstream, "download_wheel", fake)
+    root = source_root(_pin(sha), cache_dir=cache)
+    assert root == cache / f"megatron-core-0.0.1-{sha[:12]}"
+    assert fake.calls == 1
+    assert _files(root) == {
+        COMPLETE_MARKER,
+        "megatron/__init__.py",
+        "megatron/core/__init__.py",
+        "megatron/core/transformer/block.py",
+    }
+    assert (root / "megatron/core/transformer/block.py").read_bytes() == MEMBERS["megatron/core/transformer/block.py"]
+    assert (cache / "wheels" / FILENAME).read_bytes() == path.read_bytes()
+    assert not [p.name for p in cache.iterdir() if ".tmp-" in p.name]
+
+
+def test_cache_hit_skips_the_downloader(
+    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, sha = wheel
+    monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
+    first = source_root(_pin(sha), cache_dir=cache)
+    (cache / "wheels" / FILENAME).unlink()  # the fast path must not even look at the wheel
+    monkeypatch.setattr(upstream, "download_wheel", _forbid_download)
+    monkeypatch.setattr(upstream, "_sha256", lambda path: pytest.fail("the fast path must not hash"))
+    assert source_root(_pin(sha), cache_dir=cache) == first
+
+
+def test_cached_wheel_with_matching_hash_is_reused(
+    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, sha = wheel
+    (cache / "wheels").mkdir(parents=True)
+    (cache / "wheels" / FILENAME).write_bytes(path.read_bytes())
+    monkeypatch.setattr(upstream, "download_wheel", _forbid_download)
+    assert (source_root(_pin(sha), cache_dir=cache) / "megatron/__init__.py").is_file()
+
+
+def test_corrupt_cached_wheel_is_downloaded_again(
+    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, sha = wheel
+    (cache / "wheels").mkdir(parents=True)
+    (cache / "wheels" / FILENAME).write_bytes(b"truncated")
+    fake = FakeDownloader(path)
+    monkeypatch.setattr(upstream, "download_wheel", fake)
+    assert (source_root(_pin(sha), cache_dir=cache) / "megatron/__init__.py").is_file()
+    assert fake.calls == 1
+    assert (cache / "wheels" / FILENAME).read_bytes() == path.read_bytes()
+
+
+def test_sha_mismatch_names_both_hashes(
+    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, actual = wheel
+    expected = "0" * 64
+    monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
+    with pytest.raises(UpstreamError) as info:
+        source_root(_pin(expected), cache_dir=cache)
+    message = str(info.value)
+    assert expected in message and actual in message and "\n" not in message
+    assert path.read_bytes()  # the source wheel is untouched
+    assert not (cache / "wheels" / FILENAME).exists()
+    assert not (cache / f"megatron-core-0.0.1-{expected[:12]}").exists()
+    assert not [p.name for p in cache.iterdir() if ".tmp-" in p.name]
+
+
+@pytest.mark.parametrize(
+    "member", ["megatron/../evil.py", "/megatron/evil.py", "../megatron/evil.py", "megatron\\..\\evil.py", "evil/../../x.py"]
+)
+def test_unsafe_member_is_rejected(member: str, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "src" / FILENAME
+    sha = _build_wheel(path, {**MEMBERS, member: b"pwned"})
+    monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
+    with pytest.raises(UpstreamError, match="unsafe archive member"):
+        source_root(_pin(sha), cache_dir=cache)
+    assert not (cache / f"megatron-core-0.0.1-{sha[:12]}").exists()
+    assert not [p for p in tmp_path.rglob("*") if p.name in ("evil.py", "x.py")]
+
+
+def test_wheel_without_megatron_is_rejected(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "src" / FILENAME
+    sha = _build_wheel(path, {"other/__init__.py": b""})
+    monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
+    with pytest.raises(UpstreamError, match="contains no megatron/ package"):
+        source_root(_pin(sha), cache_dir=cache)
+
+
+def test_crash_mid_unpack_leaves_nothing_visible(
+    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, sha = wheel
+    monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
+    real_extract = upstream._extract_member
+    extracted: list[str] = []
+
+    def crash_after_first(archive: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path) -> None:
+        if extracted:
+            raise KeyboardInterrupt
+        extracted.append(info.filename)
+        real_extract(archive, info, dest)
+
+    monkeypatch.setattr(upstream, "_extract_member", crash_after_first)
+    with pytest.raises(KeyboardInterrupt):
+        source_root(_pin(sha), cache_dir=cache)
+    tree = cache / f"megatron-core-0.0.1-{sha[:12]}"
+    assert extracted and not tree.exists()
+    assert not [p.name for p in cache.iterdir() if ".tmp-" in p.name]
+
+    monkeypatch.setattr(upstream, "_extract_member", real_extract)
+    assert source_root(_pin(sha), cache_dir=cache) == tree
+    assert (tree / COMPLETE_MARKER).is_file() and (tree / "megatron/core/transformer/block.py").is_file()
+
+
+def test_killed_run_leftovers_are_redone(
+    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tree without its marker (or a dead run's temp dir) is never returned but rebuilt."""
+    path, sha = wheel
+    tree = cache / f"megatron-core-0.0.1-{sha[:12]}"
+    (tree / "megatron").mkdir(parents=True)
+    (tree / "megatron/half_written.py").write_bytes(b"x = ")
+    leftover = cache / f".{tree.name}.tmp-unpack-dead"
+    (leftover / "megatron").mkdir(parents=True)
+    fake = FakeDownloader(path)
+    monkeypatch.setattr(upstream, "download_wheel", fake)
+    assert source_root(_pin(sha), cache_dir=cache) == tree
+    assert fake.calls == 1
+    assert "megatron/half_written.py" not in _files(tree)
+    assert (tree / COMPLETE_MARKER).is_file()
+    assert not leftover.exists()
+
+
+def test_losing_the_rename_race_uses_the_winners_tree(
+    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, sha = wheel
+    tree = cache / f"megatron-core-0.0.1-{sha[:12]}"
+    fake = FakeDownloader(path)
+
+    def download_while_another_run_finishes(pin: UpstreamPin, dest: Path) -> None:
+        fake(pin, dest)
+        (tree / "megatron").mkdir(parents=True)
+        (tree / "megatron/winner.py").write_bytes(b"")
+        (tree / COMPLETE_MARKER).write_text("winner\n")
+
+    monkeypatch.setattr(upstream, "download_wheel", download_while_another_run_finishes)
+    assert source_root(_pin(sha), cache_dir=cache) == tree
+    assert _files(tree) == {COMPLETE_MARKER, "megatron/winner.py"}
+    assert not [p.name for p in cache.iterdir() if ".tmp-" in p.name]
+
+
+def test_source_without_megatron_is_an_error(tmp_path: Path) -> None:
+    checkout = tmp_path / "Megatron-LM"
+    (checkout / "docs").mkdir(parents=True)
+    with pytest.raises(UpstreamError) as info:
+        source_root(REAL_PIN, source=checkout)
+    message = str(info.value)
+    assert message.startswith(f"--source {checkout}:") and "megatron/" in message and "\n" not in message
+    with pytest.raises(UpstreamError, match="no such directory"):
+        source_root(REAL_PIN, source=tmp_path / "missing")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UpstreamError, match="not a directory"):
+        source_root(REAL_PIN, source=tmp_path / "file")
+
+
+def test_source_is_returned_resolved_and_untouched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkout = tmp_path / "Megatron-LM"
+    (checkout / "megatron/core").mkdir(parents=True)
+    (checkout / "megatron/core/__init__.py").write_text("")
+    before = _files(checkout)
+    monkeypatch.setattr(upstream, "download_wheel", _forbid_download)
+    monkeypatch.chdir(tmp_path)
+    assert source_root(REAL_PIN, source=Path("Megatron-LM/../Megatron-LM")) == checkout.resolve()
+    assert _files(checkout) == before
+
+
+def test_invalid_pin_is_rejected(cache: Path) -> None:
+    with pytest.raises(UpstreamError, match="sha256"):
+        source_root(_pin("ABC"), cache_dir=cache)
+    with pytest.raises(UpstreamError, match="distribution"):
+        source_root(UpstreamPin("../x", "1", FILENAME, "0" * 64), cache_dir=cache)
+    assert not cache.exists()
+
+
+def test_pip_failure_reports_the_end_of_stderr(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+
+    def failing_pip(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        seen.append(command)
+        stderr = "Looking in indexes\nERROR: Could not find a version\nERROR: No matching distribution found\n"
+        return subprocess.CompletedProcess(command, 1, stdout="", stderr=stderr)
+
+    monkeypatch.setattr(upstream.subprocess, "run", failing_pip)
+    with pytest.raises(UpstreamError) as info:
+        source_root(_pin("0" * 64), cache_dir=cache)
+    message = str(info.value)
+    assert "megatron-core==0.0.1" in message and "No matching distribution found" in message
+    assert "\n" not in message
+    command = seen[0]
+    assert command[:4] == [sys.executable, "-m", "pip", "download"]
+    assert command[-1] == "megatron-core==0.0.1"
+    for flag in ("--no-deps", "--only-binary=:all:"):
+        assert flag in command
+    for flag, value in (
+        ("--python-version", "3.12"),
+        ("--implementation", "cp"),
+        ("--platform", "manylinux_2_28_x86_64"),
+    ):
+        assert command[command.index(flag) + 1] == value
+    assert Path(command[command.index("--dest") + 1]).parent == cache
+
+
+def test_default_cache_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CODEGEN_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert default_cache_dir() == tmp_path / "home/.cache/megatron-otel-codegen"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg/megatron-otel-codegen"
+    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "explicit"))
+    assert default_cache_dir() == tmp_path / "explicit"
+
+
+def test_cache_dir_from_environment_is_used(
+    wheel: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, sha = wheel
+    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "env-cache"))
+    monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
+    assert source_root(_pin(sha)).parent == tmp_path / "env-cache"
+
+
+@pytest.mark.skipif(os.environ.get("CODEGEN_NETWORK_TESTS") != "1", reason="set CODEGEN_NETWORK_TESTS=1")
+def test_real_megatron_core_wheel(tmp_path: Path) -> None:
+    root = source_root(REAL_PIN, cache_dir=tmp_path)
+    assert (root / "megatron/core/__init__.py").is_file()
+    assert (tmp_path / "wheels" / REAL_PIN.filename).is_file()
+    assert source_root(REAL_PIN, cache_dir=tmp_path) == root
