@@ -233,9 +233,12 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _tail(output: str, count: int = 3) -> str:
+def _tail(output: str, count: int = 2, width: int = 240) -> str:
+    """The last few lines of pip's output, preferring its ``ERROR:`` lines, shortened to one line."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    return " | ".join(lines[-count:])
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    chosen = (errors or lines)[-count:]
+    return " | ".join(line if len(line) <= width else line[: width - 3] + "..." for line in chosen)
 
 
 def _one_line(text: str) -> str:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
+
 import libcst as cst
+import libcst.matchers as m
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
@@ -21,15 +24,69 @@ def transform_file(project: Project, plan: FilePlan) -> str:
 
 
 def add_runtime_import(project: Project, module: cst.Module) -> cst.Module:
-    """``from megatron.core import otel``, merged and placed by libcst's import visitor."""
+    """``from megatron.core import otel``: merged into an existing ``from megatron.core import``
+    by libcst's import visitor, or placed where isort would put a new statement."""
     context = CodemodContext()
     AddImportsVisitor.add_needed_import(context, project.runtime.parent_module, project.runtime.alias)
+    before = len(module.body)
     module = AddImportsVisitor(context).transform_module(module)
+    if len(module.body) > before:
+        module = _blank_lines_after_imports(_place_new_import(project, module))
     return _sort_merged_names(project, module)
 
 
+def _module_name(stmt: cst.BaseStatement) -> str | None:
+    """The absolute module a top-level import line imports from, or None."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    node = stmt.body[0]
+    if isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None:
+        return cst.Module([]).code_for_node(node.module)
+    if isinstance(node, cst.Import):
+        return cst.Module([]).code_for_node(node.names[0].name)
+    return None
+
+
+def _place_new_import(project: Project, module: cst.Module) -> cst.Module:
+    """Move the statement libcst appended after the last import to its isort position: sorted
+    among the imports of the same top-level package, or as a new section after the others."""
+    body = list(module.body)
+    target = project.runtime.parent_module
+    new_index = next(i for i, s in enumerate(body) if _module_name(s) == target and _imports_alias(s, project))
+    new_stmt = body.pop(new_index)
+    top = target.split(".")[0]
+    imports = [(i, name) for i, s in enumerate(body) if (name := _module_name(s)) is not None]
+    if not imports:
+        body.insert(new_index, new_stmt)
+        return module.with_changes(body=body)
+    same = [(i, name) for i, name in imports if name.split(".")[0] == top]
+    if same:
+        after = [i for i, name in same if name.lower() > target.lower()]
+        if after:
+            index = after[0]
+            new_stmt = new_stmt.with_changes(leading_lines=body[index].leading_lines)
+            body[index] = body[index].with_changes(leading_lines=())
+        else:
+            index = same[-1][0] + 1
+            new_stmt = new_stmt.with_changes(leading_lines=())
+    else:
+        index = imports[-1][0] + 1
+        new_stmt = new_stmt.with_changes(leading_lines=(cst.EmptyLine(),))
+    body.insert(index, new_stmt)
+    return module.with_changes(body=body)
+
+
+def _imports_alias(stmt: cst.BaseStatement, project: Project) -> bool:
+    assert isinstance(stmt, cst.SimpleStatementLine)
+    node = stmt.body[0]
+    return isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar) and any(
+        a.name.value == project.runtime.alias for a in node.names  # type: ignore[union-attr]
+    )
+
+
 def _sort_merged_names(project: Project, module: cst.Module) -> cst.Module:
-    """Keep ``from X import a, b`` alphabetical (isort) when the alias was merged into it."""
+    """Move the alias merged into ``from X import a, b`` to its alphabetical (isort) position."""
+    alias = project.runtime.alias
 
     class _Sorter(cst.CSTTransformer):
         def leave_ImportFrom(self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom) -> cst.ImportFrom:
@@ -37,13 +94,29 @@ def _sort_merged_names(project: Project, module: cst.Module) -> cst.Module:
                 return updated_node
             if cst.Module([]).code_for_node(updated_node.module) != project.runtime.parent_module:
                 return updated_node
-            names = list(updated_node.names)
-            if len(names) < 2 or names[-1].name.value != project.runtime.alias:  # type: ignore[union-attr]
+            names = [n for n in updated_node.names if not m.matches(n, m.ImportAlias(name=m.Name(alias), asname=None))]
+            if len(names) == len(updated_node.names) or not names:
                 return updated_node
-            ordered = sorted(names, key=lambda a: cst.Module([]).code_for_node(a.name).lower())
-            commas = [n.comma for n in names]
-            return updated_node.with_changes(
-                names=[n.with_changes(comma=c) for n, c in zip(ordered, commas)]
-            )
+            keys = [cst.Module([]).code_for_node(n.name).lower() for n in names]
+            index = bisect.bisect_left(keys, alias.lower())
+            ordered = names[:index] + [cst.ImportAlias(name=cst.Name(alias))] + names[index:]
+            commas = [n.comma for n in updated_node.names]
+            return updated_node.with_changes(names=[n.with_changes(comma=c) for n, c in zip(ordered, commas)])
 
     return module.visit(_Sorter())
+
+
+def _blank_lines_after_imports(module: cst.Module) -> cst.Module:
+    """PEP 8 spacing between the last top-level import and the code after it."""
+    body = list(module.body)
+    last = max((i for i, s in enumerate(body) if _module_name(s) is not None), default=None)
+    if last is None or last + 1 >= len(body):
+        return module
+    following = body[last + 1]
+    wanted = 2 if isinstance(following, (cst.FunctionDef, cst.ClassDef)) else 1
+    blank = sum(1 for line in following.leading_lines if line.comment is None)
+    if blank >= wanted or any(line.comment is not None for line in following.leading_lines):
+        return module
+    lines = tuple(cst.EmptyLine() for _ in range(wanted - blank)) + tuple(following.leading_lines)
+    body[last + 1] = following.with_changes(leading_lines=lines)
+    return module.with_changes(body=body)

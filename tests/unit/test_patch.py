@@ -168,7 +168,8 @@ def _run(args: list[str], cwd: Path) -> _Output:
     # Bytes, not text=True: universal-newline decoding would hide CRs in git's output.
     result = subprocess.run(args, cwd=cwd, env=_GIT_ENV, capture_output=True, check=False)
     output = _Output(result.stdout.decode(), result.stderr.decode())
-    assert result.returncode == 0, f"{' '.join(args)} failed ({result.returncode}):\n{output.stdout}{output.stderr}"
+    command = " ".join(args)
+    assert result.returncode == 0, f"{command} failed ({result.returncode}):\n{output.stdout}{output.stderr}"
     return output
 
 
@@ -277,7 +278,9 @@ def test_hunk_headers(case: Case) -> None:
 
 def test_no_newline_marker_placement() -> None:
     patch_text = make_patch("f.py", "a\nb", "a\nc")
-    assert patch_text.endswith("@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n")
+    assert patch_text.endswith(
+        "@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n"
+    )
 
 
 def test_headers_for_new_and_deleted_files() -> None:
@@ -312,7 +315,10 @@ def test_path_with_space_applies(tmp_path: Path) -> None:
         assert (root / path).read_bytes() == b"a\nc\n"
 
 
-@pytest.mark.parametrize("path", ["", "/abs.py", "a//b.py", "a/../b.py", "./a.py", "dir/", 'q"uote.py', "tab\t.py", "é.py"])
+BAD_PATHS = ["", "/abs.py", "a//b.py", "a/../b.py", "./a.py", "dir/", 'q"uote.py', "tab\t.py", "é.py"]
+
+
+@pytest.mark.parametrize("path", BAD_PATHS)
 def test_rejects_paths_git_would_quote_or_misread(path: str) -> None:
     with pytest.raises(ValueError):
         make_patch(path, "a\n", "b\n")

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -89,7 +91,8 @@ def test_downloads_verifies_and_unpacks_megatron_only(
         "megatron/core/__init__.py",
         "megatron/core/transformer/block.py",
     }
-    assert (root / "megatron/core/transformer/block.py").read_bytes() == MEMBERS["megatron/core/transformer/block.py"]
+    block = "megatron/core/transformer/block.py"
+    assert (root / block).read_bytes() == MEMBERS[block]
     assert (cache / "wheels" / FILENAME).read_bytes() == path.read_bytes()
     assert not [p.name for p in cache.iterdir() if ".tmp-" in p.name]
 
@@ -102,8 +105,26 @@ def test_cache_hit_skips_the_downloader(
     first = source_root(_pin(sha), cache_dir=cache)
     (cache / "wheels" / FILENAME).unlink()  # the fast path must not even look at the wheel
     monkeypatch.setattr(upstream, "download_wheel", _forbid_download)
-    monkeypatch.setattr(upstream, "_sha256", lambda path: pytest.fail("the fast path must not hash"))
+    monkeypatch.setattr(upstream, "_populate", lambda *args: pytest.fail("fast path must not lock or hash"))
     assert source_root(_pin(sha), cache_dir=cache) == first
+
+
+def test_tree_finished_while_waiting_for_the_lock_is_used(
+    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, sha = wheel
+    tree = cache / f"megatron-core-0.0.1-{sha[:12]}"
+
+    @contextmanager
+    def other_run_finishes_first(lock: Path) -> Iterator[None]:
+        (tree / "megatron").mkdir(parents=True)
+        (tree / COMPLETE_MARKER).write_text("other run\n")
+        yield
+
+    monkeypatch.setattr(upstream, "_exclusive_lock", other_run_finishes_first)
+    monkeypatch.setattr(upstream, "download_wheel", _forbid_download)
+    assert source_root(_pin(sha), cache_dir=cache) == tree
+    assert (tree / COMPLETE_MARKER).read_text() == "other run\n"
 
 
 def test_cached_wheel_with_matching_hash_is_reused(
@@ -145,10 +166,19 @@ def test_sha_mismatch_names_both_hashes(
     assert not [p.name for p in cache.iterdir() if ".tmp-" in p.name]
 
 
-@pytest.mark.parametrize(
-    "member", ["megatron/../evil.py", "/megatron/evil.py", "../megatron/evil.py", "megatron\\..\\evil.py", "evil/../../x.py"]
-)
-def test_unsafe_member_is_rejected(member: str, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+UNSAFE_MEMBERS = [
+    "megatron/../evil.py",
+    "/megatron/evil.py",
+    "../megatron/evil.py",
+    "megatron\\..\\evil.py",
+    "evil/../../x.py",
+]
+
+
+@pytest.mark.parametrize("member", UNSAFE_MEMBERS)
+def test_unsafe_member_is_rejected(
+    member: str, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "src" / FILENAME
     sha = _build_wheel(path, {**MEMBERS, member: b"pwned"})
     monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
@@ -158,7 +188,9 @@ def test_unsafe_member_is_rejected(member: str, tmp_path: Path, cache: Path, mon
     assert not [p for p in tmp_path.rglob("*") if p.name in ("evil.py", "x.py")]
 
 
-def test_wheel_without_megatron_is_rejected(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_wheel_without_megatron_is_rejected(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "src" / FILENAME
     sha = _build_wheel(path, {"other/__init__.py": b""})
     monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
@@ -268,15 +300,20 @@ def test_pip_failure_reports_the_end_of_stderr(cache: Path, monkeypatch: pytest.
 
     def failing_pip(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
         seen.append(command)
-        stderr = "Looking in indexes\nERROR: Could not find a version\nERROR: No matching distribution found\n"
+        versions = ", ".join(f"0.{i}.0" for i in range(500))
+        stderr = (
+            "Looking in indexes\n"
+            f"ERROR: Could not find a version (from versions: {versions})\n"
+            "ERROR: No matching distribution found\n"
+        )
         return subprocess.CompletedProcess(command, 1, stdout="", stderr=stderr)
 
-    monkeypatch.setattr(upstream.subprocess, "run", failing_pip)
+    monkeypatch.setattr(subprocess, "run", failing_pip)
     with pytest.raises(UpstreamError) as info:
         source_root(_pin("0" * 64), cache_dir=cache)
     message = str(info.value)
     assert "megatron-core==0.0.1" in message and "No matching distribution found" in message
-    assert "\n" not in message
+    assert "\n" not in message and len(message) < 600
     command = seen[0]
     assert command[:4] == [sys.executable, "-m", "pip", "download"]
     assert command[-1] == "megatron-core==0.0.1"
