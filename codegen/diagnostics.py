@@ -14,6 +14,10 @@ class Pos:
     def __str__(self) -> str:
         return f"{self.path}:{self.line}:{self.col}"
 
+    def ref(self, here: Pos) -> str:
+        """How a message located at ``here`` names this position."""
+        return f"line {self.line}" if self.path == here.path else str(self)
+
 
 @dataclass(frozen=True, order=True)
 class Diagnostic:

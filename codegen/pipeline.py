@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from codegen.diagnostics import Diagnostics
 from codegen.emit.docs import render_docs
 from codegen.emit.patch import make_patch, write_patch_set
 from codegen.emit.runtime import render_runtime
@@ -36,14 +37,12 @@ class Generation:
         return tree
 
 
-def load(spec_dir: Path, source: Path | None = None) -> tuple[Project, Path]:
-    project = load_project(spec_dir)
-    return project, upstream_source_root(project.upstream, source)
-
-
 def generate(spec_dir: Path, source: Path | None = None) -> Generation:
-    project, root = load(spec_dir, source)
-    plan = build_plan(project, root)
+    """Raise :class:`SpecError` with every problem of the specs, found loading or resolving."""
+    diags = Diagnostics()
+    project = load_project(spec_dir, diags)
+    root = upstream_source_root(project.upstream, source)
+    plan = build_plan(project, root, diags)
     changes: dict[str, tuple[str | None, str]] = {}
     for path, file_plan in sorted(plan.files.items()):
         new = transform_file(project, file_plan)

@@ -52,9 +52,10 @@ def parse_source(path: str, source: str) -> cst.Module:
     return cst.parse_module(source)
 
 
-def build_plan(project: Project, source_root: Path) -> Plan:
-    """Resolve every span; raise :class:`SpecError` listing every problem at once."""
-    diags = Diagnostics()
+def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = None) -> Plan:
+    """Resolve every span; raise :class:`SpecError` listing every problem at once (including
+    those already in ``diags``)."""
+    diags = diags if diags is not None else Diagnostics()
     files: dict[str, FilePlan] = {}
     by_file: dict[str, list[Span]] = {}
     for span in project.spans:
@@ -64,18 +65,18 @@ def build_plan(project: Project, source_root: Path) -> Plan:
         path = (root / rel).resolve()
         if not path.is_relative_to(root):
             for span in spans:
-                diags.error(span.pos, f"file '{rel}' is outside the source root {root}")
+                diags.error(span.where_file, f"file '{rel}' is outside the source root {root}")
             continue
         if not path.is_file():
             for span in spans:
-                diags.error(span.pos, f"file '{rel}' not found under the source root {root}")
+                diags.error(span.where_file, f"file '{rel}' not found under the source root {root}")
             continue
         source = path.read_text(encoding="utf-8")
         try:
             module = parse_source(rel, source)
         except cst.ParserSyntaxError as exc:
             for span in spans:
-                diags.error(span.pos, f"cannot parse '{rel}': {exc.message} (line {exc.raw_line})")
+                diags.error(span.where_file, f"cannot parse '{rel}': {exc.message} (line {exc.raw_line})")
             continue
         wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         positions = wrapper.resolve(PositionProvider)
@@ -103,7 +104,7 @@ def _resolve_file(
         func = functions.get(span.function)
         if func is None:
             diags.error(
-                span.pos,
+                span.where_function,
                 f"function '{span.function}' not found in {span.file}{suggest(span.function, sorted(functions))}",
             )
             continue
@@ -112,10 +113,10 @@ def _resolve_file(
             continue
         reason = unsafe_reason(func)
         if reason is not None:
-            diags.error(span.pos, f"cannot instrument {span.function} in {span.file}: {reason}")
+            diags.error(span.where_function, f"cannot instrument {span.function} in {span.file}: {reason}")
             continue
         if not isinstance(func.body, cst.IndentedBlock):
-            diags.error(span.pos, f"cannot instrument {span.function}: its body is on the 'def' line")
+            diags.error(span.where_function, f"cannot instrument {span.function}: its body is on the 'def' line")
             continue
         resolved = _resolve_region(span, func, line_of, diags)
         if resolved is None:
@@ -279,5 +280,5 @@ def _check_overlaps(plan: FilePlan, diags: Diagnostics) -> None:
                     diags.error(
                         b.span.pos,
                         f"span '{b.span.name}' (lines {b.first_line}-{b.last_line}) partially overlaps "
-                        f"'{a.span.name}' (lines {a.first_line}-{a.last_line}) declared at {a.span.pos}",
+                        f"'{a.span.name}' (lines {a.first_line}-{a.last_line}) declared at {a.span.pos.ref(b.span.pos)}",
                     )

@@ -51,9 +51,15 @@ def spec_files(spec_dir: Path) -> list[Path]:
     return sorted(p for p in spec_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
-def load_project(spec_dir: Path) -> Project:
-    """Load and validate every spec file of ``spec_dir``; raise :class:`SpecError` on any problem."""
-    diags = Diagnostics()
+def load_project(spec_dir: Path, diags: Diagnostics | None = None) -> Project:
+    """Load and validate every spec file of ``spec_dir``.
+
+    Without ``diags``, any problem raises :class:`SpecError`. With it, problems are added there and
+    the spans that are valid are still returned, so that later stages can report theirs too; only
+    a project missing its declarations raises.
+    """
+    collect = diags is not None
+    diags = diags if diags is not None else Diagnostics()
     files = spec_files(spec_dir)
     if not files:
         diags.error(Pos(str(spec_dir), 1, 1), "no spec files (*.yaml) found")
@@ -65,7 +71,7 @@ def load_project(spec_dir: Path) -> Project:
         if root is not None:
             builder.add_file(display, root)
     project = builder.finish(tuple(_display_path(p) for p in files))
-    if diags or project is None:
+    if project is None or (diags and not collect):
         raise SpecError(diags)
     return project
 
@@ -81,7 +87,7 @@ class _Builder:
     def __init__(self, diags: Diagnostics) -> None:
         self.diags = diags
         self.singletons: dict[str, tuple[str, YNode]] = {}
-        self.span_nodes: list[tuple[YMap, str | None]] = []
+        self.span_nodes: list[tuple[YMap, tuple[str, Pos] | None]] = []
         self.first_pos: Pos | None = None
 
     # -- collection -------------------------------------------------------------------------
@@ -99,10 +105,13 @@ class _Builder:
                 continue
             if key in self.singletons:
                 first = self.singletons[key][1].pos
-                self.diags.error(root.key_pos(key), f"'{key}' is already declared at {first}")
+                self.diags.error(root.key_pos(key), f"'{key}' is already declared at {first.ref(root.key_pos(key))}")
                 continue
             self.singletons[key] = (path, node)
-        default_file = self._str(root.get("file"), "file") if "file" in root.entries else None
+        default_file = None
+        if "file" in root.entries:
+            name = self._str(root.get("file"), "file")
+            default_file = (name, root.get("file").pos) if name is not None else None  # type: ignore[union-attr]
         spans = root.get("spans")
         if spans is not None:
             for item in self._seq(spans, "spans"):
@@ -221,20 +230,20 @@ class _Builder:
                 continue
             key = (span.file, span.function, span.name, span.region.describe())
             if key in seen:
-                self.diags.error(span.pos, f"duplicate span '{span.name}': the same place is already instrumented at {seen[key]}")
+                self.diags.error(span.pos, f"duplicate span '{span.name}': the same place is already instrumented at {seen[key].ref(span.pos)}")
                 continue
             seen[key] = span.pos
             previous = name_groups.setdefault(span.name, (span.group, span.pos))
             if previous[0] != span.group:
                 self.diags.error(
                     span.pos,
-                    f"span '{span.name}' is in group '{span.group}' here but in '{previous[0]}' at {previous[1]}",
+                    f"span '{span.name}' is in group '{span.group}' here but in '{previous[0]}' at {previous[1].ref(span.pos)}",
                 )
                 continue
             spans.append(span)
         return tuple(spans)
 
-    def _span(self, node: YMap, default_file: str | None, group_names: set[str]) -> Span | None:
+    def _span(self, node: YMap, default_file: tuple[str, Pos] | None, group_names: set[str]) -> Span | None:
         self._check_keys(node, SPAN_KEYS, "span")
         ok = True
         name = self._required_str(node, "name", "span")
@@ -245,13 +254,15 @@ class _Builder:
         if group is not None and group not in group_names:
             self._unknown(node.get("group").pos, "group", group, sorted(group_names))  # type: ignore[union-attr]
             ok = False
-        file = self._str(node.get("file"), "file") if "file" in node.entries else default_file
+        if "file" in node.entries:
+            file, file_pos = self._str(node.get("file"), "file"), node.get("file").pos  # type: ignore[union-attr]
+        else:
+            file, file_pos = default_file if default_file else (None, None)
         if file is None:
             self.diags.error(node.pos, "span has no 'file' (set it on the span or at the top of the spec file)")
             ok = False
         elif file.startswith("/") or ".." in Path(file).parts or not file.endswith(".py"):
-            pos = node.get("file").pos if "file" in node.entries else node.pos  # type: ignore[union-attr]
-            self.diags.error(pos, f"file '{file}' must be a relative path to a .py file inside the source root")
+            self.diags.error(file_pos or node.pos, f"file '{file}' must be a relative path to a .py file inside the source root")
             ok = False
         function = self._required_str(node, "function", "span")
         if function is not None and not DOTTED.match(function):
@@ -276,6 +287,8 @@ class _Builder:
             end_attributes=end_attributes,  # type: ignore[arg-type]
             goodput=bool(goodput),
             note=note,
+            file_pos=file_pos,
+            function_pos=node.get("function").pos,  # type: ignore[union-attr]
         )
 
     def _region(self, node: YNode) -> Region | None:

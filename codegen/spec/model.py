@@ -80,6 +80,16 @@ class Span:
     end_attributes: tuple[Attribute, ...] = ()  # set once the covered statements complete
     goodput: bool = False
     note: str = ""
+    file_pos: Pos | None = None  # where the file is named (the span's own key or the file's top)
+    function_pos: Pos | None = None
+
+    @property
+    def where_file(self) -> Pos:
+        return self.file_pos or self.pos
+
+    @property
+    def where_function(self) -> Pos:
+        return self.function_pos or self.pos
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,86 @@
+"""Interleaved micro-timing: every variant is timed once per round, in a shuffled order.
+
+Stdlib only: the runtime worker imports it under any interpreter (the nemo-lens run uses 3.13).
+Machines are noisy, so a variant's cost is the minimum (and median) over many short rounds, and
+the cost of the timing loop itself (a ``pass`` statement) is subtracted.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import statistics
+import time
+import timeit
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    func: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    after_round: Callable[[], None] | None = None  # e.g. clear an in-memory exporter
+
+
+@dataclass(frozen=True)
+class Result:
+    name: str
+    min_ns: float  # per call, loop overhead subtracted
+    median_ns: float
+    samples: int
+
+
+def _timer(variant: Variant | None) -> timeit.Timer:
+    if variant is None:
+        return timeit.Timer("pass", timer=time.perf_counter)
+    names = ", ".join(f"a{i}" for i in range(len(variant.args)))
+    namespace: dict[str, Any] = {"f": variant.func}
+    namespace.update({f"a{i}": arg for i, arg in enumerate(variant.args)})
+    return timeit.Timer(f"f({names})", timer=time.perf_counter, globals=namespace)
+
+
+def _calibrate(timer: timeit.Timer, target_s: float, cleanup: Callable[[], None] | None) -> int:
+    number = 1
+    while True:
+        elapsed = timer.timeit(number)
+        if cleanup is not None:
+            cleanup()
+        if elapsed >= target_s / 4 or number >= 1 << 24:
+            return max(1, int(number * target_s / max(elapsed, 1e-9)))
+        number *= 4
+
+
+def measure(variants: list[Variant], rounds: int, target_s: float, seed: int = 0) -> dict[str, Result]:
+    """Time each variant ``rounds`` times, about ``target_s`` seconds per round, interleaved."""
+    rng = random.Random(seed)
+    null = _timer(None)
+    timers = {v.name: _timer(v) for v in variants}
+    by_name = {v.name: v for v in variants}
+    null_number = _calibrate(null, target_s, None)
+    numbers = {v.name: _calibrate(timers[v.name], target_s, v.after_round) for v in variants}
+    raw: dict[str, list[float]] = {v.name: [] for v in variants}
+    nulls: list[float] = []
+    order = [v.name for v in variants]
+    for _ in range(rounds):
+        rng.shuffle(order)
+        nulls.append(null.timeit(null_number) / null_number)
+        for name in order:
+            n = numbers[name]
+            raw[name].append(timers[name].timeit(n) / n)
+            cleanup = by_name[name].after_round
+            if cleanup is not None:
+                cleanup()
+        gc.collect()
+    loop_ns = min(nulls) * 1e9
+    return {
+        name: Result(
+            name,
+            max(min(samples) * 1e9 - loop_ns, 0.01),
+            max(statistics.median(samples) * 1e9 - loop_ns, 0.01),
+            len(samples),
+        )
+        for name, samples in raw.items()
+    }
