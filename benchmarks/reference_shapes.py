@@ -12,14 +12,11 @@ The workloads repeat the bodies of ``fixture/src/megatron/benchfix/work.py``.
 from __future__ import annotations
 
 import functools
-import sys
-import types
 from contextlib import contextmanager
 
-# The state module the reference imports inside its helpers (nemo.lens.state in the reference).
-_STATE = types.ModuleType("_bench_reference_state")
-_STATE.ENABLED_GROUPS = frozenset()  # type: ignore[attr-defined]
-sys.modules[_STATE.__name__] = _STATE
+# The state module the reference imports inside its helpers (a real module, as nemo.lens.state is:
+# a module without __spec__ would make every function-local import raise and swallow an error).
+import reference_state as _STATE
 
 FLAG = False
 TRACER = None  # set by the worker to a tracer of the benchmark's SDK provider
@@ -27,7 +24,7 @@ TRACER = None  # set by the worker to a tracer of the benchmark's SDK provider
 
 @contextmanager
 def _otel_managed_span(group, name):
-    from _bench_reference_state import ENABLED_GROUPS
+    from reference_state import ENABLED_GROUPS
 
     if group not in ENABLED_GROUPS:
         yield None

@@ -20,7 +20,7 @@ import sys
 import reference_shapes as ref
 from timing import Variant, measure
 
-WORKLOAD = list(range(16))
+WORKLOAD = list(range(12))
 FIXTURE_MODULE = "megatron.benchfix.work"
 
 

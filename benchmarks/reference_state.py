@@ -1,0 +1,3 @@
+"""The state module the reference's guards import inside the function (nemo.lens.state there)."""
+
+ENABLED_GROUPS: frozenset = frozenset()
