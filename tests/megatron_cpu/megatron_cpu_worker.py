@@ -208,8 +208,8 @@ def spans_as_dicts(exporter) -> list[dict[str, Any]]:
                 "trace_id": span.context.trace_id,
                 "parent_id": span.parent.span_id if span.parent is not None else None,
                 "attributes": dict(span.attributes or {}),
-                "start": span.start_time,
-                "end": span.end_time,
+                "status": span.status.status_code.name,
+                "events": [event.name for event in span.events],
             }
         )
     return out
@@ -254,11 +254,60 @@ def train_once(otel_spec: str, provider) -> dict[str, Any]:
     }
 
 
+def cpu_mixer():
+    """A stand-in for MambaMixer, which needs the mamba_ssm package's CUDA/Triton kernels."""
+    from megatron.core.transformer.module import MegatronModule
+
+    class CpuMixer(MegatronModule):
+        def __init__(self, config, d_model, layer_number=None, pg_collection=None, **_):
+            super().__init__(config)
+            self.proj = torch.nn.Linear(d_model, d_model)
+
+        def forward(self, hidden_states, inference_context=None, packed_seq_params=None):
+            return torch.tanh(self.proj(hidden_states)), None
+
+    return CpuMixer
+
+
+def mamba_once(otel_spec: str, provider) -> dict[str, Any]:
+    """MambaLayer.forward + backward with a CPU mixer (megatron.layer.forward / layer.mamba)."""
+    from megatron.core.fusions.fused_bias_dropout import get_bias_dropout_add
+    from megatron.core.process_groups_config import ProcessGroupCollection
+    from megatron.core.ssm.mamba_layer import MambaLayer, MambaLayerSubmodules
+    from megatron.core.transformer.spec_utils import ModuleSpec
+
+    otel = None
+    if otel_spec != "plain":
+        from megatron.core import otel
+    seed_everything()
+    layer = MambaLayer(
+        transformer_config(),
+        MambaLayerSubmodules(mixer=ModuleSpec(module=cpu_mixer()), mamba_bda=get_bias_dropout_add),
+        layer_number=3,
+        pg_collection=ProcessGroupCollection.use_mpu_process_groups(required_pgs=["tp"]),
+    )
+    hidden = torch.randn(SEQ, MICRO_BATCH, HIDDEN, generator=torch.Generator().manual_seed(SEED + 2))
+    enabled: list[str] = []
+    if otel is not None and otel_spec != "off":
+        enabled = sorted(otel.enable(otel_spec, tracer_provider=provider))
+    try:
+        output = layer(hidden)
+        output.square().sum().backward()
+    finally:
+        if otel is not None and otel_spec != "off":
+            otel.disable()
+    return {
+        "enabled_groups": enabled,
+        "output": output.detach().clone(),
+        "grads": {name: param.grad.clone() for name, param in layer.named_parameters()},
+    }
+
+
 def main_train(args) -> None:
     from megatron.core import parallel_state
 
     init_distributed(0, 1, args.port, 1)
-    results: dict[str, Any] = {"runs": {}}
+    results: dict[str, Any] = {"runs": {}, "mamba": {}}
     try:
         for spec in args.runs.split(","):
             provider, exporter = make_provider()
@@ -266,6 +315,11 @@ def main_train(args) -> None:
             provider.force_flush()
             result["spans"] = spans_as_dicts(exporter)
             results["runs"][spec] = result
+            provider, exporter = make_provider()
+            result = mamba_once(spec, provider)
+            provider.force_flush()
+            result["spans"] = spans_as_dicts(exporter)
+            results["mamba"][spec] = result
         results["megatron_file"] = sys.modules["megatron.core"].__file__
     finally:
         parallel_state.destroy_model_parallel()
@@ -274,39 +328,64 @@ def main_train(args) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# two processes: pipeline parallel 2 through forward_backward_pipelining_without_interleaving
+# two processes: P2PCommunicator between pipeline stages 0 and 1
 
 
 def main_p2p(args) -> None:
+    """Rank 0 = first stage, rank 1 = last stage, pipeline parallel 2, world size 2.
+
+    ``send_forward`` (rank 0 -> 1) and ``send_backward`` (rank 1 -> 0) really communicate through
+    megatron's ``_p2p_ops`` (isend on gloo). Their receiving ends are plain
+    ``torch.distributed.recv``: megatron's receive allocates its buffer with
+    ``device=torch.cuda.current_device()``, which a CPU build cannot run (rank 1 records that
+    failure through the instrumented ``recv_forward``). ``recv_forward`` on the first stage and
+    ``recv_backward`` on the last stage return without communicating; their spans still record.
+    """
     from megatron.core import otel, parallel_state
-    from megatron.core.pipeline_parallel import schedules
+    from megatron.core.model_parallel_config import ModelParallelConfig
+    from megatron.core.pipeline_parallel.p2p_communication import P2PCommunicator
 
     init_distributed(args.rank, args.world_size, args.port, args.world_size)
-    first = parallel_state.is_pipeline_first_stage()
-    last = parallel_state.is_pipeline_last_stage()
     provider, exporter = make_provider()
+    results: dict[str, Any] = {"rank": args.rank, "cuda_available": torch.cuda.is_available()}
     try:
-        model = build_model(pre_process=first, post_process=last, pipeline_size=args.world_size)
-        batches = make_batches()
-        otel.enable("all", tracer_provider=provider)
+        pp_group = parallel_state.get_pipeline_model_parallel_group()
+        config = ModelParallelConfig(
+            pipeline_model_parallel_size=args.world_size,
+            pipeline_dtype=torch.float32,
+            batch_p2p_comm=False,  # the batched path ends in torch.cuda.synchronize()
+        )
+        comm = P2PCommunicator(pp_group, config)
+        shape = (SEQ, MICRO_BATCH, HIDDEN)
+        activation = torch.arange(SEQ * MICRO_BATCH * HIDDEN, dtype=torch.float32).view(shape)
+        gradient = -activation / 7
+        otel.enable("communication", tracer_provider=provider)
         try:
-            with CudaFactoriesOnCpu():
-                reduced = schedules.forward_backward_pipelining_without_interleaving(
-                    forward_step_func=forward_step_func,
-                    data_iterator=iter(batches),
-                    model=model,
-                    num_microbatches=NUM_MICROBATCHES,
-                    seq_length=SEQ,
-                    micro_batch_size=MICRO_BATCH,
-                )
+            if args.rank == 0:
+                results["recv_forward"] = comm.recv_forward(shape, is_first_stage=True)
+                comm.send_forward(activation, is_last_stage=False)
+                received = torch.empty(shape)
+                # _p2p_ops: with a pipeline group of 2, odd ranks send backward on WORLD
+                dist.recv(received, src=1, group=dist.group.WORLD)
+                results["received"] = received
+            else:
+                if not torch.cuda.is_available():
+                    try:
+                        comm.recv_forward(shape, is_first_stage=False)
+                    except Exception as error:  # noqa: BLE001 - recorded for the test
+                        results["recv_forward_error"] = f"{type(error).__name__}: {error}"
+                received = torch.empty(shape)
+                dist.recv(received, src=0, group=pp_group)
+                results["received"] = received
+                comm.send_backward(gradient, is_first_stage=False)
+                results["recv_backward"] = comm.recv_backward(shape, is_last_stage=True)
+            results["sent"] = activation if args.rank == 0 else gradient
         finally:
             otel.disable()
+        dist.barrier()
         provider.force_flush()
-        results = {
-            "rank": args.rank,
-            "losses": [item["lm loss"].clone() for item in reduced],
-            "spans": spans_as_dicts(exporter),
-        }
+        results["spans"] = spans_as_dicts(exporter)
+        results["megatron_file"] = sys.modules["megatron.core"].__file__
     finally:
         parallel_state.destroy_model_parallel()
         dist.destroy_process_group()

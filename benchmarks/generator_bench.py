@@ -1,0 +1,101 @@
+"""Generator speed: ``codegen apply`` against the floor of parsing and re-rendering with libcst."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+FLOOR_SCRIPT = """\
+import sys, libcst
+for path in sys.argv[1:]:
+    with open(path, encoding="utf-8") as f:
+        libcst.parse_module(f.read()).code
+"""
+
+
+@dataclass
+class GeneratorResult:
+    files: list[str] = field(default_factory=list)
+    generate_s: list[float] = field(default_factory=list)  # in-process generate() + generated_tree()
+    floor_s: list[float] = field(default_factory=list)  # in-process parse + render of the touched files
+    cli_floor_s: float | None = None  # python -c 'import libcst; parse + render', end to end
+    cli_apply_s: float | None = None  # codegen apply SPECS --generated TMP, end to end
+    cli_check_s: float | None = None  # the same again with --check: an unchanged second run
+    cli_check_rc: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def spec_files(spec_dir: Path) -> list[str]:
+    """The source files the specs touch, read from the YAML (not from the generator's plan)."""
+    files: set[str] = set()
+    for path in sorted(spec_dir.glob("*.y*ml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        default = data.get("file")
+        for span in data.get("spans") or ():
+            file = span.get("file", default)
+            if file:
+                files.add(file)
+    return sorted(files)
+
+
+def floor(root: Path, files: list[str]) -> float:
+    import libcst
+
+    start = time.perf_counter()
+    for file in files:
+        libcst.parse_module((root / file).read_text(encoding="utf-8")).code
+    return time.perf_counter() - start
+
+
+def _timed(command: list[str], cwd: Path) -> tuple[float, int, str]:
+    start = time.perf_counter()
+    proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
+    return time.perf_counter() - start, proc.returncode, (proc.stderr or proc.stdout).strip()
+
+
+def run(spec_dir: Path, repo: Path, generate_runs: int = 2, floor_runs: int = 3, cli: bool = True) -> GeneratorResult:
+    from codegen.pipeline import generate
+
+    result = GeneratorResult(files=spec_files(spec_dir))
+    # Interleaved: generate, floor, generate, floor, ... (the first generate also finds the tree).
+    root: Path | None = None
+    for i in range(max(generate_runs, floor_runs)):
+        if i < generate_runs:
+            start = time.perf_counter()
+            generation = generate(spec_dir)
+            generation.generated_tree()
+            result.generate_s.append(time.perf_counter() - start)
+            if root is None:
+                root = generation.source_root
+                planned = sorted(generation.plan.files)
+                if planned != result.files:
+                    result.notes.append(f"plan touches {planned}, specs name {result.files}")
+        if i < floor_runs and root is not None:
+            result.floor_s.append(floor(root, result.files))
+    if not cli or root is None:
+        return result
+
+    codegen = Path(sys.executable).with_name("codegen")
+    base = [str(codegen)] if codegen.exists() else [sys.executable, "-m", "codegen.cli"]
+    result.cli_floor_s, rc, out = _timed(
+        [sys.executable, "-c", FLOOR_SCRIPT, *(str(root / f) for f in result.files)], repo
+    )
+    if rc != 0:
+        result.notes.append(f"floor subprocess failed ({rc}): {out[-300:]}")
+    with tempfile.TemporaryDirectory(prefix="codegen-bench-") as tmp:
+        # Write into a temporary generated/ so the committed one is never touched.
+        result.cli_apply_s, rc, out = _timed([*base, "apply", str(spec_dir), "--generated", tmp], repo)
+        if rc != 0:
+            result.notes.append(f"codegen apply exited {rc}: {out[-300:]}")
+        result.cli_check_s, result.cli_check_rc, out = _timed(
+            [*base, "apply", str(spec_dir), "--check", "--generated", tmp], repo
+        )
+        if result.cli_check_rc != 0:
+            result.notes.append(f"codegen apply --check exited {result.cli_check_rc}: {out[-300:]}")
+    return result

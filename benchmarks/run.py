@@ -1,0 +1,290 @@
+"""Runtime overhead and generator speed of megatron-otel-codegen, reported as same-run ratios.
+
+    .venv/bin/python -m benchmarks [--quick] [--no-generator] [--no-lens] [--json FILE]
+
+Not part of the test suite. See benchmarks/README.md for what each row measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import py_compile
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+FIXTURE = HERE / "fixture"
+WORKER = HERE / "runtime_worker.py"
+LENS_PACKAGES = ("nemo-lens", "opentelemetry-sdk")
+LENS_PYTHON_VERSION = "3.13"  # nemo-lens requires Python >= 3.13
+
+
+# -- building the fixture with the real generator ------------------------------------------------
+
+
+def build_fixture(tmp: Path) -> tuple[Path, Path]:
+    """Run the generator on fixture/ and write two independent instrumented copies under ``tmp``."""
+    from codegen.pipeline import generate
+
+    generation = generate(FIXTURE / "specs", source=FIXTURE / "src")
+    trees = []
+    for name in ("off", "on"):
+        tree = tmp / name
+        shutil.copytree(FIXTURE / "src", tree, ignore=shutil.ignore_patterns("__pycache__"))
+        for path, (_, text) in generation.changes.items():
+            target = tree / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            py_compile.compile(str(target), doraise=True)
+        trees.append(tree)
+    if "megatron/benchfix/work.py" not in generation.changes:
+        raise RuntimeError("the generator left fixture/src/megatron/benchfix/work.py unchanged")
+    return trees[0], trees[1]
+
+
+def run_worker(python: str, off: Path, on: Path, rounds: int, target_ms: float, lens: bool) -> dict:
+    command = [python, str(WORKER), "--off-tree", str(off), "--on-tree", str(on)]
+    command += ["--rounds", str(rounds), "--target-ms", str(target_ms)] + (["--lens"] if lens else [])
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout)
+
+
+# -- nemo-lens in its own interpreter -------------------------------------------------------------
+
+
+def _lens_ok(python: Path) -> bool:
+    probe = "import nemo.lens, opentelemetry.sdk.trace"
+    return subprocess.run([str(python), "-c", probe], capture_output=True, timeout=60).returncode == 0
+
+
+def _runs(python: str) -> bool:
+    try:
+        return subprocess.run([python, "-c", "pass"], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def lens_python(explicit: str | None, install: bool) -> tuple[Path | None, str]:
+    """A Python with nemo-lens and the OTel SDK: given, cached, or installed into a cached venv."""
+    if explicit:
+        path = Path(explicit)
+        return (path, "given") if _lens_ok(path) else (None, f"{explicit} cannot import nemo.lens")
+    from codegen.upstream import default_cache_dir
+
+    venv = default_cache_dir() / f"bench-nemo-lens-py{LENS_PYTHON_VERSION}"
+    python = venv / "bin" / "python"
+    if python.exists() and _lens_ok(python):
+        return python, f"cached venv {venv}"
+    if not install:
+        return None, "not installed (run without --no-lens-install to try)"
+    candidates = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{LENS_PYTHON_VERSION}*/bin/python")))
+    candidates.append(shutil.which(f"python{LENS_PYTHON_VERSION}"))  # may be a pyenv shim that fails
+    base = next((c for c in candidates if c and _runs(c)), None)
+    if base is None:
+        return None, f"cannot be installed: no Python {LENS_PYTHON_VERSION} interpreter found"
+    print(f"installing {' '.join(LENS_PACKAGES)} into {venv} (once) ...", file=sys.stderr)
+    try:
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([base, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120)
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *LENS_PACKAGES]
+        proc = subprocess.run(pip, capture_output=True, text=True, timeout=240)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"cannot be installed: {exc}"
+    if proc.returncode != 0 or not _lens_ok(python):
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        return None, f"cannot be installed: pip: {tail[0][:200]}"
+    return python, f"installed into {venv}"
+
+
+# -- the table --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    section: str
+    label: str
+    value: str
+    baseline: str
+    ratio: str
+    median_ratio: str
+    goal: str
+    status: str
+
+
+def _ns(value: float) -> str:
+    return f"{value:,.0f} ns" if value >= 100 else f"{value:.1f} ns"
+
+
+def ratio_row(section, label, results, num, den, goal=None, note_missing="") -> Row:
+    """``num``/``den`` per call; ``goal`` is ("<=" or ">=", threshold)."""
+    if num not in results or den not in results:
+        return Row(section, label, "-", "-", "-", "-", _goal_text(goal), note_missing or "not measured")
+    a, b = results[num], results[den]
+    ratio = a["min_ns"] / b["min_ns"]
+    median = a["median_ns"] / b["median_ns"]
+    return Row(section, label, _ns(a["min_ns"]), _ns(b["min_ns"]), f"{ratio:.2f}x", f"{median:.2f}x",
+               _goal_text(goal), _status(ratio, goal))  # fmt: skip
+
+
+def _goal_text(goal) -> str:
+    return "" if goal is None else f"{goal[0]} {goal[1]:g}x"
+
+
+def _status(value: float, goal) -> str:
+    if goal is None:
+        return "info"
+    op, threshold = goal
+    return "met" if (value <= threshold if op == "<=" else value >= threshold) else "NOT MET"
+
+
+def runtime_rows(data: dict) -> list[Row]:
+    r = data["results"]
+    rows: list[Row] = []
+    for w, what in (("empty", "empty function"), ("small", "small function (~1 us)")):
+        s = f"per call, {what}, Python {data['python']}"
+        rows += [
+            ratio_row(s, "function span, group disabled / uninstrumented", r, f"{w}.function.group_off", f"{w}.base", ("<=", 1.5)),
+            ratio_row(s, "statement span, group disabled / uninstrumented", r, f"{w}.statement.group_off", f"{w}.base", ("<=", 3)),
+            ratio_row(s, "reference @contextmanager guard, off / statement span, disabled", r, f"{w}.ref_managed_span", f"{w}.statement.group_off", (">=", 5)),
+            ratio_row(s, "enabled span, recording / SDK start_as_current_span", r, f"{w}.recording", f"{w}.sdk", ("<=", 1.15)),
+            ratio_row(s, "function span, telemetry never enabled / uninstrumented", r, f"{w}.function.never_enabled", f"{w}.base"),
+            ratio_row(s, "plain `if FLAG:` guard, off / uninstrumented", r, f"{w}.if_flag", f"{w}.base"),
+            ratio_row(s, "reference @contextmanager guard, off / uninstrumented", r, f"{w}.ref_managed_span", f"{w}.base"),
+            ratio_row(s, "reference trace_fn decorator, off / uninstrumented", r, f"{w}.ref_trace_fn", f"{w}.base"),
+            ratio_row(s, "reference trace_fn, off / function span, disabled", r, f"{w}.ref_trace_fn", f"{w}.function.group_off"),
+        ]  # fmt: skip
+    s = f"per call, empty function, Python {data['python']}"
+    rows += [
+        ratio_row(s, "SDK start_as_current_span + the runtime's span-group attribute / bare", r, "empty.sdk_attributes", "empty.sdk"),
+        ratio_row(s, "enabled span, recording / SDK span with the same attribute", r, "empty.recording", "empty.sdk_attributes"),
+    ]  # fmt: skip
+    return rows
+
+
+def lens_rows(data: dict | None, status: str) -> list[Row]:
+    s = "nemo-lens, empty function" + (f", Python {data['python']}, {data['lens']}" if data else "")
+    if data is None:
+        return [Row(s, "nemo-lens managed_span / trace_fn", "-", "-", "-", "-", "", f"not measured: {status}")]
+    r = data["results"]
+    return [
+        ratio_row(s, "nemo-lens managed_span, off / uninstrumented", r, "lens.managed_span.off", "empty.base"),
+        ratio_row(s, "nemo-lens managed_span, off / statement span, disabled", r, "lens.managed_span.off", "empty.statement.group_off", (">=", 5)),
+        ratio_row(s, "benchmark's reference-shaped guard / nemo-lens managed_span (both off)", r, "empty.ref_managed_span", "lens.managed_span.off"),
+        ratio_row(s, "nemo-lens trace_fn, off / uninstrumented", r, "lens.trace_fn.off", "empty.base"),
+        ratio_row(s, "nemo-lens trace_fn, off / function span, disabled", r, "lens.trace_fn.off", "empty.function.group_off"),
+        ratio_row(s, "function span, group disabled / uninstrumented (this interpreter)", r, "empty.function.group_off", "empty.base", ("<=", 1.5)),
+        ratio_row(s, "nemo-lens managed_span, recording / SDK start_as_current_span", r, "lens.managed_span.on", "empty.sdk"),
+        ratio_row(s, "nemo-lens trace_fn, recording / SDK start_as_current_span", r, "lens.trace_fn.on", "empty.sdk"),
+        ratio_row(s, "enabled span, recording / nemo-lens managed_span, recording", r, "empty.recording", "lens.managed_span.on"),
+    ]  # fmt: skip
+
+
+def generator_rows(g) -> list[Row]:
+    s = f"generator: megatron-core 0.19.2, real specs/, {len(g.files)} touched files"
+    rows = []
+    if g.generate_s and g.floor_s:
+        gen, fl = min(g.generate_s), min(g.floor_s)
+        rows.append(Row(s, "in-process generate() + patches/docs / libcst parse+render floor", f"{gen:.2f} s",
+                        f"{fl:.2f} s", f"{gen / fl:.2f}x", f"{max(g.generate_s) / max(g.floor_s):.2f}x",
+                        "<= 1.5x", _status(gen / fl, ("<=", 1.5))))  # fmt: skip
+    if g.cli_apply_s is not None and g.cli_floor_s is not None:
+        rows.append(Row(s, "codegen apply, end to end / floor end to end (subprocesses)", f"{g.cli_apply_s:.2f} s",
+                        f"{g.cli_floor_s:.2f} s", f"{g.cli_apply_s / g.cli_floor_s:.2f}x", "-", "<= 1.5x",
+                        _status(g.cli_apply_s / g.cli_floor_s, ("<=", 1.5))))  # fmt: skip
+    if g.cli_check_s is not None:
+        rc = "" if g.cli_check_rc == 0 else f" (exit {g.cli_check_rc})"
+        rows.append(Row(s, "unchanged second run: codegen apply --check, end to end" + rc, f"{g.cli_check_s:.2f} s",
+                        "0.5 s", f"{g.cli_check_s / 0.5:.2f}x", "-", "<= 0.5 s",
+                        "met" if g.cli_check_s <= 0.5 else "NOT MET"))  # fmt: skip
+    if len(g.generate_s) > 1:
+        second = g.generate_s[1]
+        rows.append(Row(s, "unchanged second run: in-process generate() (no cache exists)", f"{second:.2f} s",
+                        "0.5 s", f"{second / 0.5:.2f}x", "-", "<= 0.5 s", "met" if second <= 0.5 else "NOT MET"))  # fmt: skip
+    return rows
+
+
+def print_table(rows: list[Row]) -> None:
+    headers = ("measure", "value", "baseline", "ratio", "median", "goal", "status")
+    cells = [(r.label, r.value, r.baseline, r.ratio, r.median_ratio, r.goal, r.status) for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths)))
+    print(line)
+    print("-" * len(line))
+    section = None
+    for row, cell in zip(rows, cells):
+        if row.section != section:
+            section = row.section
+            print(f"[{section}]")
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cell, widths))))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, no subprocess generator runs")
+    parser.add_argument("--rounds", type=int, help="interleaved rounds per runtime variant (default 40, quick 12)")
+    parser.add_argument("--no-generator", action="store_true", help="skip the generator benchmark")
+    parser.add_argument("--no-lens", action="store_true", help="skip nemo-lens")
+    parser.add_argument("--no-lens-install", action="store_true", help="use nemo-lens only if already installed")
+    parser.add_argument("--lens-python", help="a Python that can import nemo.lens and the OTel SDK")
+    parser.add_argument("--json", type=Path, help="also write the raw measurements here")
+    args = parser.parse_args(argv)
+    rounds = args.rounds or (12 if args.quick else 40)
+    started = time.perf_counter()
+    raw: dict = {}
+    rows: list[Row] = []
+
+    with tempfile.TemporaryDirectory(prefix="otel-bench-") as tmp:
+        off, on = build_fixture(Path(tmp))
+        print(f"runtime: generated fixture in {tmp}; {rounds} interleaved rounds ...", file=sys.stderr)
+        raw["runtime"] = run_worker(sys.executable, off, on, rounds, 4.0, lens=False)
+        rows += runtime_rows(raw["runtime"])
+        if args.no_lens:
+            lens_data, lens_status = None, "skipped (--no-lens)"
+        else:
+            python, lens_status = lens_python(args.lens_python, not args.no_lens_install)
+            lens_data = None
+            if python is not None:
+                print(f"nemo-lens: {python} ...", file=sys.stderr)
+                try:
+                    lens_data = run_worker(str(python), off, on, rounds, 4.0, lens=True)
+                except (RuntimeError, subprocess.SubprocessError) as exc:
+                    lens_status = f"worker failed: {str(exc).splitlines()[0]}"
+        raw["lens"] = lens_data or {"status": lens_status}
+        rows += lens_rows(lens_data, lens_status)
+
+    notes: list[str] = []
+    if not args.no_generator:
+        from benchmarks import generator_bench
+
+        print("generator: codegen on specs/ (about 30 s) ...", file=sys.stderr)
+        g = generator_bench.run(REPO / "specs", REPO, generate_runs=2, floor_runs=3, cli=not args.quick)
+        raw["generator"] = g.__dict__
+        rows += generator_rows(g)
+        notes += g.notes
+
+    print_table(rows)
+    print("ratio: min over rounds of the value / of the baseline; median: the same with medians.")
+    print("Per-call values have the timing loop's own cost subtracted.")
+    for note in notes:
+        print(f"note: {note}")
+    print(f"total {time.perf_counter() - started:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps(raw, indent=2, default=str), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    sys.exit(main())

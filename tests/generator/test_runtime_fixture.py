@@ -1,0 +1,121 @@
+"""Generated code on a fixture module, run with the OpenTelemetry SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from codegen.emit.tree import write_tree
+from codegen.pipeline import generate
+from tests.generator.support import FIXTURES, make_project
+
+
+def _import_fresh(root: Path) -> tuple[ModuleType, ModuleType | None]:
+    for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(root))
+    try:
+        demo = importlib.import_module("megatron.demo")
+        otel = sys.modules.get("megatron.otel")
+    finally:
+        sys.path.remove(str(root))
+    return demo, otel
+
+
+@pytest.fixture
+def modules(tmp_path: Path) -> Iterator[tuple[ModuleType, ModuleType, ModuleType]]:
+    """(pristine demo, instrumented demo, runtime) imported from fresh trees."""
+    source = (FIXTURES / "runtime_src/megatron/demo.py").read_text(encoding="utf-8")
+    specs, root = make_project(tmp_path, (FIXTURES / "runtime_specs.yaml").read_text(encoding="utf-8"), source)
+    generation = generate(specs, root)
+    fork = tmp_path / "fork"
+    write_tree(fork, {p: new for p, (_, new) in generation.changes.items()}, base=root)
+    pristine, _ = _import_fresh(root)
+    demo, otel = _import_fresh(fork)
+    yield pristine, demo, otel
+    for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+def _enable(otel: ModuleType, exporter: InMemorySpanExporter, groups: str) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    otel.enable(groups, tracer_provider=provider)
+
+
+def test_enabled_group_emits_spans_with_attributes_and_parents(modules, exporter) -> None:
+    _, demo, otel = modules
+    _enable(otel, exporter, "layer")
+    layer = demo.Layer()
+    assert layer.forward(3, scale=2) == 13
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert set(spans) == {"demo.layer.forward", "demo.layer.mlp"}
+    forward, mlp = spans["demo.layer.forward"], spans["demo.layer.mlp"]
+    assert forward.attributes["demo.layer_number"] == 7
+    assert forward.attributes["megatron.span_group"] == "layer"
+    assert mlp.parent is not None and mlp.parent.span_id == forward.context.span_id
+    assert layer.attribute_reads == 1
+
+
+def test_end_attributes_are_set_after_the_statements(modules, exporter) -> None:
+    _, demo, otel = modules
+    _enable(otel, exporter, "step")
+    assert demo.step([1, 2, 3]) == (6, True)
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "demo.step" and span.attributes["demo.total"] == 6
+
+
+def test_disabled_group_emits_nothing_and_evaluates_no_attribute(modules, exporter) -> None:
+    _, demo, otel = modules
+    _enable(otel, exporter, "step")
+    layer = demo.Layer()
+    assert layer.forward(3, scale=2) == 13
+    assert exporter.get_finished_spans() == ()
+    assert layer.attribute_reads == 0
+
+
+def test_never_enabled_runs_unchanged(modules) -> None:
+    pristine, demo, otel = modules
+    assert otel.enabled_groups() == frozenset()
+    assert demo.Layer().forward(5) == pristine.Layer().forward(5)
+    assert demo.step([4, -1]) == pristine.step([4, -1])
+
+
+def test_exception_is_recorded_and_reraised(modules, exporter) -> None:
+    _, demo, otel = modules
+    _enable(otel, exporter, "everything")
+    with pytest.raises(ValueError, match="boom") as raised:
+        demo.failing("boom")
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert [e.name for e in span.events] == ["exception"]
+    assert span.events[0].attributes["exception.message"] == "boom"
+    assert isinstance(raised.value, ValueError)
+
+
+def test_signatures_and_return_values_unchanged(modules, exporter) -> None:
+    pristine, demo, otel = modules
+    _enable(otel, exporter, "everything")
+    for name in ("failing", "step"):
+        assert inspect.signature(getattr(demo, name)) == inspect.signature(getattr(pristine, name))
+        assert getattr(demo, name).__doc__ == getattr(pristine, name).__doc__
+    assert inspect.signature(demo.Layer.forward) == inspect.signature(pristine.Layer.forward)
+    assert demo.Layer.forward.__doc__ == pristine.Layer.forward.__doc__
+    for values in ([], [1], [-3, 1], [2, 2, 2]):
+        assert demo.step(values) == pristine.step(values)
+    assert demo.Layer().forward(-4, scale=3) == pristine.Layer().forward(-4, scale=3)

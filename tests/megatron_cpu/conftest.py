@@ -1,0 +1,135 @@
+"""Fixtures: the instrumented megatron-core fork, built once, and worker runs on CPU.
+
+These tests need torch (CPU build), triton, numpy and the OpenTelemetry SDK; without them the
+whole folder is skipped (the ``runtime`` tox environment installs them). Megatron runs in
+subprocesses (``megatron_cpu_worker.py``) with ``PYTHONPATH`` pointing at either the pristine
+release or the instrumented fork: both are importable as ``megatron``, and megatron keeps global
+state (process groups), so neither is ever imported into the pytest process.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+WORKER = Path(__file__).resolve().parent / "megatron_cpu_worker.py"
+WORKER_TIMEOUT_S = 240
+
+for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace"):
+    pytest.importorskip(_module, reason=f"{_module} is needed to run megatron-core on CPU")
+
+import torch  # noqa: E402
+
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from codegen.emit.tree import write_tree  # noqa: E402
+from codegen.pipeline import generate  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
+    env["PYTHONPATH"] = str(root)
+    env["MASTER_ADDR"] = "127.0.0.1"
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONWARNINGS"] = "ignore"
+    env.pop("WORLD_SIZE", None)
+    env.pop("RANK", None)
+    return env
+
+
+def _start(root: Path, args: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), *args],
+        cwd=cwd,
+        env=_env(root),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _finish(procs: list[subprocess.Popen], what: str) -> None:
+    failures = []
+    for proc in procs:
+        try:
+            output, _ = proc.communicate(timeout=WORKER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            output, _ = proc.communicate()
+            failures.append(f"timed out after {WORKER_TIMEOUT_S}s\n{output[-4000:]}")
+            continue
+        if proc.returncode != 0:
+            failures.append(f"exit {proc.returncode}\n{output[-4000:]}")
+    if failures:
+        pytest.fail(f"megatron CPU worker ({what}) failed:\n" + "\n---\n".join(failures))
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return torch.load(path, weights_only=False)
+
+
+@pytest.fixture(scope="session")
+def generation():
+    return generate(REPO / "specs")
+
+
+@pytest.fixture(scope="session")
+def pristine_root(generation) -> Path:
+    """The unpacked megatron-core release the specs pin (read only)."""
+    return generation.source_root
+
+
+@pytest.fixture(scope="session")
+def fork_root(generation, tmp_path_factory) -> Path:
+    """The instrumented megatron-core fork, written once per session."""
+    dest = tmp_path_factory.mktemp("fork") / "megatron-core"
+    write_tree(dest, {path: new for path, (_old, new) in generation.changes.items()}, base=generation.source_root)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def train_results(pristine_root, fork_root, tmp_path_factory) -> dict[str, dict[str, Any]]:
+    """Pristine (``plain``) and instrumented (``off``, ``all``, ``default``) runs, concurrently.
+
+    Returns ``{"pristine": ..., "instrumented": ...}``, each the worker's saved dict.
+    """
+    work = tmp_path_factory.mktemp("train")
+    jobs = {
+        "pristine": (pristine_root, "plain"),
+        "instrumented": (fork_root, "off,all,default"),
+    }
+    procs = []
+    for name, (root, runs) in jobs.items():
+        out = work / f"{name}.pt"
+        args = ["train", "--out", str(out), "--runs", runs, "--port", str(free_port())]
+        procs.append(_start(root, args, work))
+    _finish(procs, "train")
+    return {name: _load(work / f"{name}.pt") for name in jobs}
+
+
+@pytest.fixture(scope="session")
+def p2p_results(fork_root, tmp_path_factory) -> list[dict[str, Any]]:
+    """Two ranks of the instrumented fork exchanging tensors through P2PCommunicator."""
+    work = tmp_path_factory.mktemp("p2p")
+    port = str(free_port())
+    procs = [
+        _start(fork_root, ["p2p", "--out", str(work / f"rank{rank}.pt"), "--rank", str(rank), "--port", port], work)
+        for rank in (0, 1)
+    ]
+    _finish(procs, "p2p")
+    return [_load(work / f"rank{rank}.pt") for rank in (0, 1)]
