@@ -1,0 +1,95 @@
+"""The command line: outputs, --check, --out, exit codes, and atomic writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codegen.cli import main
+from tests.generator.support import DEMO, make_project
+
+SPEC = """\
+file: megatron/demo.py
+spans:
+  - name: demo.work
+    group: step
+    function: work
+"""
+SOURCE = '''def work(x):
+    """Doc."""
+    return x + 1
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Path, Path]:
+    return make_project(tmp_path, SPEC, SOURCE)
+
+
+def test_apply_writes_patches_docs_and_fork(project: tuple[Path, Path], tmp_path: Path) -> None:
+    specs, root = project
+    fork = tmp_path / "fork"
+    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0
+    generated = specs.parent / "generated"
+    patches = sorted(p.name for p in (generated / "patches").iterdir())
+    assert patches == ["0001-megatron-demo.py.patch", "0002-megatron-otel-__init__.py.patch", "series"]
+    assert (generated / "patches" / "series").read_text() == "\n".join(patches[:2]) + "\n"
+    assert "`demo.work`" in (generated / "docs" / "spans.md").read_text()
+    assert 'otel.start_span("demo.work")' in (fork / DEMO).read_text()
+    assert (fork / "megatron/otel/__init__.py").is_file()
+    assert (root / DEMO).read_text() == SOURCE, "the source tree is never modified"
+
+
+def test_check_reports_staleness_and_writes_nothing(
+    project: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    specs, root = project
+    generated = specs.parent / "generated"
+    assert main(["apply", str(specs), "--source", str(root), "--check"]) == 1
+    assert not generated.exists()
+    assert "+++ " in capsys.readouterr().out
+
+    assert main(["apply", str(specs), "--source", str(root)]) == 0
+    assert main(["apply", str(specs), "--source", str(root), "--check"]) == 0
+
+    (generated / "docs" / "spans.md").write_text("edited by hand\n")
+    assert main(["apply", str(specs), "--source", str(root), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "-edited by hand" in out and (generated / "docs" / "spans.md").read_text() == "edited by hand\n"
+
+
+def test_failed_run_leaves_previous_output_untouched(project: tuple[Path, Path]) -> None:
+    specs, root = project
+    assert main(["apply", str(specs), "--source", str(root)]) == 0
+    generated = specs.parent / "generated"
+    before = {p: p.read_bytes() for p in generated.rglob("*") if p.is_file()}
+    (specs / "case.yaml").write_text(SPEC.replace("function: work", "function: missing"))
+    assert main(["apply", str(specs), "--source", str(root)]) == 2
+    assert {p: p.read_bytes() for p in generated.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in generated.parent.iterdir() if p.name.startswith(".")) == []
+
+
+def test_missing_source_is_exit_3(project: tuple[Path, Path], tmp_path: Path, capsys) -> None:
+    specs, _ = project
+    assert main(["validate", str(specs), "--source", str(tmp_path / "nowhere")]) == 3
+    assert "no such directory" in capsys.readouterr().err
+
+
+def test_missing_specs_is_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["validate", str(tmp_path / "nope")]) == 2
+    assert "no such spec directory" in capsys.readouterr().err
+
+
+def test_validate_reports_counts(project: tuple[Path, Path], capsys) -> None:
+    specs, root = project
+    assert main(["validate", str(specs), "--source", str(root)]) == 0
+    assert "1 spans in 1 files" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["apply", "validate"])
+def test_help(command: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    assert "--source DIR" in capsys.readouterr().out
