@@ -18,14 +18,14 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.resolve.functions import collect_functions, suggest, unsafe_reason
 from codegen.resolve.statements import StatementSite, first_line_code, matches, statement_sites
-from codegen.spec.model import Project, Region, Selector, Span
+from codegen.spec.model import Hook, Project, Region, Selector, Span
 
 
 @dataclass(frozen=True)
 class Wrap:
-    """One span bound to ``block.body[start:end]`` of the original tree."""
+    """A span, or an around hook, bound to ``block.body[start:end]`` of the original tree."""
 
-    span: Span
+    entry: Span | Hook
     function: cst.FunctionDef
     block: cst.IndentedBlock
     start: int
@@ -34,13 +34,25 @@ class Wrap:
     last_line: int
 
 
+@dataclass(frozen=True)
+class Insert:
+    """A hook call inserted before ``block.body[index]`` (or at the end when index == len)."""
+
+    hook: Hook
+    function: cst.FunctionDef
+    block: cst.IndentedBlock
+    index: int
+    line: int
+
+
 @dataclass
 class FilePlan:
     path: str
     source: str
     module: cst.Module
     wraps: list[Wrap] = field(default_factory=list)
-    present: list[Span] = field(default_factory=list)  # already instrumented: nothing to do
+    inserts: list[Insert] = field(default_factory=list)
+    present: list[Span | Hook] = field(default_factory=list)  # already instrumented: nothing to do
 
 
 @dataclass
@@ -57,9 +69,9 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
     those already in ``diags``)."""
     diags = diags if diags is not None else Diagnostics()
     files: dict[str, FilePlan] = {}
-    by_file: dict[str, list[Span]] = {}
-    for span in project.spans:
-        by_file.setdefault(span.file, []).append(span)
+    by_file: dict[str, list[Span | Hook]] = {}
+    for entry in (*project.spans, *project.hooks):
+        by_file.setdefault(entry.file, []).append(entry)
     root = source_root.resolve()
     for rel, spans in sorted(by_file.items()):
         path = (root / rel).resolve()
@@ -94,7 +106,7 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
 def _resolve_file(
     project: Project,
     plan: FilePlan,
-    spans: list[Span],
+    spans: list[Span | Hook],
     line_of: Callable[[cst.CSTNode], int],
     end_line_of: Callable[[cst.CSTNode], int],
     diags: Diagnostics,
@@ -108,7 +120,7 @@ def _resolve_file(
                 f"function '{span.function}' not found in {span.file}{suggest(span.function, sorted(functions))}",
             )
             continue
-        if _already_instrumented(func, project.runtime.alias, span.name):
+        if _already_instrumented(func, project.runtime.alias, span):
             plan.present.append(span)
             continue
         reason = unsafe_reason(func)
@@ -118,7 +130,13 @@ def _resolve_file(
         if not isinstance(func.body, cst.IndentedBlock):
             diags.error(span.where_function, f"cannot instrument {span.function}: its body is on the 'def' line")
             continue
-        resolved = _resolve_region(span, func, line_of, diags)
+        if isinstance(span, Hook) and span.kind != "around":
+            insert = _resolve_insert(span, func, line_of, diags)
+            if insert is not None:
+                plan.inserts.append(insert)
+            continue
+        region = span.region if span.region is not None else Region("function", span.pos)
+        resolved = _resolve_region(span, region, func, line_of, diags)
         if resolved is None:
             continue
         block, start, end = resolved
@@ -127,7 +145,45 @@ def _resolve_file(
         )
 
 
-def _already_instrumented(func: cst.FunctionDef, alias: str, name: str) -> bool:
+def _resolve_insert(
+    hook: Hook, func: cst.FunctionDef, line_of: Callable[[cst.CSTNode], int], diags: Diagnostics
+) -> Insert | None:
+    body = func.body
+    assert isinstance(body, cst.IndentedBlock)
+    if hook.kind == "entry":
+        index = 1 if _has_docstring(body) else 0
+        return Insert(hook, func, body, index, line_of(body.body[min(index, len(body.body) - 1)]))
+    assert hook.selector is not None
+    site = _select(hook, hook.selector, statement_sites(func), line_of, diags)
+    if site is None:
+        return None
+    block = site.block
+    if not isinstance(block, cst.IndentedBlock):
+        diags.error(hook.pos, "cannot insert into a one-line block; the block must be indented")
+        return None
+    index = site.index + (1 if hook.kind == "after" else 0)
+    return Insert(hook, func, block, index, line_of(site.node))
+
+
+def _hook_statement_code(hook: Hook, alias: str) -> list[str]:
+    calls = [c for c in (hook.call, hook.enter, hook.exit) if c]
+    prefix = f"{alias}.{hook.guard} and " if hook.guard else ""
+    return [" ".join((prefix + c).split()) for c in calls]
+
+
+def _already_instrumented(func: cst.FunctionDef, alias: str, entry: Span | Hook) -> bool:
+    if isinstance(entry, Hook):
+        wanted = _hook_statement_code(entry, alias)
+        present = {
+            " ".join(cst.Module([]).code_for_node(s.body[0]).split())
+            for s in m.findall(func, m.SimpleStatementLine(body=[m.Expr()]))
+            if isinstance(s, cst.SimpleStatementLine)
+        }
+        return all(code in present for code in wanted)
+    return any(_span_started(func, alias, name) for name in (entry.names or (entry.name,)))
+
+
+def _span_started(func: cst.FunctionDef, alias: str, name: str) -> bool:
     pattern = m.Call(
         func=m.Attribute(value=m.Name(alias), attr=m.Name("start_span")),
         args=[m.Arg(m.SimpleString()), m.ZeroOrMore()],
@@ -151,12 +207,12 @@ def _has_docstring(block: cst.IndentedBlock) -> bool:
 
 
 def _resolve_region(
-    span: Span,
+    span: Span | Hook,
+    region: Region,
     func: cst.FunctionDef,
     line_of: Callable[[cst.CSTNode], int],
     diags: Diagnostics,
 ) -> tuple[cst.IndentedBlock, int, int] | None:
-    region: Region = span.region
     body = func.body
     assert isinstance(body, cst.IndentedBlock)
     if region.kind == "function":
@@ -208,7 +264,7 @@ def _block_body(block: cst.BaseSuite) -> tuple[cst.BaseStatement, ...] | tuple[c
 
 
 def _indented(
-    span: Span, block: cst.BaseSuite, diags: Diagnostics, start: int, end: int
+    span: Span | Hook, block: cst.BaseSuite, diags: Diagnostics, start: int, end: int
 ) -> tuple[cst.IndentedBlock, int, int] | None:
     if not isinstance(block, cst.IndentedBlock):
         diags.error(span.pos, "cannot wrap statements of a one-line block; the block must be indented")
@@ -217,7 +273,7 @@ def _indented(
 
 
 def _select(
-    span: Span,
+    span: Span | Hook,
     selector: Selector,
     sites: list[StatementSite],
     line_of: Callable[[cst.CSTNode], int],
@@ -278,7 +334,11 @@ def _check_overlaps(plan: FilePlan, diags: Diagnostics) -> None:
                 nested = (a.start <= b.start and b.end <= a.end) or (b.start <= a.start and a.end <= b.end)
                 if not (disjoint or nested):
                     diags.error(
-                        b.span.pos,
-                        f"span '{b.span.name}' (lines {b.first_line}-{b.last_line}) partially overlaps "
-                        f"'{a.span.name}' (lines {a.first_line}-{a.last_line}) declared at {a.span.pos.ref(b.span.pos)}",
+                        b.entry.pos,
+                        f"{_label(b.entry)} (lines {b.first_line}-{b.last_line}) partially overlaps "
+                        f"{_label(a.entry)} (lines {a.first_line}-{a.last_line}) declared at {a.entry.pos.ref(b.entry.pos)}",
                     )
+
+
+def _label(entry: Span | Hook) -> str:
+    return f"span '{entry.name}'" if isinstance(entry, Span) else f"hook in {entry.function}"

@@ -20,7 +20,12 @@ from codegen.spec.model import (
     COMPOUND_KINDS,
     SELECTOR_KINDS,
     Attribute,
+    EnvVar,
+    Flag,
     Group,
+    Hook,
+    LifecycleSpan,
+    Metric,
     Preset,
     Project,
     Region,
@@ -33,9 +38,18 @@ from codegen.upstream import UpstreamPin
 
 T = TypeVar("T")
 
-TOP_KEYS = ("runtime", "upstream", "groups", "presets", "file", "spans")
-SINGLETON_KEYS = ("runtime", "upstream", "groups", "presets")
-SPAN_KEYS = ("name", "group", "file", "function", "around", "attributes", "end_attributes", "goodput", "note")
+TOP_KEYS = ("runtime", "upstream", "groups", "presets", "lifecycle", "metrics", "env", "flags", "file", "spans", "hooks")
+SINGLETON_KEYS = ("runtime", "upstream", "groups", "presets", "lifecycle", "metrics", "env", "flags")
+SPAN_KEYS = (
+    "name", "group", "file", "function", "around", "attributes", "end_attributes", "goodput", "note",
+    "when", "names", "name_expr",
+)
+HOOK_KEYS = (
+    "file", "function", "entry", "before", "after", "around", "whole_function", "call", "enter", "exit",
+    "guard", "record", "stamp", "note",
+)
+LIFECYCLE_ROLES = ("startup", "pre_startup", "phases", "interval")
+METRIC_KINDS = ("histogram", "gauge", "counter")
 SELECTOR_MODIFIERS = ("within", "occurrence")
 REGION_KEYS = SELECTOR_KINDS + SELECTOR_MODIFIERS + ("from", "to", "after", "body", "branch")
 
@@ -88,6 +102,7 @@ class _Builder:
         self.diags = diags
         self.singletons: dict[str, tuple[str, YNode]] = {}
         self.span_nodes: list[tuple[YMap, tuple[str, Pos] | None]] = []
+        self.hook_nodes: list[tuple[YMap, tuple[str, Pos] | None]] = []
         self.first_pos: Pos | None = None
 
     # -- collection -------------------------------------------------------------------------
@@ -112,13 +127,15 @@ class _Builder:
         if "file" in root.entries:
             name = self._str(root.get("file"), "file")
             default_file = (name, root.get("file").pos) if name is not None else None  # type: ignore[union-attr]
-        spans = root.get("spans")
-        if spans is not None:
-            for item in self._seq(spans, "spans"):
+        for key, target in (("spans", self.span_nodes), ("hooks", self.hook_nodes)):
+            entries = root.get(key)
+            if entries is None:
+                continue
+            for item in self._seq(entries, key):
                 if isinstance(item, YMap):
-                    self.span_nodes.append((item, default_file))
+                    target.append((item, default_file))
                 else:
-                    self.diags.error(item.pos, "a span must be a mapping")
+                    self.diags.error(item.pos, f"each of '{key}' must be a mapping")
 
     # -- building ---------------------------------------------------------------------------
 
@@ -131,10 +148,291 @@ class _Builder:
         upstream = self._upstream()
         groups = self._groups()
         presets = self._presets({g.name for g in groups})
-        spans = self._spans({g.name for g in groups})
+        group_names = {g.name for g in groups}
+        spans = self._spans(group_names)
+        lifecycle = self._lifecycle(group_names)
+        metrics = self._metrics()
+        env = self._env()
+        flags, flag_hooks = self._flags(env, presets, groups)
+        alias = runtime.alias if runtime is not None else "otel"
+        hooks = self._hooks(group_names, {m.name for m in metrics}, alias) + flag_hooks
+        self._check_unique_names(spans, lifecycle)
         if runtime is None or upstream is None:
             return None
-        return Project(runtime, upstream, groups, presets, spans, files)
+        return Project(
+            runtime, upstream, groups, presets, spans, files, lifecycle, metrics, env, flags, hooks
+        )
+
+    # -- lifecycle, metrics, configuration ---------------------------------------------------
+
+    def _lifecycle(self, group_names: set[str]) -> tuple[LifecycleSpan, ...]:
+        entry = self.singletons.get("lifecycle")
+        if entry is None:
+            return ()
+        node = self._map(entry[1], "lifecycle")
+        if node is None:
+            return ()
+        self._check_keys(node, LIFECYCLE_ROLES, "lifecycle")
+        out: list[LifecycleSpan] = []
+        for role in LIFECYCLE_ROLES:
+            value = node.get(role)
+            if value is None:
+                continue
+            items = self._seq(value, "phases") if role == "phases" else (value,)
+            for item in items:
+                span = self._lifecycle_span("phase" if role == "phases" else role, item, group_names)
+                if span is not None:
+                    out.append(span)
+        return tuple(out)
+
+    def _lifecycle_span(self, role: str, node: YNode, group_names: set[str]) -> LifecycleSpan | None:
+        as_map = self._map(node, f"lifecycle {role}")
+        if as_map is None:
+            return None
+        keys = ("name", "group", "goodput", "start", "end", "description")
+        self._check_keys(as_map, keys, f"lifecycle {role}")
+        name = self._required_str(as_map, "name", f"lifecycle {role}")
+        group = self._str(as_map.get("group"), "group") if "group" in as_map.entries else "job"
+        if group is not None and group not in group_names:
+            self._unknown(as_map.get("group").pos, "group", group, sorted(group_names))  # type: ignore[union-attr]
+            return None
+        needs_times = role in ("phase", "pre_startup")
+        start = self._required_str(as_map, "start", f"lifecycle {role}") if needs_times else None
+        end = self._required_str(as_map, "end", f"lifecycle {role}") if needs_times else None
+        goodput = self._bool(as_map.get("goodput"), "goodput") if "goodput" in as_map.entries else False
+        description = self._str(as_map.get("description"), "description") or "" if "description" in as_map.entries else ""
+        if name is None or group is None or (needs_times and (start is None or end is None)):
+            return None
+        return LifecycleSpan(role, name, group, as_map.pos, bool(goodput), start, end, description)
+
+    def _metrics(self) -> tuple[Metric, ...]:
+        entry = self.singletons.get("metrics")
+        if entry is None:
+            return ()
+        out = []
+        for item in self._seq(entry[1], "metrics"):
+            as_map = self._map(item, "metric")
+            if as_map is None:
+                continue
+            self._check_keys(as_map, ("name", "kind", "unit", "description"), "metric")
+            name = self._required_str(as_map, "name", "metric")
+            kind = self._required_str(as_map, "kind", "metric")
+            unit = self._required_str(as_map, "unit", "metric")
+            description = self._str(as_map.get("description"), "description") or ""
+            if kind is not None and kind not in METRIC_KINDS:
+                self._unknown(as_map.get("kind").pos, "metric kind", kind, list(METRIC_KINDS))  # type: ignore[union-attr]
+                continue
+            if name and kind and unit:
+                out.append(Metric(name, kind, unit, description, as_map.pos))
+        return tuple(out)
+
+    def _env(self) -> tuple[EnvVar, ...]:
+        entry = self.singletons.get("env")
+        if entry is None:
+            return ()
+        out = []
+        for item in self._seq(entry[1], "env"):
+            as_map = self._map(item, "environment variable")
+            if as_map is None:
+                continue
+            self._check_keys(as_map, ("name", "default", "description", "choices", "timestamp"), "env")
+            name = self._required_str(as_map, "name", "environment variable")
+            default_node = as_map.get("default")
+            default = ""
+            if default_node is not None:
+                if isinstance(default_node, YScalar) and isinstance(default_node.value, (str, int)) and not isinstance(default_node.value, bool):
+                    default = str(default_node.value)
+                else:
+                    self.diags.error(default_node.pos, "default must be a string or an integer")
+            description = self._str(as_map.get("description"), "description") or ""
+            choices = tuple(
+                c for c in (self._str(n, "choice") for n in self._seq(as_map.get("choices"), "choices")) if c
+            ) if "choices" in as_map.entries else ()
+            timestamp = self._str(as_map.get("timestamp"), "timestamp") if "timestamp" in as_map.entries else None
+            if choices and default and default not in choices:
+                self.diags.error(default_node.pos, f"default '{default}' is not one of {', '.join(choices)}")  # type: ignore[union-attr]
+            if name:
+                out.append(EnvVar(name, default, description, as_map.pos, choices, timestamp))
+        return tuple(out)
+
+    def _flags(
+        self, env: tuple[EnvVar, ...], presets: tuple[Preset, ...], groups: tuple[Group, ...]
+    ) -> tuple[tuple[Flag, ...], tuple[Hook, ...]]:
+        entry = self.singletons.get("flags")
+        if entry is None:
+            return (), ()
+        node = self._map(entry[1], "flags")
+        if node is None:
+            return (), ()
+        self._check_keys(node, ("file", "function", "before", "parser", "options"), "flags")
+        file = self._required_str(node, "file", "flags")
+        function = self._required_str(node, "function", "flags")
+        parser = self._required_str(node, "parser", "flags")
+        before_node = node.get("before")
+        before = self._selector(before_node) if before_node is not None else None
+        if before_node is None:
+            self.diags.error(node.pos, "flags is missing 'before' (the statement the flags go before)")
+        env_names = {e.name for e in env}
+        flags: list[Flag] = []
+        for item in self._seq(node.get("options") or YSeq((), node.pos), "options"):
+            as_map = self._map(item, "flag")
+            if as_map is None:
+                continue
+            self._check_keys(as_map, ("option", "action", "metavar", "env", "help"), "flag")
+            option = self._required_str(as_map, "option", "flag")
+            help_text = self._required_str(as_map, "help", "flag")
+            action = self._str(as_map.get("action"), "action") if "action" in as_map.entries else None
+            metavar = self._str(as_map.get("metavar"), "metavar") if "metavar" in as_map.entries else None
+            env_name = self._str(as_map.get("env"), "env") if "env" in as_map.entries else None
+            if option is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", option):
+                self.diags.error(as_map.get("option").pos, f"option '{option}' must look like --otel-enabled")  # type: ignore[union-attr]
+                continue
+            if env_name is not None and env_name not in env_names:
+                self._unknown(as_map.get("env").pos, "environment variable", env_name, sorted(env_names))  # type: ignore[union-attr]
+                continue
+            if action not in (None, "store_true"):
+                self.diags.error(as_map.get("action").pos, "action must be 'store_true' or absent")  # type: ignore[union-attr]
+                continue
+            if option is None or help_text is None:
+                continue
+            try:
+                help_text = help_text.format(
+                    presets=", ".join(p.name for p in presets), groups=", ".join(g.name for g in groups)
+                )
+            except (KeyError, IndexError, ValueError) as exc:
+                self.diags.error(as_map.get("help").pos, f"help text: unknown placeholder {exc} (use {{presets}} or {{groups}})")  # type: ignore[union-attr]
+                continue
+            dest = option[2:].replace("-", "_")
+            flags.append(Flag(option, dest, help_text, as_map.pos, action, metavar, env_name))
+        if file is None or function is None or parser is None or before is None:
+            return tuple(flags), ()
+        hooks = tuple(
+            Hook(file, function, "before", flag.pos, selector=before, call=_add_argument(parser, flag), note=f"the {flag.option} flag")
+            for flag in flags
+        )
+        return tuple(flags), hooks
+
+    def _check_unique_names(self, spans: tuple[Span, ...], lifecycle: tuple[LifecycleSpan, ...]) -> None:
+        code_names = {n for s in spans for n in (s.names or (s.name,))}
+        seen: set[str] = set()
+        for span in lifecycle:
+            if span.name in code_names or span.name in seen:
+                self.diags.error(span.pos, f"lifecycle span '{span.name}' is declared twice")
+            seen.add(span.name)
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    def _hooks(self, group_names: set[str], metric_names: set[str], alias: str) -> tuple[Hook, ...]:
+        hooks = []
+        for node, default_file in self.hook_nodes:
+            hook = self._hook(node, default_file, group_names, metric_names, alias)
+            if hook is not None:
+                hooks.append(hook)
+        return tuple(hooks)
+
+    def _hook(
+        self,
+        node: YMap,
+        default_file: tuple[str, Pos] | None,
+        group_names: set[str],
+        metric_names: set[str],
+        alias: str,
+    ) -> Hook | None:
+        self._check_keys(node, HOOK_KEYS, "hook")
+        if "file" in node.entries:
+            file, file_pos = self._str(node.get("file"), "file"), node.get("file").pos  # type: ignore[union-attr]
+        else:
+            file, file_pos = default_file if default_file else (None, None)
+        if file is None:
+            self.diags.error(node.pos, "hook has no 'file' (set it on the hook or at the top of the spec file)")
+            return None
+        function = self._required_str(node, "function", "hook")
+        if function is None:
+            return None
+        placements = [k for k in ("entry", "before", "after", "around", "whole_function") if k in node.entries]
+        if len(placements) != 1:
+            self.diags.error(node.pos, "a hook needs exactly one of: entry, before, after, around, whole_function")
+            return None
+        kind = placements[0]
+        payloads = [k for k in ("call", "record", "stamp") if k in node.entries]
+        guard = None
+        if "guard" in node.entries:
+            guard_name = self._str(node.get("guard"), "guard")
+            if guard_name is None:
+                return None
+            if guard_name not in group_names and guard_name != "metrics":
+                self._unknown(node.get("guard").pos, "guard", guard_name, sorted(group_names) + ["metrics"])  # type: ignore[union-attr]
+                return None
+            guard = guard_name.upper()
+        call = None
+        if kind in ("around", "whole_function"):
+            if payloads:
+                self.diags.error(node.pos, "an around hook takes 'enter' and/or 'exit', not " + payloads[0])
+                return None
+            enter = self._call(node.get("enter"), "enter") if "enter" in node.entries else None
+            exit_ = self._call(node.get("exit"), "exit") if "exit" in node.entries else None
+            if enter is None and exit_ is None:
+                self.diags.error(node.pos, "an around hook needs 'enter' or 'exit'")
+                return None
+            region = None
+            if kind == "around":
+                region = self._region(node.get("around"))  # type: ignore[arg-type]
+                if region is None:
+                    return None
+            return Hook(
+                file, function, "around", node.pos, region=region, enter=enter, exit=exit_, guard=guard,
+                note=self._str(node.get("note"), "note") or "" if "note" in node.entries else "",
+                file_pos=file_pos, function_pos=node.get("function").pos,  # type: ignore[union-attr]
+            )
+        if len(payloads) != 1:
+            self.diags.error(node.pos, "a hook needs exactly one of: call, record, stamp")
+            return None
+        if payloads[0] == "call":
+            call = self._call(node.get("call"), "call")
+        elif payloads[0] == "record":
+            attrs = self._attributes(node.get("record"), "record")
+            if attrs is None:
+                return None
+            for attr in attrs:
+                if attr.key not in metric_names:
+                    self._unknown(attr.pos, "metric", attr.key, sorted(metric_names))
+                    return None
+            guard = guard or "METRICS"
+            call = f"{alias}.record_metrics(lambda: {{" + ", ".join(f"{_quote(a.key)}: {a.expr}" for a in attrs) + "})"
+        else:
+            attrs = self._attributes(node.get("stamp"), "stamp")
+            if attrs is None:
+                return None
+            call = f"{alias}.set_current_attributes(lambda: {{" + ", ".join(f"{_quote(a.key)}: {a.expr}" for a in attrs) + "})"
+        if call is None:
+            return None
+        selector = None
+        if kind in ("before", "after"):
+            selector = self._selector(node.get(kind))  # type: ignore[arg-type]
+            if selector is None:
+                return None
+        elif not (isinstance(node.get("entry"), YScalar) and node.get("entry").value is True):  # type: ignore[union-attr]
+            self.diags.error(node.get("entry").pos, "entry must be true")  # type: ignore[union-attr]
+            return None
+        return Hook(
+            file, function, kind, node.pos, selector=selector, call=call, guard=guard,  # type: ignore[arg-type]
+            note=self._str(node.get("note"), "note") or "" if "note" in node.entries else "",
+            file_pos=file_pos, function_pos=node.get("function").pos,  # type: ignore[union-attr]
+        )
+
+    def _call(self, node: YNode | None, what: str) -> str | None:
+        text = self._str(node, what)
+        if text is None:
+            return None
+        try:
+            expr = cst.parse_expression(text)
+        except cst.ParserSyntaxError as exc:
+            self.diags.error(node.pos, f"{what}: '{text}' does not parse: {exc.message}")  # type: ignore[union-attr]
+            return None
+        if not isinstance(expr, cst.Call):
+            self.diags.error(node.pos, f"{what}: '{text}' must be a call")  # type: ignore[union-attr]
+            return None
+        return text
 
     def _runtime(self) -> Runtime | None:
         entry = self.singletons.get("runtime")
@@ -449,3 +747,19 @@ class _Builder:
             return node.items
         self.diags.error(node.pos, f"{what} must be a list")
         return ()
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _add_argument(parser: str, flag: Flag) -> str:
+    args = [_quote(flag.option)]
+    if flag.action:
+        args.append(f"action={_quote(flag.action)}")
+    else:
+        args.append("default=None")
+    if flag.metavar:
+        args.append(f"metavar={_quote(flag.metavar)}")
+    args.append(f"help={_quote(flag.help)}")
+    return f"{parser}.add_argument({', '.join(args)})"

@@ -10,7 +10,7 @@ from codegen.upstream import UpstreamPin
 
 # Statement selector kinds: a simple statement that calls / assigns, or a compound statement
 # chosen by its header.
-SIMPLE_KINDS = ("call", "assign")
+SIMPLE_KINDS = ("call", "assign", "return")
 COMPOUND_KINDS = ("if", "for", "while", "with", "try")
 SELECTOR_KINDS = SIMPLE_KINDS + COMPOUND_KINDS
 
@@ -82,6 +82,37 @@ class Span:
     note: str = ""
     file_pos: Pos | None = None  # where the file is named (the span's own key or the file's top)
     function_pos: Pos | None = None
+    when: str | None = None  # extra condition, evaluated only when the group records
+    name_expr: str | None = None  # chooses among ``names`` at run time
+    names: tuple[str, ...] = ()  # every name the span can take (``name`` is the first)
+
+    @property
+    def where_file(self) -> Pos:
+        return self.file_pos or self.pos
+
+    @property
+    def where_function(self) -> Pos:
+        return self.function_pos or self.pos
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A call into the runtime inserted at function entry, before/after a statement, or around
+    statements (``enter`` before them, ``exit`` in a ``finally:`` after them)."""
+
+    file: str
+    function: str
+    kind: Literal["entry", "before", "after", "around"]
+    pos: Pos
+    region: Region | None = None  # around: the covered statements (whole function when None)
+    selector: Selector | None = None  # before / after
+    call: str | None = None  # entry / before / after: a call expression
+    enter: str | None = None
+    exit: str | None = None
+    guard: str | None = None  # a runtime flag name ("JOB", "METRICS") the call is conditional on
+    note: str = ""
+    file_pos: Pos | None = None
+    function_pos: Pos | None = None
 
     @property
     def where_file(self) -> Pos:
@@ -132,6 +163,58 @@ class Runtime:
 
 
 @dataclass(frozen=True)
+class LifecycleSpan:
+    """A span the runtime opens itself (startup, its backdated phases, the training intervals).
+
+    ``role`` is one of: "startup" (root of the startup trace, opened backdated to program start),
+    "phase" (backdated child of startup from the timestamps ``start`` to ``end``), "pre_startup"
+    (a root of its own, backdated from ``start`` to ``end``), "interval" (``megatron.train``: one
+    root per save_interval iterations, each linked to the previous one, the first to startup).
+    """
+
+    role: str
+    name: str
+    group: str
+    pos: Pos
+    goodput: bool = False
+    start: str | None = None  # timestamp key
+    end: str | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    kind: str  # "histogram" | "gauge" | "counter"
+    unit: str
+    description: str
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    default: str  # as the user would write it; "" for unset
+    description: str
+    pos: Pos
+    choices: tuple[str, ...] = ()  # valid values, when the set is closed
+    timestamp: str | None = None  # the startup timestamp key this variable provides (epoch seconds)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A command-line flag inserted into Megatron's argument parser."""
+
+    option: str  # "--otel-span-groups"
+    dest: str  # "otel_span_groups"
+    help: str
+    pos: Pos
+    action: str | None = None  # "store_true" or None for a valued option
+    metavar: str | None = None
+    env: str | None = None  # the environment variable this flag overrides
+
+
+@dataclass(frozen=True)
 class Project:
     runtime: Runtime
     upstream: UpstreamPin
@@ -139,6 +222,19 @@ class Project:
     presets: tuple[Preset, ...]
     spans: tuple[Span, ...]
     spec_files: tuple[str, ...] = field(default=())
+    lifecycle: tuple[LifecycleSpan, ...] = ()
+    metrics: tuple[Metric, ...] = ()
+    env: tuple[EnvVar, ...] = ()
+    flags: tuple[Flag, ...] = ()
+    hooks: tuple[Hook, ...] = ()
+
+    def all_span_names(self) -> tuple[str, ...]:
+        """Every span name the instrumented code and the runtime can emit, in declaration order."""
+        names: dict[str, None] = {}
+        for span in self.spans:
+            names.update(dict.fromkeys(span.names or (span.name,)))
+        names.update(dict.fromkeys(s.name for s in self.lifecycle))
+        return tuple(names)
 
     def group(self, name: str) -> Group:
         return next(g for g in self.groups if g.name == name)

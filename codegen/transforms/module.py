@@ -6,33 +6,61 @@ import bisect
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
 from codegen.resolve.plan import FilePlan
 from codegen.spec.model import Project
-from codegen.transforms.span import SpanTransformer
+from codegen.transforms.blocks import BlockEditor
 
 
 def transform_file(project: Project, plan: FilePlan) -> str:
     """The new source of ``plan.path``; the original text when nothing is left to do."""
-    if not plan.wraps:
+    if not plan.wraps and not plan.inserts:
         return plan.source
-    module = plan.module.visit(SpanTransformer(project, plan.wraps, plan.module.default_indent))
+    module = plan.module.visit(BlockEditor(project, plan.wraps, plan.inserts, plan.module.default_indent))
     module = add_runtime_import(project, module)
     return module.code
 
 
 def add_runtime_import(project: Project, module: cst.Module) -> cst.Module:
-    """``from megatron.core import otel``: merged into an existing ``from megatron.core import``
-    by libcst's import visitor, or placed where isort would put a new statement."""
-    context = CodemodContext()
-    AddImportsVisitor.add_needed_import(context, project.runtime.parent_module, project.runtime.alias)
-    before = len(module.body)
-    module = AddImportsVisitor(context).transform_module(module)
-    if len(module.body) > before:
-        module = _blank_lines_after_imports(_place_new_import(project, module))
-    return _sort_merged_names(project, module)
+    """``from megatron.core import otel``, merged into an existing ``from megatron.core import``
+    or placed where isort would put a new statement.
+
+    libcst's AddImportsVisitor does the same but resolves scope and qualified-name metadata for
+    the whole module first: measured, 3.4 s of a 5 s run on megatron-core. Imports are top-level
+    statements, so editing ``module.body`` directly is enough.
+    """
+    parent, alias = project.runtime.parent_module, project.runtime.alias
+    body = list(module.body)
+    for index, stmt in enumerate(body):
+        node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if not isinstance(node, cst.ImportFrom) or node.relative or node.module is None:
+            continue
+        if _EMPTY.code_for_node(node.module) != parent or isinstance(node.names, cst.ImportStar):
+            continue
+        names = list(node.names)
+        if any(m.matches(a, m.ImportAlias(name=m.Name(alias), asname=None)) for a in names):
+            return module
+        body[index] = stmt.with_changes(body=[_merge_alias(node, alias)])
+        return module.with_changes(body=body)
+    new = cst.parse_statement(f"from {parent} import {alias}\n")
+    return _blank_lines_after_imports(_place_new_import(project, module.with_changes(body=body), new))
+
+
+_EMPTY = cst.Module(body=[])
+
+
+def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
+    """Insert ``alias`` at its alphabetical (isort) position, keeping the existing commas."""
+    names = list(node.names)  # type: ignore[arg-type]
+    keys = [_EMPTY.code_for_node(n.name).lower() for n in names]
+    index = bisect.bisect_left(keys, alias.lower())
+    commas = [n.comma for n in names]
+    separator = next(
+        (c for c in commas if isinstance(c, cst.Comma)), cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    )
+    ordered = names[:index] + [cst.ImportAlias(name=cst.Name(alias))] + names[index:]
+    new_commas = [separator] * (len(ordered) - 1) + [commas[-1]]
+    return node.with_changes(names=[n.with_changes(comma=c) for n, c in zip(ordered, new_commas)])
 
 
 def _module_name(stmt: cst.BaseStatement) -> str | None:
@@ -47,17 +75,18 @@ def _module_name(stmt: cst.BaseStatement) -> str | None:
     return None
 
 
-def _place_new_import(project: Project, module: cst.Module) -> cst.Module:
-    """Move the statement libcst appended after the last import to its isort position: sorted
-    among the imports of the same top-level package, or as a new section after the others."""
+def _place_new_import(project: Project, module: cst.Module, new_stmt: cst.BaseStatement) -> cst.Module:
+    """Insert a new import line where isort puts it: sorted among the imports of the same
+    top-level package, else as a new section after the other absolute imports."""
     body = list(module.body)
     target = project.runtime.parent_module
-    new_index = next(i for i, s in enumerate(body) if _module_name(s) == target and _imports_alias(s, project))
-    new_stmt = body.pop(new_index)
     top = target.split(".")[0]
     imports = [(i, name) for i, s in enumerate(body) if (name := _module_name(s)) is not None]
     if not imports:
-        body.insert(new_index, new_stmt)
+        index = _after_header(body)
+        if index:
+            new_stmt = new_stmt.with_changes(leading_lines=(cst.EmptyLine(),))
+        body.insert(index, new_stmt)
         return module.with_changes(body=body)
     same = [(i, name) for i, name in imports if name.split(".")[0] == top]
     if same:
@@ -68,7 +97,6 @@ def _place_new_import(project: Project, module: cst.Module) -> cst.Module:
             body[index] = body[index].with_changes(leading_lines=())
         else:
             index = same[-1][0] + 1
-            new_stmt = new_stmt.with_changes(leading_lines=())
     else:
         index = imports[-1][0] + 1
         new_stmt = new_stmt.with_changes(leading_lines=(cst.EmptyLine(),))
@@ -76,34 +104,16 @@ def _place_new_import(project: Project, module: cst.Module) -> cst.Module:
     return module.with_changes(body=body)
 
 
-def _imports_alias(stmt: cst.BaseStatement, project: Project) -> bool:
-    assert isinstance(stmt, cst.SimpleStatementLine)
-    node = stmt.body[0]
-    return isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar) and any(
-        a.name.value == project.runtime.alias for a in node.names  # type: ignore[union-attr]
-    )
-
-
-def _sort_merged_names(project: Project, module: cst.Module) -> cst.Module:
-    """Move the alias merged into ``from X import a, b`` to its alphabetical (isort) position."""
-    alias = project.runtime.alias
-
-    class _Sorter(cst.CSTTransformer):
-        def leave_ImportFrom(self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom) -> cst.ImportFrom:
-            if updated_node.module is None or isinstance(updated_node.names, cst.ImportStar):
-                return updated_node
-            if cst.Module([]).code_for_node(updated_node.module) != project.runtime.parent_module:
-                return updated_node
-            names = [n for n in updated_node.names if not m.matches(n, m.ImportAlias(name=m.Name(alias), asname=None))]
-            if len(names) == len(updated_node.names) or not names:
-                return updated_node
-            keys = [cst.Module([]).code_for_node(n.name).lower() for n in names]
-            index = bisect.bisect_left(keys, alias.lower())
-            ordered = names[:index] + [cst.ImportAlias(name=cst.Name(alias))] + names[index:]
-            commas = [n.comma for n in updated_node.names]
-            return updated_node.with_changes(names=[n.with_changes(comma=c) for n, c in zip(ordered, commas)])
-
-    return module.visit(_Sorter())
+def _after_header(body: list[cst.BaseStatement]) -> int:
+    """Index after the module docstring and ``from __future__`` imports."""
+    index = 0
+    if body and m.matches(body[0], m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())])):
+        index = 1
+    while index < len(body) and m.matches(
+        body[index], m.SimpleStatementLine(body=[m.ImportFrom(module=m.Name("__future__"))])
+    ):
+        index += 1
+    return index
 
 
 def _blank_lines_after_imports(module: cst.Module) -> cst.Module:

@@ -10,21 +10,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import libcst as cst
+
 LINE_LENGTH = 100
 
 
 @dataclass(frozen=True)
 class DictArg:
-    """A ``lambda: {key: expr, ...}`` argument."""
+    """A ``{key: expr, ...}`` argument, or ``lambda: {...}`` when ``lazy``; keys are source code."""
 
     items: tuple[tuple[str, str], ...]
+    lazy: bool = True
+    keyword: str = ""
+
+    @classmethod
+    def of_strings(cls, items: Sequence[tuple[str, str]], lazy: bool = True) -> DictArg:
+        return cls(tuple((_quote(k), v) for k, v in items), lazy)
+
+    def _opening(self) -> str:
+        return (f"{self.keyword}=" if self.keyword else "") + ("lambda: {" if self.lazy else "{")
 
     def inline(self) -> str:
-        return "lambda: {" + ", ".join(f"{_quote(k)}: {v}" for k, v in self.items) + "}"
+        return self._opening() + ", ".join(f"{k}: {v}" for k, v in self.items) + "}"
 
     def exploded(self, indent: str, step: str) -> list[str]:
         inner = indent + step
-        return ["lambda: {"] + [f"{inner}{_quote(k)}: {v}," for k, v in self.items] + [indent + "}"]
+        return [self._opening()] + [f"{inner}{k}: {v}," for k, v in self.items] + [indent + "}"]
 
 
 Arg = str | DictArg
@@ -59,3 +70,30 @@ def call_statement(prefix: str, args: Sequence[Arg], indent: str, step: str = " 
             lines.append(f"{inner}{text},")
     lines.append(f"{indent})")
     return "\n".join(lines)
+
+
+_EMPTY = cst.Module(body=[])
+
+
+def _code(node: cst.CSTNode) -> str:
+    return " ".join(_EMPTY.code_for_node(node).split())
+
+
+def _arg(arg: cst.Arg) -> Arg:
+    value = arg.value
+    keyword = arg.keyword.value if arg.keyword is not None else ""
+    lazy = isinstance(value, cst.Lambda) and not value.params.params and isinstance(value.body, cst.Dict)
+    body = value.body if lazy else value  # type: ignore[attr-defined]
+    if isinstance(body, cst.Dict) and all(isinstance(e, cst.DictElement) for e in body.elements):
+        items = tuple((_code(e.key), _code(e.value)) for e in body.elements)  # type: ignore[union-attr]
+        return DictArg(items, lazy, keyword)
+    text = _code(value)
+    return f"{keyword}={text}" if keyword else ("*" * len(arg.star) + text)
+
+
+def expression_statement(code: str, indent: str, step: str = "    ", guard: str = "") -> str:
+    """A call expression (optionally ``guard and call``) laid out by black's rules at ``indent``."""
+    call = cst.parse_expression(code)
+    assert isinstance(call, cst.Call)
+    prefix = (f"{guard} and " if guard else "") + _code(call.func)
+    return call_statement(prefix, [_arg(a) for a in call.args], indent, step)

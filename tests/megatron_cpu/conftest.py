@@ -96,7 +96,9 @@ def pristine_root(generation) -> Path:
 def fork_root(generation, tmp_path_factory) -> Path:
     """The instrumented megatron-core fork, written once per session."""
     dest = tmp_path_factory.mktemp("fork") / "megatron-core"
-    write_tree(dest, {path: new for path, (_old, new) in generation.changes.items()}, base=generation.source_root)
+    write_tree(
+        dest, {path: new for path, (_old, new) in generation.changes.items()}, base=generation.source_root
+    )
     return dest
 
 
@@ -126,7 +128,11 @@ def p2p_results(fork_root, tmp_path_factory) -> list[dict[str, Any]]:
     work = tmp_path_factory.mktemp("p2p")
     port = str(free_port())
     procs = [
-        _start(fork_root, ["p2p", "--out", str(work / f"rank{rank}.pt"), "--rank", str(rank), "--port", port], work)
+        _start(
+            fork_root,
+            ["p2p", "--out", str(work / f"rank{rank}.pt"), "--rank", str(rank), "--port", port],
+            work,
+        )
         for rank in (0, 1)
     ]
     _finish(procs, "p2p")

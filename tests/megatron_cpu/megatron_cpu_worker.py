@@ -13,10 +13,15 @@ Run names: ``plain`` never touches telemetry (the only run the pristine release 
 leaves the fork's telemetry as imported (every group off); any other name is a span-group spec
 passed to ``megatron.core.otel.enable``, and ``disable()`` follows the run.
 
-CPU only: the one CUDA-only statement on this path is ``forward_backward_no_pipelining``'s
-``torch.zeros([], dtype=torch.int, device="cuda")`` (the token counter; no config flag avoids it),
-so the runs happen under a ``TorchFunctionMode`` that sends tensor-factory calls asking for
-``device="cuda"`` to the CPU. Nothing in megatron is patched.
+What a CPU build of torch needs (nothing in megatron is patched; each is noted where it is done):
+
+- ``forward_backward_no_pipelining`` allocates its token counter with
+  ``torch.zeros([], dtype=torch.int, device="cuda")`` and no config flag avoids it: the schedule
+  runs under a ``TorchFunctionMode`` that sends tensor factories asking for CUDA to the CPU;
+- the local spec's ``DotProductAttention`` needs ``torch.cuda.current_device()`` (score buffer)
+  and the CUDA RNG tracker (dropout fork): the layer spec swaps in a subclass without them;
+- ``model_parallel_cuda_manual_seed`` reads the CUDA RNG state: ``torch.manual_seed`` instead;
+- ``MambaMixer`` needs the mamba_ssm kernels: the Mamba run uses a small CPU mixer.
 """
 
 from __future__ import annotations
@@ -177,9 +182,7 @@ def forward_step_func(data_iterator, model):
         num_tokens = loss_mask.sum().to(torch.int)
         return loss, num_tokens, {"lm loss": torch.stack([loss.detach(), num_tokens.float()])}
 
-    output = model(
-        batch["tokens"], batch["position_ids"], attention_mask=None, labels=batch["labels"]
-    )
+    output = model(batch["tokens"], batch["position_ids"], attention_mask=None, labels=batch["labels"])
     return output, loss_func
 
 

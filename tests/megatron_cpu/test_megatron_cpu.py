@@ -52,7 +52,9 @@ def _ancestors(span: dict[str, Any], by_id: dict[int, dict[str, Any]]) -> list[s
     return names
 
 
-def _assert_same_tensors(expected: dict[str, torch.Tensor], actual: dict[str, torch.Tensor], what: str) -> None:
+def _assert_same_tensors(
+    expected: dict[str, torch.Tensor], actual: dict[str, torch.Tensor], what: str
+) -> None:
     assert list(actual) == list(expected), what
     for name, tensor in expected.items():
         assert tensor is not None, f"{what}: {name} got no gradient"
@@ -105,7 +107,9 @@ def test_every_span_carries_its_group(all_spans):
 
 
 def test_layer_forward_records_layer_number(all_spans):
-    numbers = sorted(span["attributes"]["megatron.layer_number"] for span in _named(all_spans, "megatron.layer.forward"))
+    numbers = sorted(
+        span["attributes"]["megatron.layer_number"] for span in _named(all_spans, "megatron.layer.forward")
+    )
     assert numbers == sorted(list(range(1, NUM_LAYERS + 1)) * NUM_MICROBATCHES)
 
 
@@ -126,7 +130,11 @@ def test_layer_forward_is_under_microbatch_forward(all_spans):
     for span in _named(all_spans, "megatron.layer.forward"):
         assert "megatron.microbatch.forward" in _ancestors(span, by_id)
     for microbatch in _named(all_spans, "megatron.microbatch.forward"):
-        layers = [s for s in _named(all_spans, "megatron.layer.forward") if microbatch["span_id"] in _ids_above(s, by_id)]
+        layers = [
+            s
+            for s in _named(all_spans, "megatron.layer.forward")
+            if microbatch["span_id"] in _ids_above(s, by_id)
+        ]
         assert len(layers) == NUM_LAYERS
 
 

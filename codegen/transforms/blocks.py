@@ -1,0 +1,141 @@
+"""Apply the planned wraps and inserts of one file, block by block, in a single libcst pass.
+
+Edits are keyed by the original ``IndentedBlock`` they apply to. Wraps in one block are nested or
+disjoint (checked when planning); identical ranges nest in declaration order.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import libcst as cst
+
+from codegen.resolve.plan import Insert, Wrap
+from codegen.spec.model import Hook, Project, Span
+from codegen.transforms.render import expression_statement
+from codegen.transforms.span import span_end, span_setter, span_start, span_variable
+
+
+def nesting_depths(wraps: Sequence[Wrap]) -> dict[int, int]:
+    """Depth of each span wrap among the span wraps of its function (1 = outermost)."""
+    spans = [w for w in wraps if isinstance(w.entry, Span)]
+    order = {id(w): i for i, w in enumerate(spans)}
+
+    def contains(outer: Wrap, inner: Wrap) -> bool:
+        if outer is inner or outer.function is not inner.function:
+            return False
+        if (outer.first_line, outer.last_line) == (inner.first_line, inner.last_line):
+            return order[id(outer)] < order[id(inner)]
+        return outer.first_line <= inner.first_line and inner.last_line <= outer.last_line
+
+    return {id(w): 1 + sum(contains(o, w) for o in spans) for w in spans}
+
+
+class BlockEditor(cst.CSTTransformer):
+    def __init__(self, project: Project, wraps: Sequence[Wrap], inserts: Sequence[Insert], step: str) -> None:
+        super().__init__()
+        self.project = project
+        self.step = step
+        self.order = {id(w): i for i, w in enumerate(wraps)}
+        self.depths = nesting_depths(wraps)
+        self.wraps: dict[int, list[Wrap]] = defaultdict(list)
+        self.inserts: dict[int, list[Insert]] = defaultdict(list)
+        for wrap in wraps:
+            self.wraps[id(wrap.block)].append(wrap)
+        for insert in inserts:
+            self.inserts[id(insert.block)].append(insert)
+        self.indents: list[str] = [""]
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        self.indents.append(self.indents[-1] + (node.indent if node.indent is not None else self.step))
+        return True
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        indent = self.indents.pop()
+        wraps = self.wraps.get(id(original_node), [])
+        inserts = self.inserts.get(id(original_node), [])
+        if not wraps and not inserts:
+            return updated_node
+        ordered = sorted(wraps, key=lambda w: (w.start, -w.end, self.order[id(w)]))
+        stmts = list(updated_node.body)
+        body = self._build(stmts, 0, len(stmts), ordered, inserts, indent)
+        return updated_node.with_changes(body=body)
+
+    def _build(
+        self,
+        stmts: list[cst.BaseStatement],
+        lo: int,
+        hi: int,
+        wraps: list[Wrap],
+        inserts: list[Insert],
+        indent: str,
+    ) -> list[cst.BaseStatement]:
+        out: list[cst.BaseStatement] = []
+        position = lo
+        pending = list(wraps)
+        while pending:
+            wrap = pending.pop(0)
+            inner = [w for w in pending if wrap.start <= w.start and w.end <= wrap.end]
+            pending = [w for w in pending if w not in inner]
+            out.extend(self._plain(stmts, position, wrap.start, inserts, indent))
+            inner_inserts = [i for i in inserts if wrap.start < i.index < wrap.end]
+            covered = self._build(stmts, wrap.start, wrap.end, inner, inner_inserts, indent + self.step)
+            out.extend(self._wrap(wrap, covered, indent))
+            position = wrap.end
+        out.extend(self._plain(stmts, position, hi, inserts, indent))
+        return out
+
+    def _plain(
+        self, stmts: list[cst.BaseStatement], lo: int, hi: int, inserts: list[Insert], indent: str
+    ) -> list[cst.BaseStatement]:
+        """``stmts[lo:hi]`` with the inserts whose index lies in ``[lo, hi]`` placed before their
+        statement (above its comments: they introduce the statement, not the hook)."""
+        out: list[cst.BaseStatement] = []
+        for index in range(lo, hi + 1):
+            for insert in inserts:
+                if insert.index == index:
+                    out.append(self._hook_call(insert.hook, insert.hook.call, indent))  # type: ignore[arg-type]
+            if index < hi:
+                out.append(stmts[index])
+        return out
+
+    def _hook_call(self, hook: Hook, call: str, indent: str) -> cst.BaseStatement:
+        guard = f"{self.project.runtime.alias}.{hook.guard}" if hook.guard else ""
+        return _statement(expression_statement(call, indent, self.step, guard), indent)
+
+    def _wrap(self, wrap: Wrap, covered: list[cst.BaseStatement], indent: str) -> list[cst.BaseStatement]:
+        inner = indent + self.step
+        body = list(covered)
+        before: list[cst.BaseStatement] = []
+        final: list[cst.BaseStatement] = []
+        entry = wrap.entry
+        if isinstance(entry, Span):
+            var = span_variable(self.depths[id(wrap)])
+            before.append(_statement(span_start(self.project, entry, var, indent, self.step), indent))
+            setter = span_setter(entry, var, inner, self.step)
+            if setter is not None:
+                body.append(_statement(setter, inner))
+            final.append(_statement(span_end(var, inner), inner))
+        else:
+            if entry.enter:
+                before.append(self._hook_call(entry, entry.enter, indent))
+            if entry.exit:
+                final.append(self._hook_call(entry, entry.exit, inner))
+        if before:
+            # Comments and blank lines that introduced the covered statements now introduce the wrap.
+            before[0] = before[0].with_changes(leading_lines=body[0].leading_lines)
+            body[0] = body[0].with_changes(leading_lines=())
+        if not final:
+            return before + body
+        wrapped = cst.Try(body=cst.IndentedBlock(body=body), finalbody=cst.Finally(body=cst.IndentedBlock(body=final)))
+        if not before:
+            wrapped = wrapped.with_changes(leading_lines=body[0].leading_lines)
+            wrapped = wrapped.with_changes(body=wrapped.body.with_changes(body=[body[0].with_changes(leading_lines=())] + body[1:]))
+        return before + [wrapped]
+
+
+def _statement(text: str, indent: str) -> cst.BaseStatement:
+    lines = text.split("\n")
+    dedented = "\n".join(line[len(indent) :] if line.startswith(indent) else line for line in lines)
+    return cst.parse_statement(dedented + "\n")
