@@ -7,6 +7,7 @@ is reported with the span's spec location and, where useful, the candidates.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,34 +166,34 @@ def _resolve_insert(
     return Insert(hook, func, block, index, line_of(site.node))
 
 
+def _compact(code: str) -> str:
+    """Code with layout removed, for comparing a rendered call with the spec's one-line text."""
+    return re.sub(r",([)\]}])", r"\1", re.sub(r"\s+", "", code))
+
+
 def _hook_statement_code(hook: Hook, alias: str) -> list[str]:
     calls = [c for c in (hook.call, hook.enter, hook.exit) if c]
     prefix = f"{alias}.{hook.guard} and " if hook.guard else ""
-    return [" ".join((prefix + c).split()) for c in calls]
+    return [_compact(prefix + c) for c in calls]
 
 
 def _already_instrumented(func: cst.FunctionDef, alias: str, entry: Span | Hook) -> bool:
     if isinstance(entry, Hook):
         wanted = _hook_statement_code(entry, alias)
         present = {
-            " ".join(cst.Module([]).code_for_node(s.body[0]).split())
+            _compact(cst.Module([]).code_for_node(s.body[0]))
             for s in m.findall(func, m.SimpleStatementLine(body=[m.Expr()]))
             if isinstance(s, cst.SimpleStatementLine)
         }
         return all(code in present for code in wanted)
-    return any(_span_started(func, alias, name) for name in (entry.names or (entry.name,)))
-
-
-def _span_started(func: cst.FunctionDef, alias: str, name: str) -> bool:
-    pattern = m.Call(
-        func=m.Attribute(value=m.Name(alias), attr=m.Name("start_span")),
-        args=[m.Arg(m.SimpleString()), m.ZeroOrMore()],
-    )
+    pattern = m.Call(func=m.Attribute(value=m.Name(alias), attr=m.Name("start_span")), args=[m.Arg(), m.ZeroOrMore()])
     for call in m.findall(func, pattern):
         assert isinstance(call, cst.Call)
-        literal = call.args[0].value
-        assert isinstance(literal, cst.SimpleString)
-        if literal.evaluated_value == name:
+        first = call.args[0].value
+        if entry.name_expr is not None:
+            if " ".join(cst.Module([]).code_for_node(first).split()) == entry.name_expr:
+                return True
+        elif isinstance(first, cst.SimpleString) and first.evaluated_value == entry.name:
             return True
     return False
 

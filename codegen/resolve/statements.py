@@ -129,6 +129,12 @@ def matches(selector: Selector, site: StatementSite) -> bool:
         return isinstance(stmt, cst.SimpleStatementLine) and selector.value in calls_in(stmt)
     if selector.kind == "assign":
         return isinstance(stmt, cst.SimpleStatementLine) and selector.value in assigned_names(stmt)
+    if selector.kind == "return":
+        return isinstance(stmt, cst.SimpleStatementLine) and any(
+            isinstance(small, cst.Return)
+            and normalize(_EMPTY.code_for_node(small.value) if small.value else "") == normalize(selector.value)
+            for small in stmt.body
+        )
     if selector.kind == "try":
         return isinstance(stmt, cst.Try) and selector.value in calls_in(stmt.body)
     kind_type = _KIND_TYPES[selector.kind]

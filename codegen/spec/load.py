@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import libcst as cst
+import libcst.matchers as m
 
 from codegen.diagnostics import Diagnostics, Pos, SpecError
 from codegen.spec.model import (
@@ -572,6 +573,26 @@ class _Builder:
         end_attributes = self._attributes(node.get("end_attributes"), "end_attributes")
         goodput = self._bool(node.get("goodput"), "goodput") if "goodput" in node.entries else False
         note = self._str(node.get("note"), "note") or "" if "note" in node.entries else ""
+        when = self._expression(node.get("when"), "when") if "when" in node.entries else None
+        names: tuple[str, ...] = ()
+        name_expr = None
+        if ("names" in node.entries) != ("name_expr" in node.entries):
+            self.diags.error(node.pos, "'names' (the other names) and 'name_expr' (the choice) go together")
+            ok = False
+        elif "names" in node.entries and name is not None:
+            others = [self._str(n, "name") for n in self._seq(node.get("names"), "names")]  # type: ignore[arg-type]
+            names = (name, *(o for o in others if o))
+            name_expr = self._expression(node.get("name_expr"), "name_expr")
+            if name_expr is not None:
+                literals = {
+                    n.evaluated_value for n in m.findall(cst.parse_expression(name_expr), m.SimpleString())
+                }
+                stray = sorted(str(x) for x in literals - set(names))
+                if stray:
+                    self.diags.error(node.get("name_expr").pos, f"name_expr names {', '.join(stray)}, not in the span's names")  # type: ignore[union-attr]
+                    ok = False
+        if ("when" in node.entries and when is None) or ("name_expr" in node.entries and name_expr is None):
+            ok = False
         if not ok or None in (name, group, file, function, region, attributes, end_attributes, goodput):
             return None
         return Span(
@@ -587,7 +608,21 @@ class _Builder:
             note=note,
             file_pos=file_pos,
             function_pos=node.get("function").pos,  # type: ignore[union-attr]
+            when=when,
+            name_expr=name_expr,
+            names=names,
         )
+
+    def _expression(self, node: YNode | None, what: str) -> str | None:
+        text = self._str(node, what)
+        if text is None:
+            return None
+        try:
+            cst.parse_expression(text)
+        except cst.ParserSyntaxError as exc:
+            self.diags.error(node.pos, f"{what}: '{text}' does not parse: {exc.message}")  # type: ignore[union-attr]
+            return None
+        return " ".join(text.split())
 
     def _region(self, node: YNode) -> Region | None:
         as_map = self._map(node, "around")

@@ -65,7 +65,8 @@ def call_statement(prefix: str, args: Sequence[Arg], indent: str, step: str = " 
             exploded = arg.exploded(inner, step)
             lines.append(inner + exploded[0])
             lines.extend(exploded[1:-1])
-            lines.append(exploded[-1] + ",")
+            # black puts no magic trailing comma after a sole argument it explodes
+            lines.append(exploded[-1] + ("," if len(args) > 1 else ""))
         else:
             lines.append(f"{inner}{text},")
     lines.append(f"{indent})")

@@ -1,0 +1,29 @@
+from megatron import otel
+
+
+def train(args, step):
+    if args.skip_train:
+        return None
+    else:
+        _otel_span = otel.STEP and otel.start_span("demo.iteration")
+        try:
+            _otel_span_2 = otel.LAYER and otel.first_time("demo.first_iteration") and otel.start_span(
+                "demo.first_iteration"
+            )
+            try:
+                loss = step()
+                return loss
+            finally:
+                _otel_span_2 and _otel_span_2.end()
+        finally:
+            _otel_span and _otel_span.end()
+
+
+def sniff(tag):
+    _otel_span = otel.STEP and otel.start_span(
+        "demo.train.sniff" if otel.in_training() else "demo.startup.sniff"
+    )
+    try:
+        print(tag)
+    finally:
+        _otel_span and _otel_span.end()
