@@ -53,4 +53,4 @@ def generate(spec_dir: Path, source: Path | None = None) -> Generation:
         old = existing.read_text(encoding="utf-8") if existing.is_file() else None
         if old != text:
             changes[path] = (old, text)
-    return Generation(project, root, plan, dict(sorted(changes.items())), render_docs(project, TEMPLATES_DIR))
+    return Generation(project, root, plan, dict(sorted(changes.items())), render_docs(project, plan, TEMPLATES_DIR))

@@ -1,4 +1,4 @@
-"""Render the documentation pages (``templates/docs/*.md.j2``) from the spec model."""
+"""Render the documentation pages (``templates/docs/*.md.j2``) from the spec model and the plan."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 
 import jinja2
 
+from codegen.resolve.hierarchy import parents_of
+from codegen.resolve.plan import Plan
 from codegen.spec.model import Attribute, Project, Span
 
 DOC_SUFFIX = ".md.j2"
@@ -16,28 +18,39 @@ DOC_SUFFIX = ".md.j2"
 class SpanRow:
     name: str
     group: str
-    file: str
-    function: str
+    where: str
     covers: str
     attributes: str
+    parents: str
 
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _code(text: str) -> str:
+    return f"`{_md(text)}`"
+
+
 def _attributes(span: Span) -> str:
     def fmt(a: Attribute, when: str) -> str:
-        return f"`{a.key}` = `{_md(a.expr)}`{when}"
+        return f"{_code(a.key)} = {_code(a.expr)}{when}"
 
     parts = [fmt(a, "") for a in span.attributes]
-    parts += [fmt(a, " (at end)") for a in span.end_attributes]
+    parts += [fmt(a, " (at the end)") for a in span.end_attributes]
     if span.goodput:
         parts.append("`is_goodput_span` = `True`")
     return "<br>".join(parts) if parts else "–"
 
 
-def render_docs(project: Project, templates_dir: Path) -> dict[str, str]:
+def _covers(span: Span) -> str:
+    text = _md(span.region.describe())
+    if span.when:
+        text += f", only when {_code(span.when)}"
+    return text
+
+
+def render_docs(project: Project, plan: Plan, templates_dir: Path) -> dict[str, str]:
     """Return ``{file name: text}`` for every docs page."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir)),
@@ -45,28 +58,73 @@ def render_docs(project: Project, templates_dir: Path) -> dict[str, str]:
         undefined=jinja2.StrictUndefined,
         autoescape=False,
     )
-    spans = [
-        SpanRow(s.name, s.group, s.file, s.function, _md(s.region.describe()), _attributes(s))
-        for s in project.spans
-    ]
+    parents = parents_of(project, plan)
+
+    def parent_text(name: str) -> str:
+        return ", ".join(_code(p) for p in parents[name]) or "(root)"
+
+    rows: list[SpanRow] = []
+    for span in project.spans:
+        for name in span.names or (span.name,):
+            rows.append(
+                SpanRow(
+                    name,
+                    span.group,
+                    f"{_code(span.file)}<br>{_code(span.function)}",
+                    _covers(span),
+                    _attributes(span),
+                    parent_text(name),
+                )
+            )
+    for span in project.lifecycle:
+        covers = {
+            "startup": "program start to just before the training loop",
+            "phase": f"backdated: `{span.start}` to `{span.end}`",
+            "pre_startup": f"backdated: `{span.start}` to `{span.end}`; a root of its own",
+            "interval": "save_interval iterations of the training loop",
+        }[span.role]
+        goodput = "`is_goodput_span` = `True`" if span.goodput else "–"
+        rows.append(SpanRow(span.name, span.group, "runtime", covers, goodput, parent_text(span.name)))
+
+    by_group = {g.name: [r.name for r in rows if r.group == g.name] for g in project.groups}
     groups = [
         {
             "name": g.name,
+            "flag": g.flag,
             "description": _md(g.description),
-            "spans": ", ".join(f"`{n}`" for n in dict.fromkeys(s.name for s in project.spans if s.group == g.name))
-            or "–",
+            "spans": ", ".join(_code(n) for n in dict.fromkeys(by_group[g.name])) or "–",
         }
         for g in project.groups
     ]
     presets = [
-        {
-            "name": p.name,
-            "groups": ", ".join(project.expand_preset(p.name)),
-            "description": _md(p.description),
-        }
+        {"name": p.name, "groups": ", ".join(project.expand_preset(p.name)), "description": _md(p.description)}
         for p in project.presets
     ]
-    context = {"spans": spans, "groups": groups, "presets": presets}
+    children: dict[str, list[str]] = {}
+    for name, found in parents.items():
+        for parent in found:
+            children.setdefault(parent, []).append(name)
+    tree: list[str] = []
+
+    def walk(name: str, depth: int, path: tuple[str, ...]) -> None:
+        tree.append(f"{'  ' * depth}- `{name}`")
+        for child in dict.fromkeys(children.get(name, [])):
+            if child not in path:
+                walk(child, depth + 1, path + (child,))
+
+    for name in project.all_span_names():
+        if not parents[name]:
+            walk(name, 0, (name,))
+    context = {
+        "spans": rows,
+        "groups": groups,
+        "presets": presets,
+        "tree": tree,
+        "metrics": project.metrics,
+        "env": project.env,
+        "flags": project.flags,
+        "md": _md,
+    }
     docs_dir = templates_dir / "docs"
     out: dict[str, str] = {}
     for template in sorted(p.name for p in docs_dir.iterdir() if p.name.endswith(DOC_SUFFIX)):

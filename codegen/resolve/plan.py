@@ -53,6 +53,7 @@ class FilePlan:
     module: cst.Module
     wraps: list[Wrap] = field(default_factory=list)
     inserts: list[Insert] = field(default_factory=list)
+    decorations: list[tuple[Span, cst.FunctionDef]] = field(default_factory=list)
     present: list[Span | Hook] = field(default_factory=list)  # already instrumented: nothing to do
 
 
@@ -136,14 +137,95 @@ def _resolve_file(
             if insert is not None:
                 plan.inserts.append(insert)
             continue
+        if isinstance(span, Span) and span.form == "decorator":
+            missing = [a.expr for a in span.attributes if a.expr not in _parameters(func)]
+            if missing:
+                diags.error(
+                    span.attributes[0].pos,
+                    f"a decorator span's attributes must name parameters of {span.function}; "
+                    f"not parameters: {', '.join(missing)}",
+                )
+                continue
+            plan.decorations.append((span, func))
+            continue
         region = span.region if span.region is not None else Region("function", span.pos)
         resolved = _resolve_region(span, region, func, line_of, diags)
         if resolved is None:
             continue
         block, start, end = resolved
+        if isinstance(span, Span) and span.form == "flat":
+            exit_line = _early_exit(block.body[start:end], line_of)
+            if exit_line is not None:
+                diags.error(
+                    span.pos,
+                    f"a flat span cannot cover statements that leave the block early (line {exit_line}); "
+                    "use form: try",
+                )
+                continue
         plan.wraps.append(
             Wrap(span, func, block, start, end, line_of(block.body[start]), end_line_of(block.body[end - 1]))
         )
+
+
+def _parameters(func: cst.FunctionDef) -> set[str]:
+    params = func.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            every.append(star)
+    return {p.name.value for p in every}
+
+
+def _early_exit(stmts: tuple[cst.BaseStatement, ...], line_of: Callable[[cst.CSTNode], int]) -> int | None:
+    """Line of a return, yield, or break/continue that would leave ``stmts`` early, if any."""
+
+    class _Finder(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.loops = 0
+            self.found: cst.CSTNode | None = None
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def _loop(self, node: cst.CSTNode) -> None:
+            self.loops += 1
+
+        def _unloop(self, node: cst.CSTNode) -> None:
+            self.loops -= 1
+
+        visit_For = visit_While = _loop  # type: ignore[assignment]
+        leave_For = leave_While = _unloop  # type: ignore[assignment]
+
+        def _exit(self, node: cst.CSTNode) -> None:
+            if self.found is None:
+                self.found = node
+
+        def visit_Return(self, node: cst.Return) -> None:
+            self._exit(node)
+
+        def visit_Yield(self, node: cst.Yield) -> None:
+            self._exit(node)
+
+        def visit_Break(self, node: cst.Break) -> None:
+            if not self.loops:
+                self._exit(node)
+
+        def visit_Continue(self, node: cst.Continue) -> None:
+            if not self.loops:
+                self._exit(node)
+
+    finder = _Finder()
+    for stmt in stmts:
+        stmt.visit(finder)
+        if finder.found is not None:
+            return line_of(stmt)
+    return None
 
 
 def _resolve_insert(
@@ -186,7 +268,10 @@ def _already_instrumented(func: cst.FunctionDef, alias: str, entry: Span | Hook)
             if isinstance(s, cst.SimpleStatementLine)
         }
         return all(code in present for code in wanted)
-    pattern = m.Call(func=m.Attribute(value=m.Name(alias), attr=m.Name("start_span")), args=[m.Arg(), m.ZeroOrMore()])
+    pattern = m.Call(
+        func=m.Attribute(value=m.Name(alias), attr=m.Name("start_span") | m.Name("traced")),
+        args=[m.Arg(), m.ZeroOrMore()],
+    )
     for call in m.findall(func, pattern):
         assert isinstance(call, cst.Call)
         first = call.args[0].value

@@ -73,7 +73,8 @@ def normalize(code: str) -> str:
 def header_text(stmt: cst.BaseStatement) -> str | None:
     """The part of a compound statement between its keyword and the colon, normalized."""
     if isinstance(stmt, (cst.If, cst.While)):
-        return normalize(_EMPTY.code_for_node(stmt.test))
+        # `if (\n a\n and b\n):` is selected as `a and b`
+        return normalize(_EMPTY.code_for_node(stmt.test.with_changes(lpar=[], rpar=[])))
     if isinstance(stmt, cst.For):
         target = _EMPTY.code_for_node(stmt.target)
         return normalize(f"{target} in {_EMPTY.code_for_node(stmt.iter)}")

@@ -20,6 +20,7 @@ from codegen.diagnostics import Diagnostics, Pos, SpecError
 from codegen.spec.model import (
     COMPOUND_KINDS,
     SELECTOR_KINDS,
+    SPAN_FORMS,
     Attribute,
     EnvVar,
     Flag,
@@ -39,11 +40,14 @@ from codegen.upstream import UpstreamPin
 
 T = TypeVar("T")
 
-TOP_KEYS = ("runtime", "upstream", "groups", "presets", "lifecycle", "metrics", "env", "flags", "file", "spans", "hooks")
+TOP_KEYS = (
+    "runtime", "upstream", "groups", "presets", "lifecycle", "metrics", "env", "flags", "file", "form", "spans",
+    "hooks",
+)
 SINGLETON_KEYS = ("runtime", "upstream", "groups", "presets", "lifecycle", "metrics", "env", "flags")
 SPAN_KEYS = (
     "name", "group", "file", "function", "around", "attributes", "end_attributes", "goodput", "note",
-    "when", "names", "name_expr",
+    "when", "names", "name_expr", "form", "parents",
 )
 HOOK_KEYS = (
     "file", "function", "entry", "before", "after", "around", "whole_function", "call", "enter", "exit",
@@ -103,6 +107,7 @@ class _Builder:
         self.diags = diags
         self.singletons: dict[str, tuple[str, YNode]] = {}
         self.span_nodes: list[tuple[YMap, tuple[str, Pos] | None]] = []
+        self.default_forms: dict[int, str] = {}  # id(span node) -> the file's default form
         self.hook_nodes: list[tuple[YMap, tuple[str, Pos] | None]] = []
         self.first_pos: Pos | None = None
 
@@ -128,6 +133,13 @@ class _Builder:
         if "file" in root.entries:
             name = self._str(root.get("file"), "file")
             default_file = (name, root.get("file").pos) if name is not None else None  # type: ignore[union-attr]
+        default_form = "try"
+        if "form" in root.entries:
+            default_form = self._form(root.get("form")) or "try"  # type: ignore[arg-type]
+        spans_node = root.get("spans")
+        if isinstance(spans_node, YSeq):
+            for item in spans_node.items:
+                self.default_forms[id(item)] = default_form
         for key, target in (("spans", self.span_nodes), ("hooks", self.hook_nodes)):
             entries = root.get(key)
             if entries is None:
@@ -158,6 +170,11 @@ class _Builder:
         alias = runtime.alias if runtime is not None else "otel"
         hooks = self._hooks(group_names, {m.name for m in metrics}, alias) + flag_hooks
         self._check_unique_names(spans, lifecycle)
+        known = {n for s in spans for n in (s.names or (s.name,))} | {s.name for s in lifecycle}
+        for span in spans:
+            for parent in span.parents:
+                if parent not in known:
+                    self._unknown(span.pos, "parent span", parent, sorted(known))
         if runtime is None or upstream is None:
             return None
         return Project(
@@ -574,6 +591,21 @@ class _Builder:
         goodput = self._bool(node.get("goodput"), "goodput") if "goodput" in node.entries else False
         note = self._str(node.get("note"), "note") or "" if "note" in node.entries else ""
         when = self._expression(node.get("when"), "when") if "when" in node.entries else None
+        parents: tuple[str, ...] = ()
+        if "parents" in node.entries:
+            parents = tuple(p for p in (self._str(n, "parent") for n in self._seq(node.get("parents"), "parents")) if p)  # type: ignore[arg-type]
+        form = self._form(node.get("form")) if "form" in node.entries else self.default_forms.get(id(node), "try")
+        if form is None:
+            ok = False
+        elif form == "decorator":
+            reason = None
+            if node.get("around") is not None:
+                reason = "a decorator covers the whole function: drop 'around'"
+            elif "end_attributes" in node.entries or "when" in node.entries or "names" in node.entries:
+                reason = "a decorator span takes no end_attributes, when or names"
+            if reason:
+                self.diags.error(node.get("form").pos if "form" in node.entries else node.pos, reason)  # type: ignore[union-attr]
+                ok = False
         names: tuple[str, ...] = ()
         name_expr = None
         if ("names" in node.entries) != ("name_expr" in node.entries):
@@ -611,7 +643,16 @@ class _Builder:
             when=when,
             name_expr=name_expr,
             names=names,
+            form=form,  # type: ignore[arg-type]
+            parents=parents,
         )
+
+    def _form(self, node: YNode) -> str | None:
+        form = self._str(node, "form")
+        if form is not None and form not in SPAN_FORMS:
+            self._unknown(node.pos, "form", form, list(SPAN_FORMS))
+            return None
+        return form
 
     def _expression(self, node: YNode | None, what: str) -> str | None:
         text = self._str(node, what)

@@ -34,6 +34,14 @@ class Selector:
         return text
 
 
+# How a span is written into the code:
+# - "try": start, then the covered statements inside try/finally (exception-safe; re-indents them);
+# - "flat": start before and end after the covered statements, which keep their indentation. An
+#   exception leaves the span to be ended by the enclosing span or the lifecycle; refused for
+#   regions that can be left by return/break/continue;
+# - "decorator": ``@otel.traced(...)`` on a whole function; attributes name its parameters.
+SPAN_FORMS = ("try", "flat", "decorator")
+
 RegionKind = Literal["function", "statement", "range", "after", "body"]
 
 
@@ -82,6 +90,8 @@ class Span:
     note: str = ""
     file_pos: Pos | None = None  # where the file is named (the span's own key or the file's top)
     function_pos: Pos | None = None
+    form: Literal["try", "flat", "decorator"] = "try"
+    parents: tuple[str, ...] = ()  # spans of other functions this one runs inside, for the docs
     when: str | None = None  # extra condition, evaluated only when the group records
     name_expr: str | None = None  # chooses among ``names`` at run time
     names: tuple[str, ...] = ()  # every name the span can take (``name`` is the first)

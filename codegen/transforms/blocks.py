@@ -14,7 +14,7 @@ import libcst as cst
 from codegen.resolve.plan import Insert, Wrap
 from codegen.spec.model import Hook, Project, Span
 from codegen.transforms.render import expression_statement
-from codegen.transforms.span import span_end, span_setter, span_start, span_variable
+from codegen.transforms.span import span_decorator, span_end, span_setter, span_start, span_variable
 
 
 def nesting_depths(wraps: Sequence[Wrap]) -> dict[int, int]:
@@ -33,8 +33,16 @@ def nesting_depths(wraps: Sequence[Wrap]) -> dict[int, int]:
 
 
 class BlockEditor(cst.CSTTransformer):
-    def __init__(self, project: Project, wraps: Sequence[Wrap], inserts: Sequence[Insert], step: str) -> None:
+    def __init__(
+        self,
+        project: Project,
+        wraps: Sequence[Wrap],
+        inserts: Sequence[Insert],
+        decorations: Sequence[tuple[Span, cst.FunctionDef]],
+        step: str,
+    ) -> None:
         super().__init__()
+        self.decorations = {id(func): span for span, func in decorations}
         self.project = project
         self.step = step
         self.order = {id(w): i for i, w in enumerate(wraps)}
@@ -46,6 +54,13 @@ class BlockEditor(cst.CSTTransformer):
         for insert in inserts:
             self.inserts[id(insert.block)].append(insert)
         self.indents: list[str] = [""]
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        span = self.decorations.get(id(original_node))
+        if span is None:
+            return updated_node
+        decorator = cst.Decorator(decorator=cst.parse_expression(span_decorator(self.project, span)))
+        return updated_node.with_changes(decorators=[*updated_node.decorators, decorator])
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
         self.indents.append(self.indents[-1] + (node.indent if node.indent is not None else self.step))
@@ -110,12 +125,20 @@ class BlockEditor(cst.CSTTransformer):
         before: list[cst.BaseStatement] = []
         final: list[cst.BaseStatement] = []
         entry = wrap.entry
+        if isinstance(entry, Span) and entry.form == "flat":
+            var = span_variable(self.depths[id(wrap)])
+            start = _statement(span_start(self.project, entry, var, indent, self.step), indent)
+            start = start.with_changes(leading_lines=body[0].leading_lines)
+            body[0] = body[0].with_changes(leading_lines=())
+            setter = span_setter(entry, var, indent, self.step)
+            after = [_statement(setter, indent)] if setter is not None else []
+            return [start, *body, *after, _statement(span_end(var, indent), indent)]
         if isinstance(entry, Span):
             var = span_variable(self.depths[id(wrap)])
             before.append(_statement(span_start(self.project, entry, var, indent, self.step), indent))
             setter = span_setter(entry, var, inner, self.step)
             if setter is not None:
-                body.append(_statement(setter, inner))
+                _append_before_return(body, _statement(setter, inner))
             final.append(_statement(span_end(var, inner), inner))
         else:
             if entry.enter:
@@ -133,6 +156,15 @@ class BlockEditor(cst.CSTTransformer):
             wrapped = wrapped.with_changes(leading_lines=body[0].leading_lines)
             wrapped = wrapped.with_changes(body=wrapped.body.with_changes(body=[body[0].with_changes(leading_lines=())] + body[1:]))
         return before + [wrapped]
+
+
+def _append_before_return(body: list[cst.BaseStatement], stmt: cst.BaseStatement) -> None:
+    """End attributes go after the covered statements, or just before a final ``return``."""
+    last = body[-1]
+    if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return):
+        body.insert(len(body) - 1, stmt)
+    else:
+        body.append(stmt)
 
 
 def _statement(text: str, indent: str) -> cst.BaseStatement:

@@ -14,9 +14,10 @@ from codegen.transforms.blocks import BlockEditor
 
 def transform_file(project: Project, plan: FilePlan) -> str:
     """The new source of ``plan.path``; the original text when nothing is left to do."""
-    if not plan.wraps and not plan.inserts:
+    if not plan.wraps and not plan.inserts and not plan.decorations:
         return plan.source
-    module = plan.module.visit(BlockEditor(project, plan.wraps, plan.inserts, plan.module.default_indent))
+    editor = BlockEditor(project, plan.wraps, plan.inserts, plan.decorations, plan.module.default_indent)
+    module = plan.module.visit(editor)
     module = add_runtime_import(project, module)
     return module.code
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from codegen.spec.model import Attribute, Project, Span
-from codegen.transforms.render import DictArg, call_statement, string_literal
+from codegen.transforms.render import LINE_LENGTH, DictArg, call_statement, string_literal
 
 SPAN_VARIABLE = "_otel_span"
 
@@ -31,10 +31,25 @@ def span_start(project: Project, span: Span, var: str, indent: str, step: str) -
     args: list[str | DictArg] = [name]
     if span.attributes:
         args.append(dict_arg(span.attributes))
-    guard = f"{alias}.{project.group(span.group).flag}"
-    if span.when:
-        guard += f" and {span.when}"
-    return call_statement(f"{var} = {guard} and {alias}.start_span", args, indent, step)
+    guards = [f"{alias}.{project.group(span.group).flag}"] + ([span.when] if span.when else [])
+    prefix = f"{var} = {' and '.join(guards)} and {alias}.start_span"
+    if len(f"{indent}{prefix}(") <= LINE_LENGTH:
+        return call_statement(prefix, args, indent, step)
+    # black's fallback: the right-hand side in parentheses, one operand per line
+    inner = indent + step
+    lines = [f"{indent}{var} = (", f"{inner}{guards[0]}"] + [f"{inner}and {g}" for g in guards[1:]]
+    lines.append(call_statement(f"and {alias}.start_span", args, inner, step))
+    lines.append(f"{indent})")
+    return "\n".join(lines)
+
+
+def span_decorator(project: Project, span: Span) -> str:
+    """``otel.traced("name", {"attribute": "parameter"})``: the decorator form, for cold functions."""
+    args = [string_literal(span.name)]
+    if span.attributes:
+        pairs = ", ".join(f"{string_literal(a.key)}: {string_literal(a.expr)}" for a in span.attributes)
+        args.append("{" + pairs + "}")
+    return f"{project.runtime.alias}.traced({', '.join(args)})"
 
 
 def span_setter(span: Span, var: str, indent: str, step: str) -> str | None:

@@ -33,8 +33,9 @@ def test_apply_writes_patches_docs_and_fork(project: tuple[Path, Path], tmp_path
     assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0
     generated = specs.parent / "generated"
     patches = sorted(p.name for p in (generated / "patches").iterdir())
-    assert patches == ["0001-megatron-demo.py.patch", "0002-megatron-otel-__init__.py.patch", "series"]
-    assert (generated / "patches" / "series").read_text() == "\n".join(patches[:2]) + "\n"
+    assert patches[0] == "0001-megatron-demo.py.patch" and patches[-1] == "series"
+    assert "0002-megatron-otel-__init__.py.patch" in patches
+    assert (generated / "patches" / "series").read_text() == "\n".join(patches[:-1]) + "\n"
     assert "`demo.work`" in (generated / "docs" / "spans.md").read_text()
     assert 'otel.start_span("demo.work")' in (fork / DEMO).read_text()
     assert (fork / "megatron/otel/__init__.py").is_file()

@@ -37,3 +37,37 @@ def importable(tmp_path: Path, unique_top: str) -> Iterator[Path]:
 @pytest.fixture
 def rendered(importable: Path, unique_top: str) -> Rendered:
     return render_into(importable, make_project(f"{unique_top}/core/otel"))
+
+
+_ENV_PREFIXES = ("MEGATRON_OTEL_", "OTEL_", "SLURM_", "TORCHELASTIC_")
+_ENV_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No telemetry, rank or SLURM variables from the machine running the tests."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def exit_hooks(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[object]]:
+    """Record atexit registrations and SIGTERM handler installs instead of making them."""
+    import atexit
+    import signal
+
+    calls: dict[str, list[object]] = {"atexit": [], "sigterm": []}
+    monkeypatch.setattr(atexit, "register", lambda fn, *a, **k: calls["atexit"].append(fn) or fn)
+    real_signal = signal.signal
+
+    def fake_signal(signum: int, handler: object) -> object:
+        if signum == signal.SIGTERM:
+            calls["sigterm"].append(handler)
+            return signal.getsignal(signum)
+        return real_signal(signum, handler)
+
+    monkeypatch.setattr(signal, "signal", fake_signal)
+    return calls

@@ -9,7 +9,18 @@ from types import ModuleType
 
 from codegen.diagnostics import Pos
 from codegen.emit.runtime import render_runtime
-from codegen.spec.model import Group, Preset, Project, Region, Runtime, Span
+from codegen.spec.model import (
+    EnvVar,
+    Flag,
+    Group,
+    LifecycleSpan,
+    Metric,
+    Preset,
+    Project,
+    Region,
+    Runtime,
+    Span,
+)
 from codegen.upstream import UpstreamPin
 
 POS = Pos("specs/groups.yaml", 1, 1)
@@ -76,7 +87,58 @@ def save_while_handling(fail):
 '''
 
 
-def make_project(package: str, *, default_preset: bool = True) -> Project:
+# The lifecycle, metrics and configuration of the real specs (taxonomy sections 3-5), abridged.
+LIFECYCLE = (
+    LifecycleSpan("startup", "megatron.startup", "job", POS, goodput=True),
+    LifecycleSpan(
+        "phase", "megatron.startup.launch_script", "job", POS, True, "launch_script_start", "pre_srun"
+    ),
+    LifecycleSpan(
+        "phase", "megatron.startup.container_load", "job", POS, True, "pre_srun", "program_start"
+    ),
+    LifecycleSpan(
+        "phase", "megatron.startup.imports", "job", POS, True, "program_start", "main_entry"
+    ),
+    LifecycleSpan(
+        "phase", "megatron.startup.arg_parse", "job", POS, True, "main_entry", "pretrain_entry"
+    ),
+    LifecycleSpan("pre_startup", "pre_startup", "job", POS, True, "job_start", "launch_script_start"),
+    LifecycleSpan("interval", "megatron.train", "job", POS, goodput=True),
+)
+METRICS = (
+    Metric("megatron.training.step_duration_ms", "histogram", "ms", "time per iteration", POS),
+    Metric("megatron.training.loss", "gauge", "1", "the interval's average lm loss", POS),
+    Metric("megatron.training.throughput_tflops", "gauge", "TFLOP/s", "throughput", POS),
+    Metric("megatron.training.tokens_per_sec", "gauge", "tokens/s", "tokens per second", POS),
+    Metric("megatron.training.grad_norm", "gauge", "1", "gradient norm", POS),
+    Metric("megatron.training.skipped_iters", "counter", "1", "skipped iterations", POS),
+    Metric("megatron.training.learning_rate", "gauge", "1", "learning rate", POS),
+    Metric("megatron.training.memory_allocated_gb", "gauge", "GB", "peak memory", POS),
+)
+ENV = (
+    EnvVar("MEGATRON_OTEL_ENABLED", "0", "turn telemetry on", POS),
+    EnvVar("MEGATRON_OTEL_SPAN_GROUPS", "default", "span groups to record", POS),
+    EnvVar("MEGATRON_OTEL_EXPORTER", "otlp", "exporter", POS, ("otlp", "console", "none")),
+    EnvVar("MEGATRON_OTEL_TRACES_ENABLED", "1", "record spans", POS),
+    EnvVar("MEGATRON_OTEL_METRICS_ENABLED", "1", "record metrics", POS),
+    EnvVar("MEGATRON_OTEL_EXPORT_RANK", "-1", "the exporting rank; -1: last", POS),
+    EnvVar("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "0", "drain on SIGTERM", POS),
+    EnvVar("MEGATRON_OTEL_JOB_START_TIME", "", "job start", POS, timestamp="job_start"),
+    EnvVar(
+        "MEGATRON_OTEL_LAUNCH_SCRIPT_START_TIME", "", "launch", POS, timestamp="launch_script_start"
+    ),
+    EnvVar("MEGATRON_OTEL_PRE_SRUN_TIME", "", "before srun", POS, timestamp="pre_srun"),
+)
+FLAGS = (
+    Flag("--otel-enabled", "otel_enabled", "", POS, "store_true", env="MEGATRON_OTEL_ENABLED"),
+    Flag("--otel-service-name", "otel_service_name", "", POS, env="OTEL_SERVICE_NAME"),
+    Flag("--otel-span-groups", "otel_span_groups", "", POS, env="MEGATRON_OTEL_SPAN_GROUPS"),
+)
+
+
+def make_project(package: str, *, default_preset: bool = True, telemetry: bool = True) -> Project:
+    """A four-group project; with ``telemetry``, also lifecycle spans, metrics, env and flags."""
+
     def span(name: str, group: str, goodput: bool = False) -> Span:
         return Span(
             name, group, "megatron/x.py", "f", Region("function", POS), POS, goodput=goodput
@@ -101,6 +163,10 @@ def make_project(package: str, *, default_preset: bool = True) -> Project:
             span("megatron.train.iteration", "step", goodput=True),
             span("megatron.layer.forward", "layer"),  # a second site with the same name
         ),
+        lifecycle=LIFECYCLE if telemetry else (),
+        metrics=METRICS if telemetry else (),
+        env=ENV if telemetry else (),
+        flags=FLAGS if telemetry else (),
     )
 
 

@@ -70,26 +70,34 @@ def test_render_is_deterministic() -> None:
 
 def test_rendered_runtime_compiles(rendered: Rendered) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "py_compile", str(rendered.init_path)],
+        [sys.executable, "-m", "py_compile", *(str(rendered.root / p) for p in rendered.files)],
         capture_output=True,
         text=True,
     )
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.parametrize("telemetry", [True, False])
 @pytest.mark.parametrize("group_count", [0, 1, 4])
-def test_rendered_runtime_is_black_formatted(group_count: int) -> None:
+def test_rendered_runtime_is_black_formatted(group_count: int, telemetry: bool) -> None:
     black = pytest.importorskip("black")
-    project = make_project("megatron/core/otel")
+    project = make_project("megatron/core/otel", telemetry=telemetry)
     groups = project.groups[:group_count]
+    names = {g.name for g in groups}
     project = Project(
         runtime=project.runtime,
         upstream=project.upstream,
         groups=groups,
         presets=project.presets if groups else (),
-        spans=tuple(s for s in project.spans if s.group in {g.name for g in groups}),
+        spans=tuple(s for s in project.spans if s.group in names),
+        lifecycle=tuple(s for s in project.lifecycle if s.group in names),
+        metrics=project.metrics,
+        env=project.env,
+        flags=project.flags,
     )
-    for text in render_runtime(project).values():
+    files = render_runtime(project)
+    assert len(files) == 6
+    for text in files.values():
         mode = black.Mode(line_length=100, string_normalization=False)
         assert black.format_str(text, mode=mode) == text
 
@@ -126,8 +134,17 @@ def test_flags_and_constants_generated_from_project(otel: ModuleType) -> None:
         "megatron.layer.mlp": ("layer", False),
         "megatron.checkpoint.save": ("checkpoint", True),
         "megatron.train.iteration": ("step", True),
+        # lifecycle spans share the table
+        "megatron.startup": ("job", True),
+        "megatron.startup.launch_script": ("job", True),
+        "megatron.startup.container_load": ("job", True),
+        "megatron.startup.imports": ("job", True),
+        "megatron.startup.arg_parse": ("job", True),
+        "pre_startup": ("job", True),
+        "megatron.train": ("job", True),
     }
     assert otel.enabled_groups() == frozenset()
+    assert otel.METRICS is False
 
 
 def test_duplicate_span_name_rendered_once(rendered: Rendered) -> None:
