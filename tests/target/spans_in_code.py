@@ -1,96 +1,215 @@
-"""Read the spans back out of instrumented sources: the generated code is the evidence, not the specs."""
+"""Read the spans back out of instrumented sources: the generated code is the evidence, not the specs.
+
+Recognizes the three forms the generator writes:
+
+- try:       ``var = otel.FLAG [and cond] and otel.start_span(NAME, ...)`` + ``try: ... finally: var and var.end()``
+- flat:      the same start statement, the covered statements, then ``var and var.end()`` in the same block
+- decorator: ``@otel.traced(NAME, {...})`` on a function
+"""
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 
 @dataclass
 class FoundSpan:
-    name: str
+    names: tuple[str, ...]  # the literal names the first argument can evaluate to
     flag: str
     function: str  # dotted qualname of the enclosing function
+    form: str
     body: list[ast.stmt]  # the covered statements, nested spans unwrapped
-    enclosing_block: list[ast.stmt]  # the statements of the block holding the span
+    block: list[ast.stmt]  # the statements of the block holding the span
     index: int  # position of the span's first statement in that block
-    parent: str | None = None  # the span whose covered statements contain this one
-    end_attributes: list[str] = field(default_factory=list)
+    attributes: dict[str, str] = field(default_factory=dict)
+    end_attributes: dict[str, str] = field(default_factory=dict)
+    condition: str | None = None
+    parent: tuple[str, ...] | None = None  # the enclosing span in the same function
+
+    @property
+    def name(self) -> str:
+        return self.names[0]
 
 
-def _start(stmt: ast.stmt, alias: str) -> tuple[str, str, str] | None:
-    """``(variable, flag, name)`` of ``var = alias.FLAG and alias.start_span("name", ...)``."""
+def _literal_names(node: ast.expr) -> tuple[str, ...]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return (node.value,)
+    return tuple(n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+
+
+def _dict_of(node: ast.expr | None) -> dict[str, str]:
+    if isinstance(node, ast.Lambda):
+        node = node.body
+    if not isinstance(node, ast.Dict):
+        return {}
+    return {ast.literal_eval(k): (ast.literal_eval(v) if isinstance(v, ast.Constant) else ast.unparse(v)) for k, v in zip(node.keys, node.values)}  # type: ignore[arg-type]
+
+
+def _start(stmt: ast.stmt, alias: str) -> tuple[str, str, ast.Call, str | None] | None:
+    """``(variable, flag, start_span call, extra condition)`` of a span start statement."""
     if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.BoolOp)):
         return None
-    guard, call = stmt.value.values[0], stmt.value.values[-1]
+    operands = stmt.value.values
+    guard, call = operands[0], operands[-1]
     if not (isinstance(guard, ast.Attribute) and isinstance(guard.value, ast.Name) and guard.value.id == alias):
         return None
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "start_span"):
         return None
-    name = call.args[0]
-    assert isinstance(name, ast.Constant) and isinstance(name.value, str)
     target = stmt.targets[0]
     assert isinstance(target, ast.Name)
-    return target.id, guard.attr, name.value
+    condition = ast.unparse(operands[1]) if len(operands) == 3 else None
+    return target.id, guard.attr, call, condition
 
 
 def _is_end(stmt: ast.stmt, var: str) -> bool:
     return ast.unparse(stmt) == f"{var} and {var}.end()"
 
 
+def _setter(stmt: ast.stmt, var: str) -> dict[str, str] | None:
+    if isinstance(stmt, ast.Expr) and ast.unparse(stmt).startswith(f"{var} and {var}.set_attributes("):
+        call = stmt.value.values[1]  # type: ignore[attr-defined]
+        return _dict_of(call.args[0])
+    return None
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
 def find_spans(source: str, alias: str) -> list[FoundSpan]:
     found: list[FoundSpan] = []
 
-    def unwrap(stmts: list[ast.stmt]) -> list[ast.stmt]:
-        out: list[ast.stmt] = []
-        i = 0
-        while i < len(stmts):
-            start = _start(stmts[i], alias)
-            if start and i + 1 < len(stmts) and isinstance(stmts[i + 1], ast.Try):
-                try_stmt = stmts[i + 1]
-                assert isinstance(try_stmt, ast.Try)
-                out.extend(unwrap([s for s in try_stmt.body if not _is_setter(s, start[0])]))
-                i += 2
-            else:
-                out.append(stmts[i])
-                i += 1
+    def spans_in(stmts: list[ast.stmt]) -> list[tuple[int, int, ast.Call, str, str, str | None, str, dict[str, str]]]:
+        """(first index, end index exclusive, call, var, flag, condition, form, end attributes) of spans in a block."""
+        out = []
+        for i, stmt in enumerate(stmts):
+            start = _start(stmt, alias)
+            if start is None:
+                continue
+            var, flag, call, condition = start
+            if i + 1 < len(stmts) and isinstance(stmts[i + 1], ast.Try) and stmts[i + 1].finalbody and _is_end(stmts[i + 1].finalbody[-1], var):  # type: ignore[attr-defined]
+                body = stmts[i + 1].body  # type: ignore[attr-defined]
+                setters = [s for s in (_setter(x, var) for x in body) if s is not None]
+                out.append((i, i + 2, call, var, flag, condition, "try", setters[0] if setters else {}))
+                continue
+            end = next((j for j in range(i + 1, len(stmts)) if _is_end(stmts[j], var)), None)
+            assert end is not None, f"span start without end: {ast.unparse(stmt)}"
+            setters = [s for s in (_setter(x, var) for x in stmts[i + 1 : end]) if s is not None]
+            out.append((i, end + 1, call, var, flag, condition, "flat", setters[0] if setters else {}))
         return out
 
-    def walk(stmts: list[ast.stmt], qualname: str, parent: str | None) -> None:
-        for index, stmt in enumerate(stmts):
-            start = _start(stmt, alias)
-            if start and index + 1 < len(stmts) and isinstance(stmts[index + 1], ast.Try):
-                var, flag, name = start
-                try_stmt = stmts[index + 1]
-                assert isinstance(try_stmt, ast.Try)
-                assert len(try_stmt.finalbody) == 1 and _is_end(try_stmt.finalbody[0], var), name
-                setters = [ast.unparse(s) for s in try_stmt.body if _is_setter(s, var)]
-                found.append(
-                    FoundSpan(name, flag, qualname, unwrap(try_stmt.body), stmts, index, parent, setters)
-                )
-                walk(try_stmt.body, qualname, name)
-            elif isinstance(stmt, ast.Try) and index > 0 and _start(stmts[index - 1], alias):
+    def covered(stmts: list[ast.stmt], first: int, end: int, form: str, var: str) -> list[ast.stmt]:
+        inner = stmts[first + 1].body if form == "try" else stmts[first + 1 : end - 1]  # type: ignore[attr-defined]
+        return unwrap([s for s in inner if _setter(s, var) is None])
+
+    def unwrap(stmts: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        position = 0
+        for first, end, _, var, _, _, form, _ in spans_in(stmts):
+            if first < position:
                 continue
-            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                walk(stmt.body, f"{qualname}.{stmt.name}" if qualname else stmt.name, None)
+            out.extend(stmts[position:first])
+            out.extend(covered(stmts, first, end, form, var))
+            position = end
+        out.extend(stmts[position:])
+        return out
+
+    def walk(stmts: list[ast.stmt], qualname: str, parent: tuple[str, ...] | None) -> None:
+        spans = spans_in(stmts)
+        claimed: set[int] = set()
+        for first, end, call, var, flag, condition, form, end_attrs in spans:
+            if first in claimed:
+                continue
+            names = _literal_names(call.args[0])
+            attrs = _dict_of(call.args[1]) if len(call.args) > 1 else {}
+            body = covered(stmts, first, end, form, var)
+            found.append(FoundSpan(names, flag, qualname, form, body, stmts, first, attrs, end_attrs, condition, parent))
+            inner = stmts[first + 1].body if form == "try" else stmts[first + 1 : end - 1]  # type: ignore[attr-defined]
+            walk(list(inner), qualname, names)
+            claimed.update(range(first, end))
+        for index, stmt in enumerate(stmts):
+            if index in claimed:
+                continue
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = f"{qualname}.{stmt.name}" if qualname else stmt.name
+                outer = None
+                for decorator in stmt.decorator_list:
+                    if isinstance(decorator, ast.Call) and ast.unparse(decorator.func) == f"{alias}.traced":
+                        names = _literal_names(decorator.args[0])
+                        attrs = _dict_of(decorator.args[1]) if len(decorator.args) > 1 else {}
+                        body = [s for s in stmt.body if not _is_docstring(s)]
+                        found.append(FoundSpan(names, "", name, "decorator", unwrap(body), stmt.body, 0, attrs))
+                        outer = names
+                walk(stmt.body, name, outer)
             elif isinstance(stmt, ast.ClassDef):
                 walk(stmt.body, f"{qualname}.{stmt.name}" if qualname else stmt.name, None)
             else:
-                for block in ("body", "orelse", "finalbody", "handlers"):
-                    children = getattr(stmt, block, None)
+                for attr in ("body", "orelse", "finalbody"):
+                    children = getattr(stmt, attr, None)
                     if isinstance(children, list) and children and isinstance(children[0], ast.stmt):
                         walk(children, qualname, parent)
-                    elif block == "handlers" and children:
-                        for handler in children:
-                            walk(handler.body, qualname, parent)
+                for handler in getattr(stmt, "handlers", []) or []:
+                    walk(handler.body, qualname, parent)
 
     walk(ast.parse(source).body, "", None)
     return found
 
 
-def _is_setter(stmt: ast.stmt, var: str) -> bool:
-    return isinstance(stmt, ast.Expr) and ast.unparse(stmt).startswith(f"{var} and {var}.set_attributes(")
-
-
 def calls(stmt: ast.stmt) -> set[str]:
     return {ast.unparse(n.func) for n in ast.walk(stmt) if isinstance(n, ast.Call)}
+
+
+def assigned(stmt: ast.stmt) -> set[str]:
+    targets: list[ast.expr] = []
+    if isinstance(stmt, ast.Assign):
+        targets = list(stmt.targets)
+    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        targets = [stmt.target]
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def deinstrument(stmts: list[ast.stmt], alias: str) -> list[ast.stmt]:
+    """A copy of ``stmts`` with every span construct unwrapped and every runtime call removed, at
+    any depth: what must equal the pristine statements."""
+    import copy
+
+    def block(items: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        i = 0
+        while i < len(items):
+            stmt = items[i]
+            start = _start(stmt, alias)
+            if start is not None:
+                var = start[0]
+                if i + 1 < len(items) and isinstance(items[i + 1], ast.Try) and items[i + 1].finalbody and _is_end(items[i + 1].finalbody[-1], var):  # type: ignore[attr-defined]
+                    out.extend(block(items[i + 1].body))  # type: ignore[attr-defined]
+                    i += 2
+                    continue
+                i += 1
+                continue
+            text = ast.unparse(stmt)
+            if text.startswith(f"{alias}.") or re.match(rf"_otel_span\w* and _otel_span\w*\.", text):
+                i += 1
+                continue
+            if isinstance(stmt, ast.Try) and len(stmt.finalbody) == 1 and ast.unparse(stmt.finalbody[0]).startswith(f"{alias}."):
+                out.extend(block(stmt.body))  # an around hook's try/finally
+                i += 1
+                continue
+            stmt = copy.copy(stmt)
+            for attr in ("body", "orelse", "finalbody"):
+                child = getattr(stmt, attr, None)
+                if isinstance(child, list) and child and isinstance(child[0], ast.stmt):
+                    setattr(stmt, attr, block(child))
+            if isinstance(stmt, ast.Try):
+                stmt.handlers = [copy.copy(h) for h in stmt.handlers]
+                for h in stmt.handlers:
+                    h.body = block(h.body)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                stmt.decorator_list = [d for d in stmt.decorator_list if not ast.unparse(d).startswith(f"{alias}.")]
+            out.append(stmt)
+            i += 1
+        return out
+
+    return block(list(stmts))
