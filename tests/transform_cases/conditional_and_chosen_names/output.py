@@ -7,8 +7,10 @@ def train(args, step):
     else:
         _otel_span = otel.STEP and otel.start_span("demo.iteration")
         try:
-            _otel_span_2 = otel.LAYER and otel.first_time("demo.first_iteration") and otel.start_span(
-                "demo.first_iteration"
+            _otel_span_2 = (
+                otel.LAYER
+                and otel.first_time("demo.first_iteration")
+                and otel.start_span("demo.first_iteration")
             )
             try:
                 loss = step()
