@@ -16,7 +16,8 @@ EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE = 0, 1, 2, 3
 DESCRIPTION = """\
 Generate OpenTelemetry instrumentation for Megatron-LM from declarative YAML specs.
 
-Exit codes: 0 ok, 1 generated/ is stale (--check), 2 spec error, 3 source or upstream error.
+Exit codes: 0 ok, 1 generated/ is stale (--check) or verify found problems, 2 spec error,
+3 source, upstream or capture error.
 """
 
 
@@ -48,6 +49,22 @@ def _parser() -> argparse.ArgumentParser:
         help="write nothing; print the diff between generated/ and what would be generated, exit 1 if they differ",
     )
 
+    verify = commands.add_parser(
+        "verify",
+        help="check a captured run against the taxonomy generated from the specs",
+        description="Read spans captured from a run (OTLP JSON file, or the console exporter's output) "
+        "and report names not in the taxonomy, documented spans never seen, spans whose group or parent "
+        "differs from the docs, and missing attributes. Exit 0 when clean, 1 with findings (an empty "
+        "capture is a finding).",
+    )
+    _common(verify)
+    verify.add_argument("capture", type=Path, metavar="CAPTURE", help="the captured spans")
+    verify.add_argument(
+        "--groups",
+        metavar="SPEC",
+        help="groups/presets whose every span must appear (default: the groups seen in the capture)",
+    )
+
     validate = commands.add_parser(
         "validate",
         help="check the specs against the sources without writing anything",
@@ -75,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "validate":
             return _validate(args)
+        if args.command == "verify":
+            return _verify(args)
         return _apply(args)
     except SpecError as exc:
         print(exc.diagnostics.render(), file=sys.stderr)
@@ -97,6 +116,35 @@ def _validate(args: argparse.Namespace) -> int:
     files = len(generation.plan.files)
     print(f"{args.specs}: {spans} spans in {files} files resolve against {generation.source_root}")
     return EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from codegen.pipeline import plan_only
+    from codegen.verify import CaptureError, read_capture, verify
+
+    project, plan = plan_only(args.specs, args.source)
+    groups = None
+    if args.groups is not None:
+        names = {g.name for g in project.groups}
+        selected: set[str] = set()
+        for item in (part.strip().lower() for part in args.groups.split(",") if part.strip()):
+            if item in names:
+                selected.add(item)
+            elif any(p.name == item for p in project.presets):
+                selected.update(project.expand_preset(item))
+            else:
+                valid = ", ".join([p.name for p in project.presets] + sorted(names))
+                print(f"error: --groups: unknown group or preset '{item}' (valid: {valid})", file=sys.stderr)
+                return EXIT_SPEC
+        groups = frozenset(selected)
+    try:
+        captured = read_capture(args.capture)
+    except CaptureError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_SOURCE
+    report = verify(project, plan, captured, groups)
+    print(report.render())
+    return EXIT_OK if report.clean else EXIT_STALE
 
 
 def _apply(args: argparse.Namespace) -> int:

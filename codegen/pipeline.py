@@ -37,6 +37,14 @@ class Generation:
         return tree
 
 
+def plan_only(spec_dir: Path, source: Path | None = None) -> tuple[Project, Plan]:
+    """The validated project and its plan, without transforming anything."""
+    diags = Diagnostics()
+    project = load_project(spec_dir, diags)
+    root = upstream_source_root(project.upstream, source)
+    return project, build_plan(project, root, diags)
+
+
 def generate(spec_dir: Path, source: Path | None = None) -> Generation:
     """Raise :class:`SpecError` with every problem of the specs, found loading or resolving."""
     diags = Diagnostics()

@@ -1,0 +1,177 @@
+"""Compare the spans a run really emitted with the taxonomy generated from the specs.
+
+Reads a capture in the OTLP JSON file format (one ``ExportTraceServiceRequest`` per line or one
+document, as the collector's file exporter writes) or the SDK console exporter's output (a stream
+of JSON objects), and reports: names not in the taxonomy, documented spans never seen (within the
+checked groups), spans whose group or parent differs from the docs, and missing attributes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codegen.resolve.hierarchy import parents_of
+from codegen.resolve.plan import Plan
+from codegen.spec.model import Project
+
+GROUP_ATTRIBUTE = "megatron.span_group"
+GOODPUT_ATTRIBUTE = "is_goodput_span"
+
+
+class CaptureError(Exception):
+    """The capture file cannot be read; the message says where."""
+
+
+@dataclass(frozen=True)
+class CapturedSpan:
+    name: str
+    span_id: str
+    parent_id: str | None
+    attributes: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Expectation:
+    group: str
+    parents: tuple[str, ...]
+    required: tuple[str, ...]
+
+
+@dataclass
+class Report:
+    spans: int = 0
+    names: Counter[str] = field(default_factory=Counter)
+    findings: list[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        lines = [f"finding: {f}" for f in self.findings]
+        lines.append(
+            f"{self.spans} spans, {len(self.names)} distinct names checked: "
+            f"{len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}"
+        )
+        return "\n".join(lines)
+
+    @property
+    def clean(self) -> bool:
+        return self.spans > 0 and not self.findings
+
+
+def expectations(project: Project, plan: Plan) -> dict[str, Expectation]:
+    parents = parents_of(project, plan)
+    out: dict[str, Expectation] = {}
+    for span in project.spans:
+        required = [GROUP_ATTRIBUTE, *(a.key for a in span.attributes)]
+        if span.goodput:
+            required.append(GOODPUT_ATTRIBUTE)
+        for name in span.names or (span.name,):
+            out.setdefault(name, Expectation(span.group, parents[name], tuple(required)))
+    for span in project.lifecycle:
+        required = [GROUP_ATTRIBUTE] + ([GOODPUT_ATTRIBUTE] if span.goodput else [])
+        out.setdefault(span.name, Expectation(span.group, parents[span.name], tuple(required)))
+    return out
+
+
+def verify(
+    project: Project, plan: Plan, captured: list[CapturedSpan], groups: frozenset[str] | None
+) -> Report:
+    """``groups``: the groups whose every documented span must appear; None means the groups seen."""
+    expected = expectations(project, plan)
+    report = Report(spans=len(captured))
+    by_id = {s.span_id: s for s in captured}
+    seen_groups: set[str] = set()
+    for span in captured:
+        report.names[span.name] += 1
+        want = expected.get(span.name)
+        if want is None:
+            report.findings.append(f"span '{span.name}' is not in the taxonomy")
+            continue
+        group = span.attributes.get(GROUP_ATTRIBUTE)
+        seen_groups.add(want.group)
+        if group != want.group:
+            report.findings.append(f"span '{span.name}' has group {group!r}; the docs say '{want.group}'")
+        parent = by_id.get(span.parent_id or "")
+        if parent is not None and parent.name in expected and parent.name not in want.parents:
+            allowed = ", ".join(want.parents) or "none (a root)"
+            report.findings.append(
+                f"span '{span.name}' runs inside '{parent.name}'; the docs allow: {allowed}"
+            )
+        missing = [key for key in want.required if key not in span.attributes]
+        if missing:
+            report.findings.append(f"span '{span.name}' lacks attribute(s) {', '.join(missing)}")
+    checked = groups if groups is not None else frozenset(seen_groups)
+    for name, want in expected.items():
+        if want.group in checked and name not in report.names:
+            report.findings.append(f"span '{name}' (group {want.group}) is documented but was never seen")
+    if not captured:
+        report.findings.append("the capture holds no spans")
+    return report
+
+
+# -- reading captures -------------------------------------------------------------------------
+
+
+def read_capture(path: Path) -> list[CapturedSpan]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CaptureError(f"{path}: cannot read: {exc.strerror}") from exc
+    spans: list[CapturedSpan] = []
+    decoder = json.JSONDecoder()
+    index = 0
+    while True:
+        while index < len(text) and text[index].isspace():
+            index += 1
+        if index >= len(text):
+            break
+        try:
+            document, index = decoder.raw_decode(text, index)
+        except json.JSONDecodeError as exc:
+            raise CaptureError(f"{path}:{exc.lineno}:{exc.colno}: error: not JSON: {exc.msg}") from exc
+        spans.extend(_spans_of(document, path))
+    return spans
+
+
+def _spans_of(document: Any, path: Path) -> list[CapturedSpan]:
+    if isinstance(document, dict) and "resourceSpans" in document:
+        return [
+            _otlp_span(raw)
+            for resource in document["resourceSpans"]
+            for scope in resource.get("scopeSpans", [])
+            for raw in scope.get("spans", [])
+        ]
+    if isinstance(document, dict) and "context" in document and "name" in document:
+        context = document["context"]
+        return [
+            CapturedSpan(
+                document["name"],
+                _hex(context.get("span_id")),
+                _hex(document.get("parent_id")) or None,
+                dict(document.get("attributes") or {}),
+            )
+        ]
+    raise CaptureError(f"{path}: error: neither OTLP JSON (resourceSpans) nor console-exporter spans")
+
+
+def _hex(value: Any) -> str:
+    text = str(value or "")
+    return text[2:] if text.startswith("0x") else text
+
+
+def _otlp_value(value: dict[str, Any]) -> Any:
+    for key in ("stringValue", "boolValue", "doubleValue"):
+        if key in value:
+            return value[key]
+    if "intValue" in value:
+        return int(value["intValue"])
+    if "arrayValue" in value:
+        return [_otlp_value(v) for v in value["arrayValue"].get("values", [])]
+    return None
+
+
+def _otlp_span(raw: dict[str, Any]) -> CapturedSpan:
+    attributes = {a["key"]: _otlp_value(a.get("value", {})) for a in raw.get("attributes", [])}
+    return CapturedSpan(raw["name"], _hex(raw.get("spanId")), _hex(raw.get("parentSpanId")) or None, attributes)

@@ -1,0 +1,123 @@
+"""`codegen verify` on spans captured from generated code, in both capture formats."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from codegen.cli import main
+from tests.generator.support import FIXTURES
+from tests.generator.test_runtime_fixture import modules  # noqa: F401  (fixture)
+
+
+def otlp_json(spans: tuple[ReadableSpan, ...]) -> str:
+    """The OTLP JSON file format, as the collector's file exporter writes it (one request)."""
+
+    def value(v: object) -> dict[str, object]:
+        if isinstance(v, bool):
+            return {"boolValue": v}
+        if isinstance(v, int):
+            return {"intValue": str(v)}
+        if isinstance(v, float):
+            return {"doubleValue": v}
+        return {"stringValue": str(v)}
+
+    raw = [
+        {
+            "traceId": f"{s.context.trace_id:032x}",
+            "spanId": f"{s.context.span_id:016x}",
+            "parentSpanId": f"{s.parent.span_id:016x}" if s.parent else "",
+            "name": s.name,
+            "attributes": [{"key": k, "value": value(v)} for k, v in (s.attributes or {}).items()],
+        }
+        for s in spans
+    ]
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": raw}]}]}) + "\n"
+
+
+def console(spans: tuple[ReadableSpan, ...]) -> str:
+    return "".join(s.to_json() + "\n" for s in spans)
+
+
+@pytest.fixture
+def capture(modules, tmp_path: Path) -> tuple[ReadableSpan, ...]:  # noqa: F811
+    _, demo, otel = modules
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    otel.enable("everything", tracer_provider=provider)
+    demo.Layer().forward(2)
+    demo.step([1, 2])
+    with pytest.raises(ValueError):
+        demo.failing("x")
+    return exporter.get_finished_spans()
+
+
+def _specs(tmp_path: Path, edit=lambda text: text) -> Path:
+    from tests.generator.support import make_project
+
+    text = edit((FIXTURES / "runtime_specs.yaml").read_text(encoding="utf-8"))
+    specs, _ = make_project(tmp_path / "verify", text, (FIXTURES / "runtime_src/megatron/demo.py").read_text())
+    return specs
+
+
+def _verify(tmp_path: Path, specs: Path, text: str, *extra: str) -> int:
+    path = tmp_path / "capture.json"
+    path.write_text(text)
+    return main(["verify", str(specs), str(path), "--source", str(specs.parent / "src"), *extra])
+
+
+@pytest.mark.parametrize("fmt", [otlp_json, console], ids=["otlp-json", "console"])
+def test_clean_capture_passes(fmt, capture, tmp_path: Path, capsys) -> None:
+    assert _verify(tmp_path, _specs(tmp_path), fmt(capture)) == 0
+    assert "4 spans, 4 distinct names checked: 0 findings" in capsys.readouterr().out
+
+
+def test_span_moved_to_another_group_fails(capture, tmp_path: Path, capsys) -> None:
+    specs = _specs(tmp_path, lambda t: t.replace("name: demo.failing\n    group: step", "name: demo.failing\n    group: io"))
+    assert _verify(tmp_path, specs, otlp_json(capture)) == 1
+    assert "span 'demo.failing' has group 'step'; the docs say 'io'" in capsys.readouterr().out
+
+
+def test_renamed_span_fails(capture, tmp_path: Path, capsys) -> None:
+    specs = _specs(tmp_path, lambda t: t.replace("name: demo.layer.mlp", "name: demo.layer.feed_forward"))
+    assert _verify(tmp_path, specs, otlp_json(capture)) == 1
+    out = capsys.readouterr().out
+    assert "span 'demo.layer.mlp' is not in the taxonomy" in out
+    assert "span 'demo.layer.feed_forward' (group layer) is documented but was never seen" in out
+
+
+def test_wrong_parent_and_missing_attribute_fail(capture, tmp_path: Path, capsys) -> None:
+    text = otlp_json(capture)
+    document = json.loads(text)
+    spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    forward = next(s for s in spans if s["name"] == "demo.layer.forward")
+    step = next(s for s in spans if s["name"] == "demo.step")
+    step["parentSpanId"] = forward["spanId"]
+    forward["attributes"] = [a for a in forward["attributes"] if a["key"] != "demo.layer_number"]
+    assert _verify(tmp_path, _specs(tmp_path), json.dumps(document)) == 1
+    out = capsys.readouterr().out
+    assert "span 'demo.step' runs inside 'demo.layer.forward'; the docs allow: none (a root)" in out
+    assert "span 'demo.layer.forward' lacks attribute(s) demo.layer_number" in out
+
+
+def test_documented_but_unseen_within_checked_groups(capture, tmp_path: Path, capsys) -> None:
+    only_layer = tuple(s for s in capture if s.name.startswith("demo.layer"))
+    assert _verify(tmp_path, _specs(tmp_path), otlp_json(only_layer)) == 0
+    assert _verify(tmp_path, _specs(tmp_path), otlp_json(only_layer), "--groups", "layer,step") == 1
+    assert "span 'demo.step' (group step) is documented but was never seen" in capsys.readouterr().out
+
+
+def test_empty_capture_never_passes(tmp_path: Path, capsys) -> None:
+    assert _verify(tmp_path, _specs(tmp_path), "") == 1
+    assert "0 spans, 0 distinct names checked: 1 finding" in capsys.readouterr().out
+
+
+def test_unreadable_capture_is_exit_3(tmp_path: Path, capsys) -> None:
+    assert _verify(tmp_path, _specs(tmp_path), "{not json") == 3
+    assert "capture.json:1:2: error: not JSON" in capsys.readouterr().err
