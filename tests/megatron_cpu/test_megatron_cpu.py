@@ -9,6 +9,7 @@ initialization) runs two microbatches of forward + backward through
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ GROUP_OF = {
     **{name: "communication" for name in P2P_SPANS},
 }
 NUM_LAYERS = 2
+SPECS = Path(__file__).resolve().parents[2] / "specs"
 NUM_MICROBATCHES = 2
 
 
@@ -235,3 +237,57 @@ def test_p2p_receive_needs_cuda_and_the_span_records_the_error(p2p_results):
     for span in rank1["spans"]:
         if span is not failed:
             assert span["status"] == "UNSET"
+
+
+# --------------------------------------------------------------------------------------------
+# what the run emitted, checked by `codegen verify` against the taxonomy generated from specs/
+
+
+def _console_capture(spans: list[dict[str, Any]]) -> str:
+    """The SDK console exporter's JSON layout (the fields `codegen verify` reads)."""
+    import json
+
+    return "".join(
+        json.dumps(
+            {
+                "name": s["name"],
+                "context": {"trace_id": f"0x{s['trace_id']:032x}", "span_id": f"0x{s['span_id']:016x}"},
+                "parent_id": f"0x{s['parent_id']:016x}" if s["parent_id"] is not None else None,
+                "attributes": s["attributes"],
+            },
+            indent=4,
+        )
+        + "\n"
+        for s in spans
+    )
+
+
+def test_codegen_verify_accepts_the_cpu_run(train_results, p2p_results, tmp_path, capsys):
+    from codegen.cli import main
+
+    spans = list(train_results["instrumented"]["runs"]["all"]["spans"])
+    spans += train_results["instrumented"]["mamba"]["all"]["spans"]
+    capture = tmp_path / "capture.json"
+    capture.write_text(_console_capture(spans))
+    assert main(["verify", str(SPECS), str(capture), "--groups", "layer,microbatch"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{len(spans)} spans, 6 distinct names checked: 0 findings" in out
+
+    for rank in p2p_results:
+        capture.write_text(_console_capture(rank["spans"]))
+        assert main(["verify", str(SPECS), str(capture)]) == 0, capsys.readouterr().out
+
+
+def test_codegen_verify_rejects_a_span_moved_to_another_group(train_results, tmp_path, capsys):
+    import shutil
+
+    from codegen.cli import main
+
+    specs = tmp_path / "specs"
+    shutil.copytree(SPECS, specs)
+    layers = specs / "layers.yaml"
+    layers.write_text(layers.read_text().replace("name: megatron.layer.mlp\n    group: layer", "name: megatron.layer.mlp\n    group: microbatch"))
+    capture = tmp_path / "capture.json"
+    capture.write_text(_console_capture(train_results["instrumented"]["runs"]["all"]["spans"]))
+    assert main(["verify", str(specs), str(capture)]) == 1
+    assert "span 'megatron.layer.mlp' has group 'layer'; the docs say 'microbatch'" in capsys.readouterr().out
