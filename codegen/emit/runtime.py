@@ -63,9 +63,7 @@ def render_runtime(project: Project, templates_dir: Path | None = None) -> dict[
     env.filters["literal"] = literal
     context = _context(project)
     names = sorted(
-        p.name
-        for p in (root / "runtime").iterdir()
-        if p.is_file() and p.name.endswith(TEMPLATE_SUFFIX)
+        p.name for p in (root / "runtime").iterdir() if p.is_file() and p.name.endswith(TEMPLATE_SUFFIX)
     )
     if not names:
         raise FileNotFoundError(f"no runtime templates (*{TEMPLATE_SUFFIX}) in {root / 'runtime'}")
@@ -105,9 +103,7 @@ def _context(project: Project) -> dict[str, object]:
         "default_spec": DEFAULT_PRESET if DEFAULT_PRESET in presets else "*",
         **_lifecycle_context(project, flags),
         **_config_context(project),
-        "metrics": tuple(
-            (m.name, m.kind, m.unit, m.description) for m in _checked_metrics(project)
-        ),
+        "metrics": tuple((m.name, m.kind, m.unit, m.description) for m in _checked_metrics(project)),
     }
 
 
@@ -134,17 +130,11 @@ def _lifecycle_context(project: Project, flags: dict[str, str]) -> dict[str, Any
     interval = by_role["interval"][0] if by_role["interval"] else None
     return {
         "startup": (
-            (startup.name, flags[startup.group], startup.start or "program_start")
-            if startup
-            else None
+            (startup.name, flags[startup.group], startup.start or "program_start") if startup else None
         ),
         "interval": (interval.name, flags[interval.group]) if interval else None,
-        "phases": tuple(
-            (p.name, flags[p.group], p.start, p.end) for p in by_role["phase"]
-        ),
-        "pre_startup": tuple(
-            (p.name, flags[p.group], p.start, p.end) for p in by_role["pre_startup"]
-        ),
+        "phases": tuple((p.name, flags[p.group], p.start, p.end) for p in by_role["phase"]),
+        "pre_startup": tuple((p.name, flags[p.group], p.start, p.end) for p in by_role["pre_startup"]),
     }
 
 

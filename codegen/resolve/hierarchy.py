@@ -14,7 +14,7 @@ def static_parents(plan: Plan) -> dict[str, set[str]]:
     """Span name -> names of the spans whose covered statements contain it in the same function."""
     parents: dict[str, set[str]] = {}
     for file_plan in plan.files.values():
-        spans = [w for w in file_plan.wraps if isinstance(w.entry, Span)]
+        spans = [w for w in (*file_plan.wraps, *file_plan.present_wraps) if isinstance(w.entry, Span)]
         order = {id(w): i for i, w in enumerate(spans)}
 
         def contains(outer: Wrap, inner: Wrap) -> bool:
@@ -24,7 +24,7 @@ def static_parents(plan: Plan) -> dict[str, set[str]]:
                 return order[id(outer)] < order[id(inner)]
             return outer.first_line <= inner.first_line and inner.last_line <= outer.last_line
 
-        decorated = {id(func): span for span, func in file_plan.decorations}
+        decorated = {id(func): span for span, func in (*file_plan.decorations, *file_plan.present_decorations)}
         for inner in spans:
             enclosing = [o for o in spans if contains(o, inner)]
             if not enclosing:

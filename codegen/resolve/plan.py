@@ -7,7 +7,7 @@ is reported with the span's spec location and, where useful, the candidates.
 
 from __future__ import annotations
 
-import re
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +55,9 @@ class FilePlan:
     inserts: list[Insert] = field(default_factory=list)
     decorations: list[tuple[Span, cst.FunctionDef]] = field(default_factory=list)
     present: list[Span | Hook] = field(default_factory=list)  # already instrumented: nothing to do
+    # Where already-instrumented spans sit, so the hierarchy is the same on a patched tree.
+    present_wraps: list[Wrap] = field(default_factory=list)
+    present_decorations: list[tuple[Span, cst.FunctionDef]] = field(default_factory=list)
 
 
 @dataclass
@@ -124,6 +127,8 @@ def _resolve_file(
             continue
         if _already_instrumented(func, project.runtime.alias, span):
             plan.present.append(span)
+            if isinstance(span, Span):
+                _locate_present(plan, span, func, project.runtime.alias, line_of, end_line_of)
             continue
         reason = unsafe_reason(func)
         if reason is not None:
@@ -165,6 +170,40 @@ def _resolve_file(
         plan.wraps.append(
             Wrap(span, func, block, start, end, line_of(block.body[start]), end_line_of(block.body[end - 1]))
         )
+
+
+def _locate_present(
+    plan: FilePlan,
+    span: Span,
+    func: cst.FunctionDef,
+    alias: str,
+    line_of: Callable[[cst.CSTNode], int],
+    end_line_of: Callable[[cst.CSTNode], int],
+) -> None:
+    """Record the statements an existing span construct occupies (its start through its end)."""
+    if span.form == "decorator":
+        plan.present_decorations.append((span, func))
+        return
+    for site in statement_sites(func):
+        stmt = site.node
+        if not m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
+            continue
+        if not _span_started(stmt, alias, span):
+            continue
+        var = stmt.body[0].targets[0].target.value  # type: ignore[attr-defined]
+        block = site.block
+        assert isinstance(block, cst.IndentedBlock)
+        ends = [
+            i
+            for i in range(site.index + 1, len(block.body))
+            if _compact(cst.Module([]).code_for_node(block.body[i])) == _compact(f"{var} and {var}.end()")
+            or isinstance(block.body[i], cst.Try)
+        ]
+        last = ends[0] if ends else site.index
+        plan.present_wraps.append(
+            Wrap(span, func, block, site.index, last + 1, line_of(stmt), end_line_of(block.body[last]))
+        )
+        return
 
 
 def _parameters(func: cst.FunctionDef) -> set[str]:
@@ -249,8 +288,12 @@ def _resolve_insert(
 
 
 def _compact(code: str) -> str:
-    """Code with layout removed, for comparing a rendered call with the spec's one-line text."""
-    return re.sub(r",([)\]}])", r"\1", re.sub(r"\s+", "", code))
+    """What an expression means, without its layout: parentheses, line breaks, trailing commas and
+    implicitly concatenated strings all vanish, so a rendered call compares equal to the spec's."""
+    try:
+        return ast.dump(ast.parse(code.strip(), mode="eval"))
+    except SyntaxError:
+        return code
 
 
 def _hook_statement_code(hook: Hook, alias: str) -> list[str]:
@@ -268,11 +311,16 @@ def _already_instrumented(func: cst.FunctionDef, alias: str, entry: Span | Hook)
             if isinstance(s, cst.SimpleStatementLine)
         }
         return all(code in present for code in wanted)
+    return _span_started(func, alias, entry)
+
+
+def _span_started(node: cst.CSTNode, alias: str, entry: Span) -> bool:
+    """Whether ``node`` contains the start (or decorator) of span ``entry``."""
     pattern = m.Call(
         func=m.Attribute(value=m.Name(alias), attr=m.Name("start_span") | m.Name("traced")),
         args=[m.Arg(), m.ZeroOrMore()],
     )
-    for call in m.findall(func, pattern):
+    for call in m.findall(node, pattern):
         assert isinstance(call, cst.Call)
         first = call.args[0].value
         if entry.name_expr is not None:

@@ -54,6 +54,10 @@ HOOK_KEYS = (
     "guard", "record", "stamp", "note",
 )
 LIFECYCLE_ROLES = ("startup", "pre_startup", "phases", "interval")
+ENV_ROLES = (
+    "enabled", "span_groups", "exporter", "traces_enabled", "metrics_enabled", "export_rank",
+    "sigterm_flush_timeout", "service_name",
+)
 METRIC_KINDS = ("histogram", "gauge", "counter")
 SELECTOR_MODIFIERS = ("within", "occurrence")
 REGION_KEYS = SELECTOR_KINDS + SELECTOR_MODIFIERS + ("from", "to", "after", "body", "branch")
@@ -253,7 +257,7 @@ class _Builder:
             as_map = self._map(item, "environment variable")
             if as_map is None:
                 continue
-            self._check_keys(as_map, ("name", "default", "description", "choices", "timestamp"), "env")
+            self._check_keys(as_map, ("name", "default", "description", "choices", "timestamp", "role"), "env")
             name = self._required_str(as_map, "name", "environment variable")
             default_node = as_map.get("default")
             default = ""
@@ -267,10 +271,14 @@ class _Builder:
                 c for c in (self._str(n, "choice") for n in self._seq(as_map.get("choices"), "choices")) if c
             ) if "choices" in as_map.entries else ()
             timestamp = self._str(as_map.get("timestamp"), "timestamp") if "timestamp" in as_map.entries else None
+            role = self._str(as_map.get("role"), "role") if "role" in as_map.entries else None
+            if role is not None and role not in ENV_ROLES:
+                self._unknown(as_map.get("role").pos, "env role", role, list(ENV_ROLES))  # type: ignore[union-attr]
+                role = None
             if choices and default and default not in choices:
                 self.diags.error(default_node.pos, f"default '{default}' is not one of {', '.join(choices)}")  # type: ignore[union-attr]
             if name:
-                out.append(EnvVar(name, default, description, as_map.pos, choices, timestamp))
+                out.append(EnvVar(name, default, description, as_map.pos, choices, timestamp, role))
         return tuple(out)
 
     def _flags(

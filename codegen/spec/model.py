@@ -209,6 +209,7 @@ class EnvVar:
     pos: Pos
     choices: tuple[str, ...] = ()  # valid values, when the set is closed
     timestamp: str | None = None  # the startup timestamp key this variable provides (epoch seconds)
+    role: str | None = None  # what the runtime does with it: enabled, span_groups, exporter, ...
 
 
 @dataclass(frozen=True)

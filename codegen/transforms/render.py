@@ -7,6 +7,7 @@ argument per line with a magic trailing comma, exploding a dict literal that sti
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,7 +36,13 @@ class DictArg:
 
     def exploded(self, indent: str, step: str) -> list[str]:
         inner = indent + step
-        return [self._opening()] + [f"{inner}{k}: {v}," for k, v in self.items] + [indent + "}"]
+        lines = [self._opening()]
+        for key, value in self.items:
+            if len(f"{inner}{key}: {value},") <= LINE_LENGTH:
+                lines.append(f"{inner}{key}: {value},")
+            else:  # a long value in parentheses on its own line (black keeps these)
+                lines += [f"{inner}{key}: (", f"{inner}{step}{value}", f"{inner}),"]
+        return lines + [indent + "}"]
 
 
 Arg = str | DictArg
@@ -67,10 +74,37 @@ def call_statement(prefix: str, args: Sequence[Arg], indent: str, step: str = " 
             lines.extend(exploded[1:-1])
             # black puts no magic trailing comma after a sole argument it explodes
             lines.append(exploded[-1] + ("," if len(args) > 1 else ""))
+        elif len(f"{inner}{text},") > LINE_LENGTH and _STRING_ARG.fullmatch(text):
+            lines.extend(_split_string(text, inner))
         else:
             lines.append(f"{inner}{text},")
     lines.append(f"{indent})")
     return "\n".join(lines)
+
+
+_STRING_ARG = re.compile(r'(\w+=)?"([^"\\]*)"')
+
+
+def _split_string(text: str, indent: str) -> list[str]:
+    """A long string argument as implicitly concatenated pieces, one per line, split at spaces
+    (black never splits strings itself, so Megatron's long help texts are written this way)."""
+    match = _STRING_ARG.fullmatch(text)
+    assert match is not None
+    keyword, body = match.group(1) or "", match.group(2)
+    lines: list[str] = []
+    prefix = f"{indent}{keyword}"
+    while body:
+        room = LINE_LENGTH - len(prefix) - 3  # quotes and the trailing comma
+        if len(body) <= room:
+            piece, body = body, ""
+        else:
+            cut = body.rfind(" ", 0, room)
+            cut = cut + 1 if cut > 0 else room
+            piece, body = body[:cut], body[cut:]
+        lines.append(f'{prefix}"{piece}"')
+        prefix = indent
+    lines[-1] += ","
+    return lines
 
 
 _EMPTY = cst.Module(body=[])

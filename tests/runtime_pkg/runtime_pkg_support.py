@@ -77,6 +77,19 @@ def save_broken_attributes():
         _otel_span and _otel_span.end()
 
 
+@otel.traced("megatron.checkpoint.save", {"megatron.iteration": "iteration", "megatron.tag": "tag"})
+def save_and_time(iteration, model=None, *, tag="periodic"):
+    """Save and time."""
+    if model == "boom":
+        raise OSError("disk full")
+    return iteration
+
+
+@otel.traced("megatron.not.in.the.specs")
+def untraced():
+    return "plain"
+
+
 def save_while_handling(fail):
     try:
         raise RuntimeError("being handled by the caller")
@@ -93,15 +106,9 @@ LIFECYCLE = (
     LifecycleSpan(
         "phase", "megatron.startup.launch_script", "job", POS, True, "launch_script_start", "pre_srun"
     ),
-    LifecycleSpan(
-        "phase", "megatron.startup.container_load", "job", POS, True, "pre_srun", "program_start"
-    ),
-    LifecycleSpan(
-        "phase", "megatron.startup.imports", "job", POS, True, "program_start", "main_entry"
-    ),
-    LifecycleSpan(
-        "phase", "megatron.startup.arg_parse", "job", POS, True, "main_entry", "pretrain_entry"
-    ),
+    LifecycleSpan("phase", "megatron.startup.container_load", "job", POS, True, "pre_srun", "program_start"),
+    LifecycleSpan("phase", "megatron.startup.imports", "job", POS, True, "program_start", "main_entry"),
+    LifecycleSpan("phase", "megatron.startup.arg_parse", "job", POS, True, "main_entry", "pretrain_entry"),
     LifecycleSpan("pre_startup", "pre_startup", "job", POS, True, "job_start", "launch_script_start"),
     LifecycleSpan("interval", "megatron.train", "job", POS, goodput=True),
 )
@@ -124,9 +131,7 @@ ENV = (
     EnvVar("MEGATRON_OTEL_EXPORT_RANK", "-1", "the exporting rank; -1: last", POS),
     EnvVar("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "0", "drain on SIGTERM", POS),
     EnvVar("MEGATRON_OTEL_JOB_START_TIME", "", "job start", POS, timestamp="job_start"),
-    EnvVar(
-        "MEGATRON_OTEL_LAUNCH_SCRIPT_START_TIME", "", "launch", POS, timestamp="launch_script_start"
-    ),
+    EnvVar("MEGATRON_OTEL_LAUNCH_SCRIPT_START_TIME", "", "launch", POS, timestamp="launch_script_start"),
     EnvVar("MEGATRON_OTEL_PRE_SRUN_TIME", "", "before srun", POS, timestamp="pre_srun"),
 )
 FLAGS = (
@@ -140,9 +145,7 @@ def make_project(package: str, *, default_preset: bool = True, telemetry: bool =
     """A four-group project; with ``telemetry``, also lifecycle spans, metrics, env and flags."""
 
     def span(name: str, group: str, goodput: bool = False) -> Span:
-        return Span(
-            name, group, "megatron/x.py", "f", Region("function", POS), POS, goodput=goodput
-        )
+        return Span(name, group, "megatron/x.py", "f", Region("function", POS), POS, goodput=goodput)
 
     presets = [
         Preset("per_step", ("default", "step"), POS),

@@ -86,9 +86,7 @@ def test_flags_override_the_environment(
     assert tracer_provider.resource.attributes["dl.tensor_parallel.size"] == 2
 
 
-@pytest.mark.parametrize(
-    ("env", "service"), [({}, "megatron-lm"), ({"OTEL_SERVICE_NAME": "svc"}, "svc")]
-)
+@pytest.mark.parametrize(("env", "service"), [({}, "megatron-lm"), ({"OTEL_SERVICE_NAME": "svc"}, "svc")])
 def test_sdk_providers_built_when_none_passed(
     otel: ModuleType, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], service: str
 ) -> None:
@@ -156,9 +154,11 @@ def test_invalid_flag_value_names_the_flag(otel: ModuleType) -> None:
 def test_env_table_comes_from_the_specs(importable, unique_top: str) -> None:
     project = make_project(f"{unique_top}/otel")
     env = tuple(
-        EnvVar("MEGATRON_OTEL_EXPORTER", "console", "", POS, ("console", "none"))
-        if var.name == "MEGATRON_OTEL_EXPORTER"
-        else var
+        (
+            EnvVar("MEGATRON_OTEL_EXPORTER", "console", "", POS, ("console", "none"))
+            if var.name == "MEGATRON_OTEL_EXPORTER"
+            else var
+        )
         for var in project.env
     )
     project = Project(**{**project.__dict__, "env": env})
@@ -326,7 +326,9 @@ def test_resource_attributes_from_args_and_environment(
     }
     assert uuid.UUID(attributes["job_uuid"]).version == 5
     assert otel._resource.precision(megatron_args(bf16=False)) == "fp32"
-    assert otel.resource_attributes() == {k: v for k, v in attributes.items() if k.startswith(("dl.local", "slurm", "job", "run"))}
+    assert otel.resource_attributes() == {
+        k: v for k, v in attributes.items() if k.startswith(("dl.local", "slurm", "job", "run"))
+    }
 
 
 def test_gpu_identity_is_empty_without_pynvml_and_read_with_it(

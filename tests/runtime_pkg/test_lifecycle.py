@@ -551,6 +551,4 @@ def test_set_current_attributes_stamps_the_current_span(
     span = otel.start_span("megatron.checkpoint.save")
     otel.set_current_attributes(lambda: {"nvrx.call_idx": 4})
     span.end()
-    assert one(exporter.get_finished_spans(), "megatron.checkpoint.save").attributes[
-        "nvrx.call_idx"
-    ] == 4
+    assert one(exporter.get_finished_spans(), "megatron.checkpoint.save").attributes["nvrx.call_idx"] == 4

@@ -221,7 +221,10 @@ def test_worker_bootstrap_round_trips_through_pickle_in_a_spawned_process(
     if enabled == "1":
         assert "WORKER (['checkpoint', 'job', 'layer', 'step'], True)" in result.stdout
         assert names == ["megatron.checkpoint.save.io_write"]  # exported by the worker
-        assert "BOOTSTRAP ['enabled', 'environ', 'exporter', 'resource', 'service_name', 'span_groups']" in result.stdout
+        assert (
+            "BOOTSTRAP ['enabled', 'environ', 'exporter', 'resource', 'service_name', 'span_groups']"
+            in result.stdout
+        )
     else:
         assert "WORKER ([], False)" in result.stdout
         assert "BOOTSTRAP ['enabled']" in result.stdout

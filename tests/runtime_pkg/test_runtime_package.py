@@ -365,8 +365,7 @@ def test_end_twice_is_harmless(
 def test_without_opentelemetry_runtime_is_inert(rendered: Rendered) -> None:
     runtime = rendered.project.runtime.module
     sites = f"{rendered.parent_module}.sites"
-    script = textwrap.dedent(
-        f"""\
+    script = textwrap.dedent(f"""\
         import importlib
         import sys
 
@@ -382,9 +381,60 @@ def test_without_opentelemetry_runtime_is_inert(rendered: Rendered) -> None:
         assert otel.start_span("megatron.layer.forward") is None
         assert not [m for m in sys.modules if m.startswith("opentelemetry") and sys.modules[m]]
         print("inert")
-        """
-    )
+        """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "inert"
     assert "opentelemetry is not installed" in result.stderr
+
+
+def test_rendered_lines_fit_megatron_line_length() -> None:
+    for path, text in render_runtime(make_project("megatron/core/otel")).items():
+        long = [n for n, line in enumerate(text.splitlines(), 1) if len(line) > 100]
+        assert long == [], (path, long)
+
+
+# --- traced (decorator form) -------------------------------------------------------------------
+
+
+def test_traced_function_records_only_while_its_group_is_on(
+    otel: ModuleType, sites: ModuleType, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    assert sites.save_and_time.__name__ == "save_and_time"
+    assert sites.save_and_time.__doc__ == "Save and time."
+    assert sites.save_and_time(4) == 4
+    otel.enable("layer", tracer_provider=provider)
+    assert sites.save_and_time(5) == 5
+    assert exporter.get_finished_spans() == ()
+    otel.enable("checkpoint", tracer_provider=provider)
+    assert sites.save_and_time(6, None) == 6
+    assert sites.save_and_time(iteration=7, tag="final") == 7
+    first, second = exporter.get_finished_spans()
+    assert dict(first.attributes or {}) == {
+        "megatron.span_group": "checkpoint",
+        "is_goodput_span": True,
+        "megatron.iteration": 6,
+        "megatron.tag": "periodic",
+    }
+    assert (second.attributes or {})["megatron.iteration"] == 7
+    assert (second.attributes or {})["megatron.tag"] == "final"
+
+
+def test_traced_function_exception_recorded_and_reraised(
+    otel: ModuleType, sites: ModuleType, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    otel.enable("checkpoint", tracer_provider=provider)
+    with pytest.raises(OSError, match="disk full"):
+        sites.save_and_time(1, "boom")
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_traced_with_unknown_span_name_leaves_function_alone(
+    otel: ModuleType, sites: ModuleType, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    otel.enable("all", tracer_provider=provider)
+    assert sites.untraced() == "plain"
+    assert sites.untraced.__code__.co_name == "untraced"
+    assert exporter.get_finished_spans() == ()

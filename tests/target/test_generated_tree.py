@@ -67,7 +67,7 @@ def test_applying_to_the_patched_tree_changes_nothing(generation: Generation, tm
 
 
 def test_untouched_files_are_not_in_the_patch_set(generation: Generation) -> None:
-    touched = {s.file for s in generation.project.spans} | {
+    touched = {s.file for s in (*generation.project.spans, *generation.project.hooks)} | {
         p for p in generation.changes if p.startswith(generation.project.runtime.package + "/")
     }
     assert set(generation.changes) == touched
