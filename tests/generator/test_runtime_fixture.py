@@ -119,3 +119,23 @@ def test_signatures_and_return_values_unchanged(modules, exporter) -> None:
     for values in ([], [1], [-3, 1], [2, 2, 2]):
         assert demo.step(values) == pristine.step(values)
     assert demo.Layer().forward(-4, scale=3) == pristine.Layer().forward(-4, scale=3)
+
+
+def test_flat_span_is_closed_by_its_enclosing_span_when_an_exception_leaves_it(modules, exporter) -> None:
+    _, demo, otel = modules
+    _enable(otel, exporter, "everything")
+    assert demo.staged(False) == 3
+    with pytest.raises(RuntimeError, match="stage failed"):
+        demo.staged(True)
+    demo.step([1])
+    spans = exporter.get_finished_spans()
+    names = [s.name for s in spans]
+    assert names == ["demo.staged.stages", "demo.staged", "demo.staged.stages", "demo.staged", "demo.step"]
+    ok_inner, ok_outer, failed_inner, failed_outer, after = spans
+    assert ok_inner.parent.span_id == ok_outer.context.span_id
+    assert failed_inner.parent.span_id == failed_outer.context.span_id
+    for span in (failed_inner, failed_outer):
+        assert span.status.status_code is StatusCode.ERROR
+        assert span.events[0].attributes["exception.message"] == "stage failed"
+    assert failed_inner.end_time <= failed_outer.end_time
+    assert after.parent is None, "the context of the spans left by the exception was restored"
