@@ -54,7 +54,7 @@ def suggest(name: str, candidates: list[str]) -> str:
     return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 
-def unsafe_reason(func: cst.FunctionDef) -> str | None:
+def unsafe_reason(func: cst.FunctionDef, is_generator: bool | None = None) -> str | None:
     """Why the body of ``func`` must not be wrapped, or None when it is safe."""
     for decorator in func.decorators:
         target = decorator.decorator
@@ -63,7 +63,7 @@ def unsafe_reason(func: cst.FunctionDef) -> str | None:
         name = get_full_name_for_node(target) or ""
         if name in UNSAFE_DECORATORS:
             return f"decorated with @{name}: {UNSAFE_DECORATORS[name]}"
-    if _is_generator(func):
+    if is_generator if is_generator is not None else _is_generator(func):
         return "it is a generator: a span around its body would stay open across yields"
     if _is_stub(func):
         return "its body is a stub (only a docstring, 'pass' or '...')"

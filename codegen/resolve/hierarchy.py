@@ -18,11 +18,7 @@ def static_parents(plan: Plan) -> dict[str, set[str]]:
         order = {id(w): i for i, w in enumerate(spans)}
 
         def contains(outer: Wrap, inner: Wrap) -> bool:
-            if outer is inner or outer.function is not inner.function:
-                return False
-            if (outer.first_line, outer.last_line) == (inner.first_line, inner.last_line):
-                return order[id(outer)] < order[id(inner)]
-            return outer.first_line <= inner.first_line and inner.last_line <= outer.last_line
+            return outer.contains(inner, order[id(outer)] < order[id(inner)])
 
         decorated = {id(func): span for span, func in (*file_plan.decorations, *file_plan.present_decorations)}
         for inner in spans:
@@ -33,7 +29,7 @@ def static_parents(plan: Plan) -> dict[str, set[str]]:
                     for name in _span_names(inner.entry):  # type: ignore[arg-type]
                         parents.setdefault(name, set()).update(_span_names(outer))
                 continue
-            nearest = max(enclosing, key=lambda o: (o.first_line, -o.last_line, order[id(o)]))
+            nearest = max(enclosing, key=lambda o: sum(contains(e, o) for e in enclosing))
             for name in _span_names(inner.entry):  # type: ignore[arg-type]
                 parents.setdefault(name, set()).update(_span_names(nearest.entry))  # type: ignore[arg-type]
     return parents

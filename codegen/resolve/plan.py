@@ -8,17 +8,17 @@ is reported with the span's spec location and, where useful, the candidates.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.resolve.functions import collect_functions, suggest, unsafe_reason
-from codegen.resolve.statements import StatementSite, first_line_code, matches, statement_sites
+from codegen.resolve.statements import StatementSite, block_ancestry, first_line_code, matches, statement_sites
 from codegen.spec.model import Hook, Project, Region, Selector, Span
 
 
@@ -31,8 +31,19 @@ class Wrap:
     block: cst.IndentedBlock
     start: int
     end: int
-    first_line: int
-    last_line: int
+    # (id(block), index) of every statement enclosing ``block``, outermost first
+    ancestry: tuple[tuple[int, int], ...] = ()
+
+    def contains(self, other: Wrap, earlier: bool) -> bool:
+        """Whether ``other`` lies inside this wrap (``earlier``: this one is declared first, which
+        decides between two wraps of the same statements)."""
+        if other is self or other.function is not self.function:
+            return False
+        if other.block is self.block:
+            if (self.start, self.end) == (other.start, other.end):
+                return earlier
+            return self.start <= other.start and other.end <= self.end
+        return any(b == id(self.block) and self.start <= i < self.end for b, i in other.ancestry)
 
 
 @dataclass(frozen=True)
@@ -43,7 +54,6 @@ class Insert:
     function: cst.FunctionDef
     block: cst.IndentedBlock
     index: int
-    line: int
 
 
 @dataclass
@@ -63,6 +73,26 @@ class FilePlan:
 @dataclass
 class Plan:
     files: dict[str, FilePlan]
+
+
+class _Lines:
+    """Line numbers, resolved on first use: the metadata pass costs as much as a parse, and only
+    error messages need it."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.positions: Mapping[cst.CSTNode, CodeRange] | None = None
+
+    def _get(self) -> Mapping[cst.CSTNode, CodeRange]:
+        if self.positions is None:
+            self.positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return self.positions
+
+    def start(self, node: cst.CSTNode) -> int:
+        return self._get()[node].start.line
+
+    def end(self, node: cst.CSTNode) -> int:
+        return self._get()[node].end.line
 
 
 def parse_source(path: str, source: str) -> cst.Module:
@@ -95,13 +125,10 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
             for span in spans:
                 diags.error(span.where_file, f"cannot parse '{rel}': {exc.message} (line {exc.raw_line})")
             continue
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        positions = wrapper.resolve(PositionProvider)
+        lines = _Lines(module)
         plan = FilePlan(rel, source, module)
-        _resolve_file(
-            project, plan, spans, lambda n: positions[n].start.line, lambda n: positions[n].end.line, diags
-        )
-        _check_overlaps(plan, diags)
+        _resolve_file(project, plan, spans, lines.start, lines.end, diags)
+        _check_overlaps(plan, lines.start, lines.end, diags)
         files[rel] = plan
     if diags:
         raise SpecError(diags)
@@ -117,6 +144,7 @@ def _resolve_file(
     diags: Diagnostics,
 ) -> None:
     functions = collect_functions(plan.module)
+    facts = _Facts(project.runtime.alias)
     for span in spans:
         func = functions.get(span.function)
         if func is None:
@@ -125,12 +153,12 @@ def _resolve_file(
                 f"function '{span.function}' not found in {span.file}{suggest(span.function, sorted(functions))}",
             )
             continue
-        if _already_instrumented(func, project.runtime.alias, span):
+        if facts.instrumented(func, span):
             plan.present.append(span)
             if isinstance(span, Span):
                 _locate_present(plan, span, func, project.runtime.alias, line_of, end_line_of)
             continue
-        reason = unsafe_reason(func)
+        reason = facts.unsafe(func)
         if reason is not None:
             diags.error(span.where_function, f"cannot instrument {span.function} in {span.file}: {reason}")
             continue
@@ -168,7 +196,7 @@ def _resolve_file(
                 )
                 continue
         plan.wraps.append(
-            Wrap(span, func, block, start, end, line_of(block.body[start]), end_line_of(block.body[end - 1]))
+            Wrap(span, func, block, start, end, block_ancestry(func)[id(block)])
         )
 
 
@@ -201,7 +229,7 @@ def _locate_present(
         ]
         last = ends[0] if ends else site.index
         plan.present_wraps.append(
-            Wrap(span, func, block, site.index, last + 1, line_of(stmt), end_line_of(block.body[last]))
+            Wrap(span, func, block, site.index, last + 1, block_ancestry(func)[id(block)])
         )
         return
 
@@ -274,7 +302,7 @@ def _resolve_insert(
     assert isinstance(body, cst.IndentedBlock)
     if hook.kind == "entry":
         index = 1 if _has_docstring(body) else 0
-        return Insert(hook, func, body, index, line_of(body.body[min(index, len(body.body) - 1)]))
+        return Insert(hook, func, body, index)
     assert hook.selector is not None
     site = _select(hook, hook.selector, statement_sites(func), line_of, diags)
     if site is None:
@@ -284,7 +312,7 @@ def _resolve_insert(
         diags.error(hook.pos, "cannot insert into a one-line block; the block must be indented")
         return None
     index = site.index + (1 if hook.kind == "after" else 0)
-    return Insert(hook, func, block, index, line_of(site.node))
+    return Insert(hook, func, block, index)
 
 
 def _compact(code: str) -> str:
@@ -302,33 +330,104 @@ def _hook_statement_code(hook: Hook, alias: str) -> list[str]:
     return [_compact(prefix + c) for c in calls]
 
 
-def _already_instrumented(func: cst.FunctionDef, alias: str, entry: Span | Hook) -> bool:
-    if isinstance(entry, Hook):
-        wanted = _hook_statement_code(entry, alias)
-        present = {
-            _compact(cst.Module([]).code_for_node(s.body[0]))
-            for s in m.findall(func, m.SimpleStatementLine(body=[m.Expr()]))
-            if isinstance(s, cst.SimpleStatementLine)
-        }
-        return all(code in present for code in wanted)
-    return _span_started(func, alias, entry)
+class _Facts:
+    """What resolution asks of each function, gathered in one walk: a function such as ``train``
+    holds dozens of specs' statements, and each question is otherwise a walk over its whole tree."""
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+        self._scans: dict[int, _Scan] = {}
+
+    def _scan(self, func: cst.FunctionDef) -> _Scan:
+        scan = self._scans.get(id(func))
+        if scan is None:
+            scan = self._scans[id(func)] = _Scan(func, self.alias)
+            func.visit(scan)
+        return scan
+
+    def unsafe(self, func: cst.FunctionDef) -> str | None:
+        return unsafe_reason(func, is_generator=self._scan(func).generator)
+
+    def instrumented(self, func: cst.FunctionDef, entry: Span | Hook) -> bool:
+        scan = self._scan(func)
+        if isinstance(entry, Hook):
+            return all(code in scan.statement_codes() for code in _hook_statement_code(entry, self.alias))
+        return any(_names_span(first, entry) for first in scan.started)
 
 
-def _span_started(node: cst.CSTNode, alias: str, entry: Span) -> bool:
-    """Whether ``node`` contains the start (or decorator) of span ``entry``."""
+class _Scan(cst.CSTVisitor):
+    """One walk of a function: does it yield, which spans it already starts, which expression
+    statements it already has (to recognize hooks applied before)."""
+
+    def __init__(self, func: cst.FunctionDef, alias: str) -> None:
+        super().__init__()
+        self.func = func
+        self.alias = alias
+        self.generator = False
+        self.started: list[cst.BaseExpression] = []
+        self.statements: list[cst.Expr] = []
+        self._codes: set[str] | None = None
+        self._nested = 0
+
+    def statement_codes(self) -> set[str]:
+        if self._codes is None:
+            self._codes = {_compact(cst.Module([]).code_for_node(e)) for e in self.statements}
+        return self._codes
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if node is not self.func:
+            self._nested += 1
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        if original_node is not self.func:
+            self._nested -= 1
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self._nested += 1
+
+    def leave_Lambda(self, original_node: cst.Lambda) -> None:
+        self._nested -= 1
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        if not self._nested:
+            self.generator = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if (
+            node.args
+            and isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == self.alias
+            and func.attr.value in ("start_span", "traced")
+        ):
+            self.started.append(node.args[0].value)
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        expr = node.body[0]
+        # hooks are calls or `otel.FLAG and call`: skip docstrings and other bare expressions
+        if len(node.body) == 1 and isinstance(expr, cst.Expr) and isinstance(expr.value, (cst.Call, cst.BooleanOperation)):
+            self.statements.append(expr)
+
+
+def _started_names(node: cst.CSTNode, alias: str) -> list[cst.BaseExpression]:
+    """The first argument of every ``alias.start_span(...)`` / ``alias.traced(...)`` in ``node``."""
     pattern = m.Call(
         func=m.Attribute(value=m.Name(alias), attr=m.Name("start_span") | m.Name("traced")),
         args=[m.Arg(), m.ZeroOrMore()],
     )
-    for call in m.findall(node, pattern):
-        assert isinstance(call, cst.Call)
-        first = call.args[0].value
-        if entry.name_expr is not None:
-            if " ".join(cst.Module([]).code_for_node(first).split()) == entry.name_expr:
-                return True
-        elif isinstance(first, cst.SimpleString) and first.evaluated_value == entry.name:
-            return True
-    return False
+    return [call.args[0].value for call in m.findall(node, pattern)]  # type: ignore[union-attr]
+
+
+def _names_span(first: cst.BaseExpression, entry: Span) -> bool:
+    if entry.name_expr is not None:
+        return " ".join(cst.Module([]).code_for_node(first).split()) == entry.name_expr
+    return isinstance(first, cst.SimpleString) and first.evaluated_value == entry.name
+
+
+def _span_started(node: cst.CSTNode, alias: str, entry: Span) -> bool:
+    """Whether ``node`` contains the start (or decorator) of span ``entry``."""
+    return any(_names_span(first, entry) for first in _started_names(node, alias))
 
 
 def _has_docstring(block: cst.IndentedBlock) -> bool:
@@ -457,7 +556,12 @@ def _candidates(sites: list[StatementSite], line_of: Callable[[cst.CSTNode], int
     return [f"line {line_of(s.node)}: {first_line_code(s.node)}" for s in sites[:12]]
 
 
-def _check_overlaps(plan: FilePlan, diags: Diagnostics) -> None:
+def _check_overlaps(
+    plan: FilePlan,
+    line_of: Callable[[cst.CSTNode], int],
+    end_line_of: Callable[[cst.CSTNode], int],
+    diags: Diagnostics,
+) -> None:
     by_block: dict[int, list[Wrap]] = {}
     for wrap in plan.wraps:
         by_block.setdefault(id(wrap.block), []).append(wrap)
@@ -467,10 +571,12 @@ def _check_overlaps(plan: FilePlan, diags: Diagnostics) -> None:
                 disjoint = a.end <= b.start or b.end <= a.start
                 nested = (a.start <= b.start and b.end <= a.end) or (b.start <= a.start and a.end <= b.end)
                 if not (disjoint or nested):
+                    a_lines = f"{line_of(a.block.body[a.start])}-{end_line_of(a.block.body[a.end - 1])}"
+                    b_lines = f"{line_of(b.block.body[b.start])}-{end_line_of(b.block.body[b.end - 1])}"
                     diags.error(
                         b.entry.pos,
-                        f"{_label(b.entry)} (lines {b.first_line}-{b.last_line}) partially overlaps "
-                        f"{_label(a.entry)} (lines {a.first_line}-{a.last_line}) declared at {a.entry.pos.ref(b.entry.pos)}",
+                        f"{_label(b.entry)} (lines {b_lines}) partially overlaps "
+                        f"{_label(a.entry)} (lines {a_lines}) declared at {a.entry.pos.ref(b.entry.pos)}",
                     )
 
 

@@ -43,6 +43,32 @@ def statement_sites(func: cst.FunctionDef) -> list[StatementSite]:
     return sites
 
 
+_ANCESTRY: dict[int, tuple[cst.FunctionDef, dict[int, tuple[tuple[int, int], ...]]]] = {}
+
+
+def block_ancestry(func: cst.FunctionDef) -> dict[int, tuple[tuple[int, int], ...]]:
+    """For every indented block of ``func``: the (id(block), index) of each enclosing statement."""
+    cached = _ANCESTRY.get(id(func))
+    if cached is not None and cached[0] is func:
+        return cached[1]
+    if len(_ANCESTRY) > 10_000:
+        _ANCESTRY.clear()
+    result: dict[int, tuple[tuple[int, int], ...]] = {}
+
+    def walk(block: cst.BaseSuite, path: tuple[tuple[int, int], ...]) -> None:
+        result[id(block)] = path
+        if not isinstance(block, cst.IndentedBlock):
+            return
+        for index, stmt in enumerate(block.body):
+            if isinstance(stmt, cst.BaseCompoundStatement) and not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                for child in child_blocks(stmt):
+                    walk(child, path + ((id(block), index),))
+
+    walk(func.body, ())
+    _ANCESTRY[id(func)] = (func, result)
+    return result
+
+
 def child_blocks(stmt: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
     blocks = [stmt.body]
     if isinstance(stmt, cst.Try):
@@ -98,8 +124,23 @@ def _header_matches(pattern: str, header: str) -> bool:
     return header == pattern
 
 
+_CALLS: dict[int, tuple[cst.CSTNode, set[str]]] = {}
+
+
 def calls_in(node: cst.CSTNode) -> set[str]:
-    """Dotted names of every callee inside ``node`` (not descending into nested scopes)."""
+    """Dotted names of every callee inside ``node``; remembered for the node (selectors ask the
+    same statements again and again)."""
+    hit = _CALLS.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    names = _calls_in(node)
+    if len(_CALLS) > 200_000:
+        _CALLS.clear()
+    _CALLS[id(node)] = (node, names)
+    return names
+
+
+def _calls_in(node: cst.CSTNode) -> set[str]:
     names: set[str] = set()
     for call in m.findall(node, m.Call()):
         assert isinstance(call, cst.Call)

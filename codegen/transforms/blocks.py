@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from codegen.resolve.plan import Insert, Wrap
+from codegen.resolve.statements import block_ancestry, child_blocks
 from codegen.spec.model import Hook, Project, Span
 from codegen.transforms.render import expression_statement
 from codegen.transforms.span import span_decorator, span_end, span_setter, span_start, span_variable
@@ -21,15 +22,9 @@ def nesting_depths(wraps: Sequence[Wrap]) -> dict[int, int]:
     """Depth of each span wrap among the span wraps of its function (1 = outermost)."""
     spans = [w for w in wraps if isinstance(w.entry, Span)]
     order = {id(w): i for i, w in enumerate(spans)}
-
-    def contains(outer: Wrap, inner: Wrap) -> bool:
-        if outer is inner or outer.function is not inner.function:
-            return False
-        if (outer.first_line, outer.last_line) == (inner.first_line, inner.last_line):
-            return order[id(outer)] < order[id(inner)]
-        return outer.first_line <= inner.first_line and inner.last_line <= outer.last_line
-
-    return {id(w): 1 + sum(contains(o, w) for o in spans) for w in spans}
+    return {
+        id(w): 1 + sum(o.contains(w, order[id(o)] < order[id(w)]) for o in spans) for w in spans
+    }
 
 
 class BlockEditor(cst.CSTTransformer):
@@ -54,6 +49,39 @@ class BlockEditor(cst.CSTTransformer):
         for insert in inserts:
             self.inserts[id(insert.block)].append(insert)
         self.indents: list[str] = [""]
+        # Only the edited functions and the statements that lead to them are visited.
+        self.edited = {id(w.function) for w in wraps} | {id(i.function) for i in inserts}
+        self.edited |= set(self.decorations)
+        self.inside = 0
+        # Inside an edited function, only blocks with edits and the blocks around them.
+        self.relevant = {id(w.block) for w in wraps} | {id(i.block) for i in inserts}
+        for item in (*wraps, *inserts):
+            self.relevant.update(b for b, _ in block_ancestry(item.function)[id(item.block)])
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.inside:
+            if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite, cst.BaseExpression)):
+                return False
+            if isinstance(node, cst.FunctionDef) and id(node) not in self.edited:
+                return False
+            if isinstance(node, cst.BaseCompoundStatement) and not isinstance(node, cst.FunctionDef):
+                if not any(id(b) in self.relevant for b in child_blocks(node)):
+                    return False
+            return super().on_visit(node)
+        if isinstance(node, cst.FunctionDef):
+            if id(node) not in self.edited:
+                return False
+            self.inside += 1
+        elif isinstance(node, cst.BaseCompoundStatement) and not _leads_to(node, self.edited):
+            return False
+        elif isinstance(node, cst.SimpleStatementLine):
+            return False
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        if isinstance(original_node, cst.FunctionDef) and id(original_node) in self.edited:
+            self.inside -= 1
+        return super().on_leave(original_node, updated_node)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         span = self.decorations.get(id(original_node))
@@ -156,6 +184,27 @@ class BlockEditor(cst.CSTTransformer):
             wrapped = wrapped.with_changes(leading_lines=body[0].leading_lines)
             wrapped = wrapped.with_changes(body=wrapped.body.with_changes(body=[body[0].with_changes(leading_lines=())] + body[1:]))
         return before + [wrapped]
+
+
+def _leads_to(node: cst.BaseCompoundStatement, functions: set[int]) -> bool:
+    """Whether one of ``functions`` is defined (at any depth of classes and blocks) inside ``node``."""
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.FunctionDef):
+            if id(current) in functions:
+                return True
+            continue
+        if isinstance(current, cst.BaseCompoundStatement):
+            for block in (current.body, *(getattr(current, "handlers", ()) or ())):
+                stack.extend(getattr(block, "body", ()) if not isinstance(block, cst.ExceptHandler) else block.body.body)
+            for attr in ("orelse", "finalbody"):
+                extra = getattr(current, attr, None)
+                if extra is not None:
+                    stack.append(extra if isinstance(extra, cst.If) else extra.body)  # type: ignore[arg-type]
+        elif isinstance(current, cst.IndentedBlock):
+            stack.extend(current.body)
+    return False
 
 
 def _append_before_return(body: list[cst.BaseStatement], stmt: cst.BaseStatement) -> None:
