@@ -7,6 +7,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from codegen.cache import CachedRun, run_key
+from codegen.cache import load as load_cached
+from codegen.cache import store as store_cached
 from codegen.diagnostics import SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
 from codegen.upstream import UpstreamError
@@ -42,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help="where the patch set and docs go (default: generated/ beside the specs directory)",
+    )
+    apply.add_argument(
+        "--no-cache", action="store_true", help="do not reuse or store the results of an identical earlier run"
     )
     apply.add_argument(
         "--check",
@@ -108,13 +114,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_SOURCE
 
 
-def _validate(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, use_cache: bool) -> CachedRun:
+    """The outputs of a run: from the result cache when every input is unchanged."""
+    key = run_key(args.specs, args.source) if use_cache else None
+    cached = load_cached(key) if key else None
+    if cached is not None:
+        return cached
     from codegen.pipeline import generate
 
     generation = generate(args.specs, args.source)
-    spans = len(generation.project.spans)
-    files = len(generation.plan.files)
-    print(f"{args.specs}: {spans} spans in {files} files resolve against {generation.source_root}")
+    run = CachedRun(
+        str(generation.source_root),
+        generation.generated_tree(),
+        {path: new for path, (_, new) in generation.changes.items()},
+        len(generation.project.spans),
+        len(generation.plan.files),
+    )
+    if key:
+        store_cached(key, run)
+    return run
+
+
+def _validate(args: argparse.Namespace) -> int:
+    run = _run(args, use_cache=True)
+    print(f"{args.specs}: {run.spans} spans in {run.files} files resolve against {run.source_root}")
     return EXIT_OK
 
 
@@ -148,12 +171,10 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from codegen.pipeline import generate
-
-    generation = generate(args.specs, args.source)
+    run = _run(args, use_cache=not args.no_cache)
     specs_dir = args.specs if args.specs.is_dir() else args.specs.parent
     generated_dir: Path = args.generated or specs_dir.resolve().parent / "generated"
-    tree = generation.generated_tree()
+    tree = run.tree
     if args.check:
         diff = diff_trees(str(generated_dir), read_tree(generated_dir), tree)
         if diff:
@@ -163,10 +184,10 @@ def _apply(args: argparse.Namespace) -> int:
         print(f"{generated_dir} is up to date ({len(tree)} files)")
         return EXIT_OK
     write_tree(generated_dir, tree)
-    changed = len(generation.changes)
-    print(f"wrote {generated_dir}: {changed} patched or added files, {len(generation.docs)} docs pages")
+    docs = sum(1 for name in tree if name.startswith("docs/"))
+    print(f"wrote {generated_dir}: {len(run.changes)} patched or added files, {docs} docs pages")
     if args.out is not None:
-        write_tree(args.out, {p: new for p, (_, new) in generation.changes.items()}, base=generation.source_root)
+        write_tree(args.out, run.changes, base=Path(run.source_root))
         print(f"wrote the instrumented fork to {args.out}")
     return EXIT_OK
 

@@ -94,3 +94,34 @@ def test_help(command: str, capsys) -> None:
         main([command, "--help"])
     assert exit_.value.code == 0
     assert "--source DIR" in capsys.readouterr().out
+
+
+def test_unchanged_second_run_reuses_the_result_cache(
+    project: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
+    specs, root = project
+    assert main(["apply", str(specs), "--source", str(root)]) == 0
+    assert len(list((tmp_path / "cache" / "results").glob("*.json"))) == 1
+
+    import codegen.pipeline
+
+    def fail(*args: object) -> None:
+        raise AssertionError("the cache should have answered")
+
+    monkeypatch.setattr(codegen.pipeline, "generate", fail)
+    assert main(["apply", str(specs), "--source", str(root), "--check"]) == 0
+    fork = tmp_path / "fork"
+    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0
+    assert 'otel.start_span("demo.work")' in (fork / DEMO).read_text()
+    with pytest.raises(AssertionError, match="cache should have answered"):
+        main(["apply", str(specs), "--source", str(root), "--check", "--no-cache"])
+
+    # Any input that changes is a different key: here the spec, then the source.
+    (specs / "case.yaml").write_text(SPEC.replace("demo.work", "demo.renamed"))
+    with pytest.raises(AssertionError, match="cache should have answered"):
+        main(["apply", str(specs), "--source", str(root), "--check"])
+    (specs / "case.yaml").write_text(SPEC)
+    (root / DEMO).write_text(SOURCE + "\n\ndef more():\n    pass\n")
+    with pytest.raises(AssertionError, match="cache should have answered"):
+        main(["apply", str(specs), "--source", str(root), "--check"])
