@@ -13,8 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-import libcst as cst
-import libcst.matchers as m
+import ast
 
 from codegen.diagnostics import Diagnostics, Pos, SpecError
 from codegen.spec.model import (
@@ -451,11 +450,11 @@ class _Builder:
         if text is None:
             return None
         try:
-            expr = cst.parse_expression(text)
-        except cst.ParserSyntaxError as exc:
-            self.diags.error(node.pos, f"{what}: '{text}' does not parse: {exc.message}")  # type: ignore[union-attr]
+            expr = ast.parse(text.strip(), mode="eval").body
+        except SyntaxError as exc:
+            self.diags.error(node.pos, f"{what}: '{text}' does not parse: {exc.msg}")  # type: ignore[union-attr]
             return None
-        if not isinstance(expr, cst.Call):
+        if not isinstance(expr, ast.Call):
             self.diags.error(node.pos, f"{what}: '{text}' must be a call")  # type: ignore[union-attr]
             return None
         return text
@@ -625,7 +624,9 @@ class _Builder:
             name_expr = self._expression(node.get("name_expr"), "name_expr")
             if name_expr is not None:
                 literals = {
-                    n.evaluated_value for n in m.findall(cst.parse_expression(name_expr), m.SimpleString())
+                    n.value
+                    for n in ast.walk(ast.parse(name_expr, mode="eval"))
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str)
                 }
                 stray = sorted(str(x) for x in literals - set(names))
                 if stray:
@@ -667,9 +668,9 @@ class _Builder:
         if text is None:
             return None
         try:
-            cst.parse_expression(text)
-        except cst.ParserSyntaxError as exc:
-            self.diags.error(node.pos, f"{what}: '{text}' does not parse: {exc.message}")  # type: ignore[union-attr]
+            ast.parse(text.strip(), mode="eval")
+        except SyntaxError as exc:
+            self.diags.error(node.pos, f"{what}: '{text}' does not parse: {exc.msg}")  # type: ignore[union-attr]
             return None
         return " ".join(text.split())
 
@@ -737,8 +738,8 @@ class _Builder:
         if kind in COMPOUND_KINDS and kind != "try":
             header = f"{kind} {value}:\n    pass\n" if kind != "with" else f"with {value}:\n    pass\n"
             try:
-                cst.parse_statement(header)
-            except cst.ParserSyntaxError:
+                ast.parse(header)
+            except SyntaxError:
                 self.diags.error(value_node.pos, f"'{kind}' selector header '{value}' does not parse as Python")
                 return None
         within = None
@@ -777,9 +778,9 @@ class _Builder:
                 ok = False
                 continue
             try:
-                cst.parse_expression(expr)
-            except cst.ParserSyntaxError as exc:
-                self.diags.error(value.pos, f"attribute '{key}': expression '{expr}' does not parse: {exc.message}")
+                ast.parse(expr.strip(), mode="eval")
+            except SyntaxError as exc:
+                self.diags.error(value.pos, f"attribute '{key}': expression '{expr}' does not parse: {exc.msg}")
                 ok = False
                 continue
             attributes.append(Attribute(key, expr, value.pos))
