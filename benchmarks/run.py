@@ -233,8 +233,9 @@ def generator_rows(g) -> list[Row]:
                         "met" if g.cli_check_s <= 0.5 else "NOT MET"))  # fmt: skip
     if len(g.generate_s) > 1:
         second = g.generate_s[1]
-        rows.append(Row(s, "unchanged second run: in-process generate() (no cache exists)", f"{second:.2f} s",
-                        "0.5 s", f"{second / 0.5:.2f}x", "-", "<= 0.5 s", "met" if second <= 0.5 else "NOT MET"))  # fmt: skip
+        # generate() itself never caches: the result cache sits in the CLI, before libcst is imported
+        rows.append(Row(s, "second in-process generate() (the cache is the CLI's)", f"{second:.2f} s",
+                        "0.5 s", f"{second / 0.5:.2f}x", "-", "", "info"))  # fmt: skip
     return rows
 
 
