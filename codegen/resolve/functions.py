@@ -30,13 +30,17 @@ class FunctionSite:
 
 
 def collect_functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
-    """Every function and method reachable through classes, keyed by dotted qualname."""
+    """Every function and method reachable through classes, keyed by dotted qualname; functions
+    defined at the top level of another function's body are ``outer.inner``."""
     found: dict[str, cst.FunctionDef] = {}
 
     def walk(body: tuple[cst.BaseStatement, ...] | list[cst.BaseStatement], prefix: str) -> None:
         for stmt in body:
             if isinstance(stmt, cst.FunctionDef):
-                found.setdefault(prefix + stmt.name.value, stmt)
+                name = prefix + stmt.name.value
+                found.setdefault(name, stmt)
+                if isinstance(stmt.body, cst.IndentedBlock):
+                    walk(stmt.body.body, name + ".")
             elif isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock):
                 walk(stmt.body.body, f"{prefix}{stmt.name.value}.")
             elif isinstance(stmt, (cst.If, cst.Try)) and isinstance(stmt.body, cst.IndentedBlock):

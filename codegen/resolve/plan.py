@@ -14,6 +14,7 @@ from pathlib import Path
 
 import libcst as cst
 import libcst.matchers as m
+from libcst.helpers import get_full_name_for_node
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from codegen.diagnostics import Diagnostics, SpecError
@@ -56,6 +57,17 @@ class Insert:
     index: int
 
 
+@dataclass(frozen=True)
+class Rewrite:
+    """A wrap hook bound to one call inside ``statement`` (a statement of ``block``)."""
+
+    hook: Hook
+    function: cst.FunctionDef
+    block: cst.IndentedBlock
+    statement: cst.BaseStatement
+    call: cst.Call
+
+
 @dataclass
 class FilePlan:
     path: str
@@ -64,6 +76,7 @@ class FilePlan:
     wraps: list[Wrap] = field(default_factory=list)
     inserts: list[Insert] = field(default_factory=list)
     decorations: list[tuple[Span, cst.FunctionDef]] = field(default_factory=list)
+    rewrites: list[Rewrite] = field(default_factory=list)
     present: list[Span | Hook] = field(default_factory=list)  # already instrumented: nothing to do
     # Where already-instrumented spans sit, so the hierarchy is the same on a patched tree.
     present_wraps: list[Wrap] = field(default_factory=list)
@@ -164,6 +177,13 @@ def _resolve_file(
             continue
         if not isinstance(func.body, cst.IndentedBlock):
             diags.error(span.where_function, f"cannot instrument {span.function}: its body is on the 'def' line")
+            continue
+        if isinstance(span, Hook) and span.kind == "wrap":
+            rewrite = _resolve_rewrite(span, func, project.runtime.alias, line_of, diags)
+            if rewrite is not None and _wrapped(rewrite.call, span, rewrite.statement):
+                plan.present.append(span)
+            elif rewrite is not None:
+                plan.rewrites.append(rewrite)
             continue
         if isinstance(span, Hook) and span.kind != "around":
             insert = _resolve_insert(span, func, line_of, diags)
@@ -295,6 +315,42 @@ def _early_exit(stmts: tuple[cst.BaseStatement, ...], line_of: Callable[[cst.CST
     return None
 
 
+def _resolve_rewrite(
+    hook: Hook, func: cst.FunctionDef, alias: str, line_of: Callable[[cst.CSTNode], int], diags: Diagnostics
+) -> Rewrite | None:
+    assert hook.selector is not None and hook.wrapper is not None
+    site = _select(hook, hook.selector, statement_sites(func), line_of, diags)
+    if site is None:
+        return None
+    calls = [
+        c
+        for c in m.findall(site.node, m.Call())
+        if isinstance(c, cst.Call) and get_full_name_for_node(c.func) == hook.selector.value
+    ]
+    if len(calls) != 1:
+        diags.error(hook.selector.pos, f"line {line_of(site.node)} calls {hook.selector.value} {len(calls)} times; wrap needs one")
+        return None
+    call = calls[0]
+    if hook.argument is not None and hook.argument >= len(call.args):
+        diags.error(hook.selector.pos, f"the call on line {line_of(site.node)} has no argument {hook.argument}")
+        return None
+    if not isinstance(site.block, cst.IndentedBlock):
+        diags.error(hook.pos, "cannot rewrite a statement of a one-line block")
+        return None
+    return Rewrite(hook, func, site.block, site.node, call)
+
+
+def _wrapped(rewrite_call: cst.Call, hook: Hook, statement: cst.BaseStatement) -> bool:
+    """Whether the rewrite is already applied (a second run must change nothing)."""
+    if hook.argument is not None:
+        value = rewrite_call.args[hook.argument].value
+        return isinstance(value, cst.Call) and get_full_name_for_node(value.func) == hook.wrapper
+    return any(
+        isinstance(c, cst.Call) and get_full_name_for_node(c.func) == hook.wrapper and any(a.value is rewrite_call for a in c.args)
+        for c in m.findall(statement, m.Call())
+    )
+
+
 def _resolve_insert(
     hook: Hook, func: cst.FunctionDef, line_of: Callable[[cst.CSTNode], int], diags: Diagnostics
 ) -> Insert | None:
@@ -351,6 +407,8 @@ class _Facts:
     def instrumented(self, func: cst.FunctionDef, entry: Span | Hook) -> bool:
         scan = self._scan(func)
         if isinstance(entry, Hook):
+            if entry.kind == "wrap":
+                return False  # decided once the call is found
             return all(code in scan.statement_codes() for code in _hook_statement_code(entry, self.alias))
         return any(_names_span(first, entry) for first in scan.started)
 

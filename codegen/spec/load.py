@@ -50,8 +50,9 @@ SPAN_KEYS = (
 )
 HOOK_KEYS = (
     "file", "function", "entry", "before", "after", "around", "whole_function", "call", "enter", "exit",
-    "guard", "record", "stamp", "note",
+    "guard", "record", "stamp", "note", "wrap",
 )
+WRAP_KEYS = ("call", "within", "occurrence", "argument", "result", "with")
 LIFECYCLE_ROLES = ("startup", "pre_startup", "phases", "interval")
 ENV_ROLES = (
     "enabled", "span_groups", "exporter", "traces_enabled", "metrics_enabled", "export_rank",
@@ -374,11 +375,13 @@ class _Builder:
         function = self._required_str(node, "function", "hook")
         if function is None:
             return None
-        placements = [k for k in ("entry", "before", "after", "around", "whole_function") if k in node.entries]
+        placements = [k for k in ("entry", "before", "after", "around", "whole_function", "wrap") if k in node.entries]
         if len(placements) != 1:
-            self.diags.error(node.pos, "a hook needs exactly one of: entry, before, after, around, whole_function")
+            self.diags.error(node.pos, "a hook needs exactly one of: entry, before, after, around, whole_function, wrap")
             return None
         kind = placements[0]
+        if kind == "wrap":
+            return self._wrap_hook(node, file, file_pos, function)
         payloads = [k for k in ("call", "record", "stamp") if k in node.entries]
         guard = None
         if "guard" in node.entries:
@@ -441,6 +444,39 @@ class _Builder:
             return None
         return Hook(
             file, function, kind, node.pos, selector=selector, call=call, guard=guard,  # type: ignore[arg-type]
+            note=self._str(node.get("note"), "note") or "" if "note" in node.entries else "",
+            file_pos=file_pos, function_pos=node.get("function").pos,  # type: ignore[union-attr]
+        )
+
+    def _wrap_hook(self, node: YMap, file: str, file_pos: Pos | None, function: str) -> Hook | None:
+        spec = self._map(node.get("wrap"), "wrap")  # type: ignore[arg-type]
+        if spec is None:
+            return None
+        self._check_keys(spec, WRAP_KEYS, "wrap")
+        selector = self._selector(YMap({k: v for k, v in spec.entries.items() if k in ("call", "within", "occurrence")}, spec.pos))
+        wrapper = self._required_str(spec, "with", "wrap")
+        if wrapper is not None and not DOTTED.match(wrapper):
+            self.diags.error(spec.get("with").pos, f"'with' must be a dotted callable such as otel.in_context")  # type: ignore[union-attr]
+            return None
+        argument = result = None
+        if ("argument" in spec.entries) == ("result" in spec.entries):
+            self.diags.error(spec.pos, "wrap takes either 'argument' (an index) or 'result' (an attribute key)")
+            return None
+        if "argument" in spec.entries:
+            arg_node = spec.get("argument")
+            if not isinstance(arg_node, YScalar) or isinstance(arg_node.value, bool) or not isinstance(arg_node.value, int) or arg_node.value < 0:
+                self.diags.error(arg_node.pos, "argument must be a non-negative integer")  # type: ignore[union-attr]
+                return None
+            argument = arg_node.value
+        else:
+            result = self._str(spec.get("result"), "result")
+        if selector is None or wrapper is None or (argument is None and result is None):
+            return None
+        if selector.kind != "call":
+            self.diags.error(spec.pos, "wrap needs a 'call' selector")
+            return None
+        return Hook(
+            file, function, "wrap", node.pos, selector=selector, wrapper=wrapper, argument=argument, result=result,
             note=self._str(node.get("note"), "note") or "" if "note" in node.entries else "",
             file_pos=file_pos, function_pos=node.get("function").pos,  # type: ignore[union-attr]
         )

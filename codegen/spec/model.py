@@ -112,7 +112,7 @@ class Hook:
 
     file: str
     function: str
-    kind: Literal["entry", "before", "after", "around"]
+    kind: Literal["entry", "before", "after", "around", "wrap"]
     pos: Pos
     region: Region | None = None  # around: the covered statements (whole function when None)
     selector: Selector | None = None  # before / after
@@ -120,6 +120,12 @@ class Hook:
     enter: str | None = None
     exit: str | None = None
     guard: str | None = None  # a runtime flag name ("JOB", "METRICS") the call is conditional on
+    # wrap: the call ``selector`` names is rewritten: its argument ``argument`` becomes
+    # ``wrapper(arg)``, or, with ``result`` (an attribute key), the call becomes
+    # ``wrapper("key", call(...))``.
+    wrapper: str | None = None
+    argument: int | None = None
+    result: str | None = None
     note: str = ""
     file_pos: Pos | None = None
     function_pos: Pos | None = None

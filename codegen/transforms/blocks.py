@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codegen.resolve.plan import Insert, Wrap
+from codegen.resolve.plan import Insert, Rewrite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
 from codegen.spec.model import Hook, Project, Span
-from codegen.transforms.render import expression_statement
+from codegen.transforms.render import LINE_LENGTH, expression_statement
 from codegen.transforms.span import span_decorator, span_end, span_setter, span_start, span_variable
 
 
@@ -35,8 +35,12 @@ class BlockEditor(cst.CSTTransformer):
         inserts: Sequence[Insert],
         decorations: Sequence[tuple[Span, cst.FunctionDef]],
         step: str,
+        rewrites: Sequence[Rewrite] = (),
     ) -> None:
         super().__init__()
+        self.rewrites: dict[int, list[Rewrite]] = defaultdict(list)
+        for rewrite in rewrites:
+            self.rewrites[id(rewrite.statement)].append(rewrite)
         self.decorations = {id(func): span for span, func in decorations}
         self.project = project
         self.step = step
@@ -51,28 +55,29 @@ class BlockEditor(cst.CSTTransformer):
         self.indents: list[str] = [""]
         # Only the edited functions and the statements that lead to them are visited.
         self.edited = {id(w.function) for w in wraps} | {id(i.function) for i in inserts}
+        self.edited |= {id(r.function) for r in rewrites}
         self.edited |= set(self.decorations)
         self.inside = 0
         # Inside an edited function, only blocks with edits and the blocks around them.
         self.relevant = {id(w.block) for w in wraps} | {id(i.block) for i in inserts}
-        for item in (*wraps, *inserts):
+        self.relevant |= {id(r.block) for r in rewrites}
+        for item in (*wraps, *inserts, *rewrites):
             self.relevant.update(b for b, _ in block_ancestry(item.function)[id(item.block)])
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.FunctionDef):
+            if id(node) in self.edited:
+                self.inside += 1
+                return super().on_visit(node)
+            return _leads_to(node, self.edited) and super().on_visit(node)
         if self.inside:
             if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite, cst.BaseExpression)):
                 return False
-            if isinstance(node, cst.FunctionDef) and id(node) not in self.edited:
-                return False
-            if isinstance(node, cst.BaseCompoundStatement) and not isinstance(node, cst.FunctionDef):
-                if not any(id(b) in self.relevant for b in child_blocks(node)):
+            if isinstance(node, cst.BaseCompoundStatement):
+                if not any(id(b) in self.relevant for b in child_blocks(node)) and not _leads_to(node, self.edited):
                     return False
             return super().on_visit(node)
-        if isinstance(node, cst.FunctionDef):
-            if id(node) not in self.edited:
-                return False
-            self.inside += 1
-        elif isinstance(node, cst.BaseCompoundStatement) and not _leads_to(node, self.edited):
+        if isinstance(node, cst.BaseCompoundStatement) and not _leads_to(node, self.edited):
             return False
         elif isinstance(node, cst.SimpleStatementLine):
             return False
@@ -98,10 +103,13 @@ class BlockEditor(cst.CSTTransformer):
         indent = self.indents.pop()
         wraps = self.wraps.get(id(original_node), [])
         inserts = self.inserts.get(id(original_node), [])
-        if not wraps and not inserts:
-            return updated_node
-        ordered = sorted(wraps, key=lambda w: (w.start, -w.end, self.order[id(w)]))
         stmts = list(updated_node.body)
+        for index, original in enumerate(original_node.body):
+            for rewrite in self.rewrites.get(id(original), ()):
+                stmts[index] = self._rewrite(stmts[index], rewrite, indent)
+        if not wraps and not inserts:
+            return updated_node.with_changes(body=stmts)
+        ordered = sorted(wraps, key=lambda w: (w.start, -w.end, self.order[id(w)]))
         body = self._build(stmts, 0, len(stmts), ordered, inserts, indent)
         return updated_node.with_changes(body=body)
 
@@ -142,6 +150,19 @@ class BlockEditor(cst.CSTTransformer):
             if index < hi:
                 out.append(stmts[index])
         return out
+
+    def _rewrite(self, stmt: cst.BaseStatement, rewrite: Rewrite, indent: str) -> cst.BaseStatement:
+        new = stmt.visit(_CallRewriter(rewrite))
+        assert isinstance(new, cst.BaseStatement)
+        # A one-line statement that became one long call is laid out again the way black would.
+        one_line = "\n" not in cst.Module([]).code_for_node(stmt.with_changes(leading_lines=())).rstrip("\n")
+        if rewrite.hook.result is not None and one_line and isinstance(new, cst.SimpleStatementLine) and len(new.body) == 1 and isinstance(new.body[0], cst.Expr):
+            code = " ".join(cst.Module([]).code_for_node(new.body[0]).split())
+            value = new.body[0].value
+            if isinstance(value, cst.Call) and len(indent + code) > LINE_LENGTH:
+                laid_out = _statement(expression_statement(code, indent, self.step), indent)
+                new = laid_out.with_changes(leading_lines=new.leading_lines, trailing_whitespace=new.trailing_whitespace)
+        return new
 
     def _hook_call(self, hook: Hook, call: str, indent: str) -> cst.BaseStatement:
         guard = f"{self.project.runtime.alias}.{hook.guard}" if hook.guard else ""
@@ -186,15 +207,35 @@ class BlockEditor(cst.CSTTransformer):
         return before + [wrapped]
 
 
+class _CallRewriter(cst.CSTTransformer):
+    """``f(a, b)`` -> ``f(wrapper(a), b)`` (argument) or ``wrapper("key", f(a, b))`` (result)."""
+
+    def __init__(self, rewrite: Rewrite) -> None:
+        super().__init__()
+        self.rewrite = rewrite
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if original_node is not self.rewrite.call:
+            return updated_node
+        hook = self.rewrite.hook
+        wrapper = cst.parse_expression(hook.wrapper)  # type: ignore[arg-type]
+        if hook.argument is not None:
+            args = list(updated_node.args)
+            arg = args[hook.argument]
+            args[hook.argument] = arg.with_changes(value=cst.Call(func=wrapper, args=[cst.Arg(arg.value)]))
+            return updated_node.with_changes(args=args)
+        key = cst.SimpleString('"' + str(hook.result) + '"')
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        return cst.Call(func=wrapper, args=[cst.Arg(key, comma=comma), cst.Arg(updated_node)])
+
+
 def _leads_to(node: cst.BaseCompoundStatement, functions: set[int]) -> bool:
     """Whether one of ``functions`` is defined (at any depth of classes and blocks) inside ``node``."""
     stack: list[cst.CSTNode] = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.FunctionDef):
-            if id(current) in functions:
-                return True
-            continue
+        if isinstance(current, cst.FunctionDef) and id(current) in functions:
+            return True
         if isinstance(current, cst.BaseCompoundStatement):
             for block in (current.body, *(getattr(current, "handlers", ()) or ())):
                 stack.extend(getattr(block, "body", ()) if not isinstance(block, cst.ExceptHandler) else block.body.body)

@@ -14,9 +14,11 @@ from codegen.transforms.blocks import BlockEditor
 
 def transform_file(project: Project, plan: FilePlan) -> str:
     """The new source of ``plan.path``; the original text when nothing is left to do."""
-    if not plan.wraps and not plan.inserts and not plan.decorations:
+    if not (plan.wraps or plan.inserts or plan.decorations or plan.rewrites):
         return plan.source
-    editor = BlockEditor(project, plan.wraps, plan.inserts, plan.decorations, plan.module.default_indent)
+    editor = BlockEditor(
+        project, plan.wraps, plan.inserts, plan.decorations, plan.module.default_indent, plan.rewrites
+    )
     module = plan.module.visit(editor)
     module = add_runtime_import(project, module)
     return module.code

@@ -1,0 +1,23 @@
+from concurrent.futures import ThreadPoolExecutor
+
+
+class Builder:
+    def build(self, items):
+        def helper(executor):
+            futures = []
+            for item in items:
+                futures.append(
+                    executor.submit(
+                        self._build_one,
+                        item,  # a comment inside the call survives
+                    )
+                )
+            return futures
+
+        with ThreadPoolExecutor() as executor:
+            return helper(executor)
+
+
+def finalize(queue, blocking):
+    if queue is not None:
+        queue.maybe_finalize_async_calls_with_a_long_name(blocking, no_dist=False)  # trailing
