@@ -331,7 +331,7 @@ def _resolve_rewrite(
         diags.error(hook.selector.pos, f"line {line_of(site.node)} calls {hook.selector.value} {len(calls)} times; wrap needs one")
         return None
     call = calls[0]
-    if hook.argument is not None and hook.argument >= len(call.args):
+    if hook.argument is not None and argument_index(call, hook.argument) is None:
         diags.error(hook.selector.pos, f"the call on line {line_of(site.node)} has no argument {hook.argument}")
         return None
     if not isinstance(site.block, cst.IndentedBlock):
@@ -340,10 +340,18 @@ def _resolve_rewrite(
     return Rewrite(hook, func, site.block, site.node, call)
 
 
+def argument_index(call: cst.Call, argument: int | str) -> int | None:
+    """Index in ``call.args`` of a positional argument (by position) or a keyword (by name)."""
+    if isinstance(argument, str):
+        return next((i for i, a in enumerate(call.args) if a.keyword is not None and a.keyword.value == argument), None)
+    positional = [i for i, a in enumerate(call.args) if a.keyword is None and not a.star]
+    return positional[argument] if argument < len(positional) else None
+
+
 def _wrapped(rewrite_call: cst.Call, hook: Hook, statement: cst.BaseStatement) -> bool:
     """Whether the rewrite is already applied (a second run must change nothing)."""
     if hook.argument is not None:
-        value = rewrite_call.args[hook.argument].value
+        value = rewrite_call.args[argument_index(rewrite_call, hook.argument)].value  # type: ignore[index]
         return isinstance(value, cst.Call) and get_full_name_for_node(value.func) == hook.wrapper
     return any(
         isinstance(c, cst.Call) and get_full_name_for_node(c.func) == hook.wrapper and any(a.value is rewrite_call for a in c.args)

@@ -464,10 +464,14 @@ class _Builder:
             return None
         if "argument" in spec.entries:
             arg_node = spec.get("argument")
-            if not isinstance(arg_node, YScalar) or isinstance(arg_node.value, bool) or not isinstance(arg_node.value, int) or arg_node.value < 0:
-                self.diags.error(arg_node.pos, "argument must be a non-negative integer")  # type: ignore[union-attr]
+            value = arg_node.value if isinstance(arg_node, YScalar) else None
+            valid = (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or (
+                isinstance(value, str) and IDENTIFIER.match(value)
+            )
+            if not valid:
+                self.diags.error(arg_node.pos, "argument must be a position (0, 1, ...) or a keyword name")  # type: ignore[union-attr]
                 return None
-            argument = arg_node.value
+            argument = value  # type: ignore[assignment]
         else:
             result = self._str(spec.get("result"), "result")
         if selector is None or wrapper is None or (argument is None and result is None):

@@ -124,7 +124,7 @@ class Hook:
     # ``wrapper(arg)``, or, with ``result`` (an attribute key), the call becomes
     # ``wrapper("key", call(...))``.
     wrapper: str | None = None
-    argument: int | None = None
+    argument: int | str | None = None  # a position, or a keyword's name
     result: str | None = None
     note: str = ""
     file_pos: Pos | None = None

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codegen.resolve.plan import Insert, Rewrite, Wrap
+from codegen.resolve.plan import Insert, Rewrite, Wrap, argument_index
 from codegen.resolve.statements import block_ancestry, child_blocks
 from codegen.spec.model import Hook, Project, Span
 from codegen.transforms.render import LINE_LENGTH, expression_statement
@@ -221,8 +221,10 @@ class _CallRewriter(cst.CSTTransformer):
         wrapper = cst.parse_expression(hook.wrapper)  # type: ignore[arg-type]
         if hook.argument is not None:
             args = list(updated_node.args)
-            arg = args[hook.argument]
-            args[hook.argument] = arg.with_changes(value=cst.Call(func=wrapper, args=[cst.Arg(arg.value)]))
+            index = argument_index(updated_node, hook.argument)
+            assert index is not None
+            arg = args[index]
+            args[index] = arg.with_changes(value=cst.Call(func=wrapper, args=[cst.Arg(arg.value)]))
             return updated_node.with_changes(args=args)
         key = cst.SimpleString('"' + str(hook.result) + '"')
         comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))

@@ -231,6 +231,48 @@ def test_worker_bootstrap_round_trips_through_pickle_in_a_spawned_process(
         assert names == []
 
 
+TARGET = """\
+import importlib
+
+
+def write(module, queue):
+    otel = importlib.import_module(module)
+    span = otel.CHECKPOINT and otel.start_span("megatron.checkpoint.save.io_write")
+    span and span.end()
+    queue.put((sorted(otel.enabled_groups()), bool(span)))
+"""
+
+
+@pytest.mark.parametrize("enabled", ["1", "0"])
+def test_in_worker_target_sets_telemetry_up_in_a_spawned_process(rendered: Rendered, enabled: str) -> None:
+    """What the generated code passes as the async checkpoint worker's Process target."""
+    (rendered.root / "ckpt_target.py").write_text(TARGET, encoding="utf-8")
+    body = f"""\
+    import multiprocessing
+    import ckpt_target
+
+    otel.configure()
+    target = otel.in_worker(ckpt_target.write)
+    print("SAME", target is ckpt_target.write, flush=True)
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    process = ctx.Process(target=target, args=({rendered.project.runtime.module!r}, queue))
+    process.start()
+    print("WORKER", queue.get(timeout=60), flush=True)
+    process.join(60)
+    assert process.exitcode == 0, process.exitcode
+    """
+    result = run_script(rendered, body, env={"MEGATRON_OTEL_ENABLED": enabled})
+    assert result.returncode == 0, result.stderr
+    if enabled == "1":
+        assert "SAME False" in result.stdout
+        assert "WORKER (['checkpoint', 'job', 'layer', 'step'], True)" in result.stdout
+        assert span_names(result.stdout) == ["megatron.checkpoint.save.io_write"]
+    else:
+        assert "SAME True" in result.stdout, "telemetry off: the target is passed through untouched"
+        assert "WORKER ([], False)" in result.stdout
+
+
 def test_missing_sdk_is_logged_once_and_training_continues(rendered: Rendered) -> None:
     body = """\
     import logging
