@@ -76,8 +76,24 @@ class Attribute:
     pos: Pos
 
 
+class _Placed:
+    """Where an entry names its file and function, for errors about either."""
+
+    pos: Pos
+    file_pos: Pos | None
+    function_pos: Pos | None
+
+    @property
+    def where_file(self) -> Pos:
+        return self.file_pos or self.pos
+
+    @property
+    def where_function(self) -> Pos:
+        return self.function_pos or self.pos
+
+
 @dataclass(frozen=True)
-class Span:
+class Span(_Placed):
     name: str
     group: str
     file: str  # POSIX path relative to the source root
@@ -96,17 +112,9 @@ class Span:
     name_expr: str | None = None  # chooses among ``names`` at run time
     names: tuple[str, ...] = ()  # every name the span can take (``name`` is the first)
 
-    @property
-    def where_file(self) -> Pos:
-        return self.file_pos or self.pos
-
-    @property
-    def where_function(self) -> Pos:
-        return self.function_pos or self.pos
-
 
 @dataclass(frozen=True)
-class Hook:
+class Hook(_Placed):
     """A call into the runtime inserted at function entry, before/after a statement, or around
     statements (``enter`` before them, ``exit`` in a ``finally:`` after them)."""
 
@@ -129,14 +137,6 @@ class Hook:
     note: str = ""
     file_pos: Pos | None = None
     function_pos: Pos | None = None
-
-    @property
-    def where_file(self) -> Pos:
-        return self.file_pos or self.pos
-
-    @property
-    def where_function(self) -> Pos:
-        return self.function_pos or self.pos
 
 
 @dataclass(frozen=True)
