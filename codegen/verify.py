@@ -70,7 +70,8 @@ def expectations(project: Project, plan: Plan) -> dict[str, Expectation]:
         for name in span.names or (span.name,):
             out.setdefault(name, Expectation(span.group, parents[name], tuple(required)))
     for span in project.lifecycle:
-        required = [GROUP_ATTRIBUTE] + ([GOODPUT_ATTRIBUTE] if span.goodput else [])
+        required = [GROUP_ATTRIBUTE] + [key for key, _ in span.attributes]
+        required += [GOODPUT_ATTRIBUTE] if span.goodput else []
         out.setdefault(span.name, Expectation(span.group, parents[span.name], tuple(required)))
     return out
 

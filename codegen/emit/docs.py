@@ -47,6 +47,8 @@ def _covers(span: Span) -> str:
     text = _md(span.region.describe())
     if span.when:
         text += f", only when {_code(span.when)}"
+    if span.note:
+        text += f"<br>{_md(span.note)}"
     return text
 
 
@@ -83,8 +85,11 @@ def render_docs(project: Project, plan: Plan, templates_dir: Path) -> dict[str, 
             "pre_startup": f"backdated: `{span.start}` to `{span.end}`; a root of its own",
             "interval": "save_interval iterations of the training loop",
         }[span.role]
-        goodput = "`is_goodput_span` = `True`" if span.goodput else "–"
-        rows.append(SpanRow(span.name, span.group, "runtime", covers, goodput, parent_text(span.name)))
+        parts = [f"{_code(key)}: {_md(what)}" for key, what in span.attributes]
+        if span.goodput:
+            parts.append("`is_goodput_span` = `True`")
+        attributes = "<br>".join(parts) or "–"
+        rows.append(SpanRow(span.name, span.group, "runtime", covers, attributes, parent_text(span.name)))
 
     by_group = {g.name: [r.name for r in rows if r.group == g.name] for g in project.groups}
     groups = [

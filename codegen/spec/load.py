@@ -211,8 +211,18 @@ class _Builder:
         as_map = self._map(node, f"lifecycle {role}")
         if as_map is None:
             return None
-        keys = ("name", "group", "goodput", "start", "end", "description")
+        keys = ("name", "group", "goodput", "start", "end", "description", "attributes")
         self._check_keys(as_map, keys, f"lifecycle {role}")
+        attributes: list[tuple[str, str]] = []
+        attrs_node = as_map.get("attributes")
+        if attrs_node is not None:
+            attrs_map = self._map(attrs_node, "attributes")
+            for key, (key_pos, value) in (attrs_map.entries.items() if attrs_map else ()):
+                text = self._str(value, f"attribute '{key}'")
+                if not SPAN_NAME.match(key):
+                    self.diags.error(key_pos, f"attribute key '{key}' must be dotted identifiers")
+                elif text is not None:
+                    attributes.append((key, text))
         name = self._required_str(as_map, "name", f"lifecycle {role}")
         group = self._str(as_map.get("group"), "group") if "group" in as_map.entries else "job"
         if group is not None and group not in group_names:
@@ -225,7 +235,7 @@ class _Builder:
         description = self._str(as_map.get("description"), "description") or "" if "description" in as_map.entries else ""
         if name is None or group is None or (needs_times and (start is None or end is None)):
             return None
-        return LifecycleSpan(role, name, group, as_map.pos, bool(goodput), start, end, description)
+        return LifecycleSpan(role, name, group, as_map.pos, bool(goodput), start, end, description, tuple(attributes))
 
     def _metrics(self) -> tuple[Metric, ...]:
         entry = self.singletons.get("metrics")

@@ -196,6 +196,7 @@ class LifecycleSpan:
     start: str | None = None  # timestamp key
     end: str | None = None
     description: str = ""
+    attributes: tuple[tuple[str, str], ...] = ()  # (key, what it holds): set by the runtime or its caller
 
 
 @dataclass(frozen=True)
