@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
+
+from codegen.resolve.statements import child_blocks
 
 # Decorators whose functions are compiled or scripted: wrapping their bodies changes semantics.
 UNSAFE_DECORATORS = {
@@ -29,22 +32,25 @@ class FunctionSite:
     node: cst.FunctionDef
 
 
-def collect_functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
-    """Every function and method reachable through classes, keyed by dotted qualname; functions
-    defined at the top level of another function's body are ``outer.inner``."""
-    found: dict[str, cst.FunctionDef] = {}
+def collect_functions(module: cst.Module) -> dict[str, list[cst.FunctionDef]]:
+    """Every definition of every function and method reachable through classes, keyed by dotted
+    qualname; functions defined at the top level of another function's body are ``outer.inner``.
+    A name defined twice (``if HAVE_TE: def f ... else: def f ...``) has two entries."""
+    found: dict[str, list[cst.FunctionDef]] = {}
 
-    def walk(body: tuple[cst.BaseStatement, ...] | list[cst.BaseStatement], prefix: str) -> None:
+    def walk(body: Sequence[cst.BaseStatement], prefix: str) -> None:
         for stmt in body:
             if isinstance(stmt, cst.FunctionDef):
                 name = prefix + stmt.name.value
-                found.setdefault(name, stmt)
+                found.setdefault(name, []).append(stmt)
                 if isinstance(stmt.body, cst.IndentedBlock):
                     walk(stmt.body.body, name + ".")
             elif isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock):
                 walk(stmt.body.body, f"{prefix}{stmt.name.value}.")
-            elif isinstance(stmt, (cst.If, cst.Try)) and isinstance(stmt.body, cst.IndentedBlock):
-                walk(stmt.body.body, prefix)  # e.g. functions defined under `if HAVE_TE:`
+            elif isinstance(stmt, (cst.If, cst.Try)):
+                for block in child_blocks(stmt):  # e.g. functions defined under `if HAVE_TE:`
+                    if isinstance(block, cst.IndentedBlock):
+                        walk(block.body, prefix)
 
     walk(module.body, "")
     return found
@@ -67,6 +73,8 @@ def unsafe_reason(func: cst.FunctionDef, is_generator: bool | None = None) -> st
         name = get_full_name_for_node(target) or ""
         if name in UNSAFE_DECORATORS:
             return f"decorated with @{name}: {UNSAFE_DECORATORS[name]}"
+    if func.asynchronous is not None:
+        return "it is a coroutine (async def): spans are kept per thread, not per task"
     if is_generator if is_generator is not None else _is_generator(func):
         return "it is a generator: a span around its body would stay open across yields"
     if _is_stub(func):

@@ -21,6 +21,7 @@ from codegen.diagnostics import Diagnostics, SpecError
 from codegen.resolve.functions import collect_functions, suggest, unsafe_reason
 from codegen.resolve.statements import StatementSite, block_ancestry, first_line_code, matches, statement_sites
 from codegen.spec.model import Hook, Project, Region, Selector, Span
+from codegen.transforms.span import SPAN_VARIABLE
 
 
 @dataclass(frozen=True)
@@ -158,20 +159,39 @@ def _resolve_file(
 ) -> None:
     functions = collect_functions(plan.module)
     facts = _Facts(project.runtime.alias)
+    clash = _alias_clash(plan.module, project.runtime.parent_module, project.runtime.alias)
+    if clash is not None:
+        diags.error(
+            spans[0].where_file,
+            f"{plan.path} already binds '{project.runtime.alias}' at line {line_of(clash)}; the runtime "
+            f"import (from {project.runtime.parent_module} import {project.runtime.alias}) would clash with it",
+        )
+        return
     for span in spans:
-        func = functions.get(span.function)
-        if func is None:
+        definitions = functions.get(span.function, [])
+        if not definitions:
             diags.error(
                 span.where_function,
                 f"function '{span.function}' not found in {span.file}{suggest(span.function, sorted(functions))}",
             )
             continue
+        if len(definitions) > 1:
+            lines = ", ".join(str(line_of(d)) for d in definitions)
+            diags.error(
+                span.where_function,
+                f"function '{span.function}' is defined {len(definitions)} times in {span.file} "
+                f"(lines {lines}); instrumenting one of them is ambiguous",
+            )
+            continue
+        func = definitions[0]
         if facts.instrumented(func, span):
             plan.present.append(span)
             if isinstance(span, Span):
                 _locate_present(plan, span, func, project.runtime.alias, line_of, end_line_of)
             continue
         reason = facts.unsafe(func)
+        if reason is None and isinstance(span, Span) and span.form != "decorator" and facts.taken_names(func):
+            reason = f"it already uses the name(s) {', '.join(sorted(facts.taken_names(func)))} the spans need"
         if reason is not None:
             diags.error(span.where_function, f"cannot instrument {span.function} in {span.file}: {reason}")
             continue
@@ -280,14 +300,16 @@ def _early_exit(stmts: tuple[cst.BaseStatement, ...], line_of: Callable[[cst.CST
         def visit_ClassDef(self, node: cst.ClassDef) -> bool:
             return False
 
-        def _loop(self, node: cst.CSTNode) -> None:
+        def _loop(self, node: cst.For | cst.While) -> bool:
+            # break/continue in the loop body stay in the loop; in its else: they leave it
             self.loops += 1
-
-        def _unloop(self, node: cst.CSTNode) -> None:
+            node.body.visit(self)
             self.loops -= 1
+            if node.orelse is not None:
+                node.orelse.visit(self)
+            return False
 
         visit_For = visit_While = _loop  # type: ignore[assignment]
-        leave_For = leave_While = _unloop  # type: ignore[assignment]
 
         def _exit(self, node: cst.CSTNode) -> None:
             if self.found is None:
@@ -412,6 +434,11 @@ class _Facts:
     def unsafe(self, func: cst.FunctionDef) -> str | None:
         return unsafe_reason(func, is_generator=self._scan(func).generator)
 
+    def taken_names(self, func: cst.FunctionDef) -> set[str]:
+        """``_otel_span*`` names the function uses although no span of ours is in it yet."""
+        scan = self._scan(func)
+        return set() if scan.started else scan.span_names
+
     def instrumented(self, func: cst.FunctionDef, entry: Span | Hook) -> bool:
         scan = self._scan(func)
         if isinstance(entry, Hook):
@@ -432,6 +459,7 @@ class _Scan(cst.CSTVisitor):
         self.generator = False
         self.started: list[cst.BaseExpression] = []
         self.statements: list[cst.Expr] = []
+        self.span_names: set[str] = set()
         self._codes: set[str] | None = None
         self._nested = 0
 
@@ -454,6 +482,14 @@ class _Scan(cst.CSTVisitor):
     def leave_Lambda(self, original_node: cst.Lambda) -> None:
         self._nested -= 1
 
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value.startswith(SPAN_VARIABLE):
+            self.span_names.add(node.value)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value.startswith(SPAN_VARIABLE):
+            self.span_names.add(node.value)
+
     def visit_Yield(self, node: cst.Yield) -> None:
         if not self._nested:
             self.generator = True
@@ -474,6 +510,28 @@ class _Scan(cst.CSTVisitor):
         # hooks are calls or `otel.FLAG and call`: skip docstrings and other bare expressions
         if len(node.body) == 1 and isinstance(expr, cst.Expr) and isinstance(expr.value, (cst.Call, cst.BooleanOperation)):
             self.statements.append(expr)
+
+
+def _alias_clash(module: cst.Module, parent: str, alias: str) -> cst.CSTNode | None:
+    """A top-level statement binding ``alias`` to something other than the runtime package."""
+    for stmt in module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == alias:
+            return stmt
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                source = cst.Module([]).code_for_node(small.module) if isinstance(small, cst.ImportFrom) and small.module else ""
+                for name in small.names:
+                    bound = name.asname.name.value if name.asname else cst.Module([]).code_for_node(name.name).split(".")[0]  # type: ignore[union-attr]
+                    ours = isinstance(small, cst.ImportFrom) and not small.relative and source == parent and name.asname is None
+                    if bound == alias and not ours:
+                        return stmt
+            if isinstance(small, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value == alias for t in small.targets
+            ):
+                return stmt
+    return None
 
 
 def _started_names(node: cst.CSTNode, alias: str) -> list[cst.BaseExpression]:

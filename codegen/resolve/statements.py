@@ -70,6 +70,9 @@ def block_ancestry(func: cst.FunctionDef) -> dict[int, tuple[tuple[int, int], ..
 
 
 def child_blocks(stmt: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
+    """The indented blocks directly inside a compound statement, in source order."""
+    if isinstance(stmt, cst.Match):
+        return [case.body for case in stmt.cases]
     blocks = [stmt.body]
     if isinstance(stmt, cst.Try):
         blocks += [h.body for h in stmt.handlers]

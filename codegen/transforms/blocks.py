@@ -239,14 +239,8 @@ def _leads_to(node: cst.BaseCompoundStatement, functions: set[int]) -> bool:
         if isinstance(current, cst.FunctionDef) and id(current) in functions:
             return True
         if isinstance(current, cst.BaseCompoundStatement):
-            for block in (current.body, *(getattr(current, "handlers", ()) or ())):
-                stack.extend(getattr(block, "body", ()) if not isinstance(block, cst.ExceptHandler) else block.body.body)
-            for attr in ("orelse", "finalbody"):
-                extra = getattr(current, attr, None)
-                if extra is not None:
-                    stack.append(extra if isinstance(extra, cst.If) else extra.body)  # type: ignore[arg-type]
-        elif isinstance(current, cst.IndentedBlock):
-            stack.extend(current.body)
+            for block in child_blocks(current):
+                stack.extend(getattr(block, "body", ()))
     return False
 
 
