@@ -1,0 +1,17 @@
+from megatron import otel
+
+
+class Layer:
+    def forward(self, hidden_states, inference_context=None, packed_seq_params=None):
+        if self.enabled:
+            _otel_span = otel.LAYER and otel.start_span("demo.mixer")
+            try:
+                out = self.mixer(
+                    hidden_states,
+                    inference_context=inference_context,
+                    packed_seq_params=packed_seq_params,
+                )
+            finally:
+                _otel_span and _otel_span.end()
+            return out
+        return None
