@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,16 +53,40 @@ def run_key(spec_dir: Path, source: Path | None) -> str | None:
         )
         for path in specs:
             _add_file(digest, path, spec_dir)
+        digest.update(_versions().encode())
         if source is None:
             digest.update(b"pinned release\n")
         else:
             digest.update(f"source {source.resolve()}\n".encode())
-            for path in sorted((source / "megatron").rglob("*.py")):
-                stat = path.stat()
-                digest.update(f"{path.relative_to(source)} {stat.st_size} {stat.st_mtime_ns}\n".encode())
-    except OSError:
+            named = {source / name for name in _named_files(specs)}
+            for path in sorted(set((source / "megatron").rglob("*.py")) | named):
+                stat = path.stat() if path.exists() else None
+                state = f"{stat.st_size} {stat.st_mtime_ns}" if stat else "missing"
+                digest.update(f"{path.relative_to(source)} {state}\n".encode())
+    except (OSError, ValueError):
         return None
     return digest.hexdigest()
+
+
+def _versions() -> str:
+    """The libraries whose behaviour shapes the output."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = [sys.version]
+    for name in ("libcst", "Jinja2", "PyYAML"):
+        try:
+            parts.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            parts.append(f"{name} ?")
+    return "\n".join(parts) + "\n"
+
+
+_FILE_KEY = re.compile(r"^\s*(?:-\s*)?file:\s*['\"]?([^'\"#\s]+)", re.MULTILINE)
+
+
+def _named_files(specs: list[Path]) -> set[str]:
+    """Every ``file:`` the specs name, found textually (yaml is not imported on this path)."""
+    return {m.group(1) for path in specs for m in _FILE_KEY.finditer(path.read_text(encoding="utf-8"))}
 
 
 def _add_file(digest: hashlib._Hash, path: Path, root: Path) -> None:

@@ -170,10 +170,39 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.clean else EXIT_STALE
 
 
+FORK_MARKER = ".codegen-fork"
+GENERATED_ENTRIES = {"patches", "docs"}
+
+
+def _destination_problem(dest: Path, option: str, allowed: set[str], protected: list[Path]) -> str | None:
+    """Why replacing ``dest`` wholesale would destroy something that is not ours, if it would."""
+    dest = dest.resolve()
+    for path in protected:
+        path = path.resolve()
+        if path == dest or dest in path.parents:
+            return f"{option} {dest}: it contains {path}, which would be replaced"
+    if dest.is_file():
+        return f"{option} {dest}: a file is in the way"
+    if dest.is_dir() and not (dest / FORK_MARKER).is_file():
+        foreign = sorted(p.name for p in dest.iterdir() if p.name not in allowed)
+        if foreign:
+            return f"{option} {dest}: holds {', '.join(foreign[:5])}, which this command did not write; choose an empty or new directory"
+    return None
+
+
 def _apply(args: argparse.Namespace) -> int:
-    run = _run(args, use_cache=not args.no_cache)
     specs_dir = args.specs if args.specs.is_dir() else args.specs.parent
     generated_dir: Path = args.generated or specs_dir.resolve().parent / "generated"
+    protected = [specs_dir, Path.cwd()] + ([args.source] if args.source else [])
+    checks = [(generated_dir, "--generated", GENERATED_ENTRIES)]
+    if args.out is not None:
+        checks.append((args.out, "--out", set()))  # new, empty, or a fork an earlier run wrote
+    for dest, option, allowed in checks:
+        problem = None if args.check and option == "--generated" else _destination_problem(dest, option, allowed, protected)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return EXIT_SPEC
+    run = _run(args, use_cache=not args.no_cache)
     tree = run.tree
     if args.check:
         diff = diff_trees(str(generated_dir), read_tree(generated_dir), tree)
@@ -187,7 +216,9 @@ def _apply(args: argparse.Namespace) -> int:
     docs = sum(1 for name in tree if name.startswith("docs/"))
     print(f"wrote {generated_dir}: {len(run.changes)} patched or added files, {docs} docs pages")
     if args.out is not None:
-        write_tree(args.out, run.changes, base=Path(run.source_root))
+        fork = dict(run.changes)
+        fork[FORK_MARKER] = "Written by `codegen apply --out`; the directory is replaced on the next run.\n"
+        write_tree(args.out, fork, base=Path(run.source_root))
         print(f"wrote the instrumented fork to {args.out}")
     return EXIT_OK
 

@@ -125,3 +125,31 @@ def test_unchanged_second_run_reuses_the_result_cache(
     (root / DEMO).write_text(SOURCE + "\n\ndef more():\n    pass\n")
     with pytest.raises(AssertionError, match="cache should have answered"):
         main(["apply", str(specs), "--source", str(root), "--check"])
+
+
+def test_cache_sees_named_files_outside_megatron(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """A Megatron-LM checkout's top-level scripts are targets too; editing one is a new key."""
+    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
+    spec = SPEC.replace("megatron/demo.py", "tools/demo.py")
+    specs, root = make_project(tmp_path, spec, None, {"tools/demo.py": SOURCE})
+    assert main(["validate", str(specs), "--source", str(root)]) == 0
+    (root / "tools/demo.py").write_text(SOURCE.replace("def work", "def renamed"))
+    assert main(["validate", str(specs), "--source", str(root)]) == 2
+    assert "function 'work' not found in tools/demo.py" in capsys.readouterr().err
+
+
+def test_output_directories_that_hold_other_files_are_refused(project: tuple[Path, Path], tmp_path: Path, capsys) -> None:
+    specs, root = project
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("mine\n")
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(precious)]) == 2
+    assert "holds notes.txt" in capsys.readouterr().err
+    assert main(["apply", str(specs), "--source", str(root), "--out", str(precious)]) == 2
+    assert (precious / "notes.txt").read_text() == "mine\n"
+    assert main(["apply", str(specs), "--source", str(root), "--out", str(tmp_path)]) == 2
+    assert "which would be replaced" in capsys.readouterr().err
+
+    fork = tmp_path / "fork"
+    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0
+    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0, "its own fork is replaced"
