@@ -14,13 +14,13 @@ from codegen.diagnostics import SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
 from codegen.upstream import UpstreamError
 
-EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE = 0, 1, 2, 3
+EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
 DESCRIPTION = """\
 Generate OpenTelemetry instrumentation for Megatron-LM from declarative YAML specs.
 
 Exit codes: 0 ok, 1 generated/ is stale (--check) or verify found problems, 2 spec error,
-3 source, upstream or capture error.
+3 source, upstream or capture error, 4 internal error (a bug).
 """
 
 
@@ -112,6 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_SOURCE
+    except Exception:  # a bug in the generator, not in the input: say so, with what to report
+        import traceback
+
+        traceback.print_exc()
+        print("internal error in codegen (a bug: please report it with the traceback above)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def _run(args: argparse.Namespace, use_cache: bool) -> CachedRun:

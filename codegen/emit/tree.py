@@ -13,7 +13,8 @@ def read_tree(root: Path) -> dict[str, str]:
     if not root.is_dir():
         return {}
     return {
-        p.relative_to(root).as_posix(): p.read_text(encoding="utf-8")
+        # surrogateescape: a file that is not UTF-8 still compares (as different), never crashes
+        p.relative_to(root).as_posix(): p.read_bytes().decode("utf-8", "surrogateescape")
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }

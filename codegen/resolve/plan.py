@@ -132,7 +132,12 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
             for span in spans:
                 diags.error(span.where_file, f"file '{rel}' not found under the source root {root}")
             continue
-        source = path.read_text(encoding="utf-8")
+        try:
+            source = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            for span in spans:
+                diags.error(span.where_file, f"'{rel}' is not UTF-8 text (byte {exc.start})")
+            continue
         try:
             module = parse_source(rel, source)
         except cst.ParserSyntaxError as exc:

@@ -90,7 +90,12 @@ def load_project(spec_dir: Path, diags: Diagnostics | None = None) -> Project:
     builder = _Builder(diags)
     for path in files:
         display = _display_path(path)
-        root = load_yaml(display, path.read_text(encoding="utf-8"), diags)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            diags.error(Pos(display, 1, 1), f"not UTF-8 text (byte {exc.start})")
+            continue
+        root = load_yaml(display, text, diags)
         if root is not None:
             builder.add_file(display, root)
     project = builder.finish(tuple(_display_path(p) for p in files))

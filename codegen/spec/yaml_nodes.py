@@ -59,10 +59,15 @@ def load_yaml(path: str, text: str, diags: Diagnostics) -> YNode | None:
         loader.dispose()
     if root is None:
         return YMap({}, Pos(path, 1, 1))
-    return _convert(path, root, loader, diags)
+    return _convert(path, root, loader, diags, set())
 
 
-def _convert(path: str, node: yaml.Node, loader: yaml.SafeLoader, diags: Diagnostics) -> YNode:
+def _convert(path: str, node: yaml.Node, loader: yaml.SafeLoader, diags: Diagnostics, open_: set[int]) -> YNode:
+    if id(node) in open_:
+        diags.error(_pos(path, node), "an alias refers to a node that contains it (a recursive structure)")
+        return YScalar(None, _pos(path, node))
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        open_ = open_ | {id(node)}
     if isinstance(node, yaml.MappingNode):
         entries: dict[str, tuple[Pos, YNode]] = {}
         for key_node, value_node in node.value:
@@ -74,10 +79,10 @@ def _convert(path: str, node: yaml.Node, loader: yaml.SafeLoader, diags: Diagnos
             if key in entries:
                 diags.error(key_pos, f"duplicate key '{key}' (first at line {entries[key][0].line})")
                 continue
-            entries[key] = (key_pos, _convert(path, value_node, loader, diags))
+            entries[key] = (key_pos, _convert(path, value_node, loader, diags, open_))
         return YMap(entries, _pos(path, node))
     if isinstance(node, yaml.SequenceNode):
-        return YSeq(tuple(_convert(path, item, loader, diags) for item in node.value), _pos(path, node))
+        return YSeq(tuple(_convert(path, item, loader, diags, open_) for item in node.value), _pos(path, node))
     assert isinstance(node, yaml.ScalarNode)
     try:
         value = loader.construct_object(node, deep=True)
