@@ -266,13 +266,16 @@ def _locate_present(
         var = stmt.body[0].targets[0].target.value  # type: ignore[attr-defined]
         block = site.block
         assert isinstance(block, cst.IndentedBlock)
-        ends = [
-            i
-            for i in range(site.index + 1, len(block.body))
-            if _compact(cst.Module([]).code_for_node(block.body[i])) == _compact(f"{var} and {var}.end()")
-            or isinstance(block.body[i], cst.Try)
-        ]
-        last = ends[0] if ends else site.index
+        end_code = _compact(f"{var} and {var}.end()")
+
+        def ends_span(stmt: cst.BaseStatement) -> bool:
+            return isinstance(stmt, cst.SimpleStatementLine) and _compact(cst.Module([]).code_for_node(stmt.body[0])) == end_code
+
+        following = block.body[site.index + 1] if site.index + 1 < len(block.body) else None
+        if isinstance(following, cst.Try) and following.finalbody and ends_span(following.finalbody.body.body[-1]):  # type: ignore[union-attr]
+            last = site.index + 1  # try form
+        else:  # flat form: the first `var and var.end()` after the start in the same block
+            last = next((i for i in range(site.index + 1, len(block.body)) if ends_span(block.body[i])), site.index)
         plan.present_wraps.append(
             Wrap(span, func, block, site.index, last + 1, block_ancestry(func)[id(block)])
         )
