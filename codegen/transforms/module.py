@@ -10,6 +10,7 @@ import libcst.matchers as m
 from codegen.resolve.plan import FilePlan
 from codegen.spec.model import Project
 from codegen.transforms.blocks import BlockEditor
+from codegen.transforms.render import LINE_LENGTH
 
 
 def transform_file(project: Project, plan: FilePlan) -> str:
@@ -43,7 +44,7 @@ def add_runtime_import(project: Project, module: cst.Module) -> cst.Module:
         names = list(node.names)
         if any(m.matches(a, m.ImportAlias(name=m.Name(alias), asname=None)) for a in names):
             return module
-        body[index] = stmt.with_changes(body=[_merge_alias(node, alias)])
+        body[index] = _fit_import(stmt.with_changes(body=[_merge_alias(node, alias)]))
         return module.with_changes(body=body)
     new = cst.parse_statement(f"from {parent} import {alias}\n")
     return _blank_lines_after_imports(_place_new_import(project, module.with_changes(body=body), new))
@@ -53,17 +54,54 @@ _EMPTY = cst.Module(body=[])
 
 
 def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
-    """Insert ``alias`` at its alphabetical (isort) position, keeping the existing commas."""
+    """Insert ``alias`` at its alphabetical (isort) position. Every existing name keeps its own
+    comma, and with it any comment after it; the new name gets a plain separator."""
     names = list(node.names)  # type: ignore[arg-type]
     keys = [_EMPTY.code_for_node(n.name).lower() for n in names]
     index = bisect.bisect_left(keys, alias.lower())
-    commas = [n.comma for n in names]
-    separator = next(
-        (c for c in commas if isinstance(c, cst.Comma)), cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    )
-    ordered = names[:index] + [cst.ImportAlias(name=cst.Name(alias))] + names[index:]
-    new_commas = [separator] * (len(ordered) - 1) + [commas[-1]]
-    return node.with_changes(names=[n.with_changes(comma=c) for n, c in zip(ordered, new_commas)])
+    commas = [n.comma for n in names[:-1] if isinstance(n.comma, cst.Comma)]
+    plain = next((c for c in commas if not _has_comment(c)), None)
+    if plain is None and commas:  # every separator carries a comment: reuse one's layout, not its text
+        after = commas[0].whitespace_after
+        plain = commas[0].with_changes(whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace()))  # type: ignore[union-attr]
+    plain = plain or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    new = cst.ImportAlias(name=cst.Name(alias))
+    if index < len(names):
+        return node.with_changes(names=names[:index] + [new.with_changes(comma=plain)] + names[index:])
+    # Appended: the old last name needs a separator (keeping its comment); the new one takes over
+    # what followed the old last name (a trailing comma and the line break before ")", or nothing).
+    last = names[-1]
+    tail = last.comma
+    if isinstance(tail, cst.Comma):
+        separator = plain
+        if _has_comment(tail) and isinstance(plain.whitespace_after, cst.ParenthesizedWhitespace):
+            separator = plain.with_changes(
+                whitespace_after=plain.whitespace_after.with_changes(first_line=tail.whitespace_after.first_line)  # type: ignore[union-attr]
+            )
+        if isinstance(tail.whitespace_after, cst.ParenthesizedWhitespace):
+            tail = tail.with_changes(
+                whitespace_after=tail.whitespace_after.with_changes(first_line=cst.TrailingWhitespace())
+            )
+        return node.with_changes(names=names[:-1] + [last.with_changes(comma=separator), new.with_changes(comma=tail)])
+    return node.with_changes(names=names[:-1] + [last.with_changes(comma=plain), new])
+
+
+def _has_comment(comma: cst.Comma) -> bool:
+    after = comma.whitespace_after
+    return isinstance(after, cst.ParenthesizedWhitespace) and after.first_line.comment is not None
+
+
+def _fit_import(stmt: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+    """A one-line ``from x import a, b`` that grew past 100 columns, the way black lays it out."""
+    code = _EMPTY.code_for_node(stmt.with_changes(leading_lines=()))
+    first = code.split("\n")[0]
+    node = stmt.body[0]
+    if len(first) <= LINE_LENGTH or "\n" in code.rstrip("\n") or not isinstance(node, cst.ImportFrom) or node.lpar:
+        return stmt
+    module = _EMPTY.code_for_node(node.module)  # type: ignore[arg-type]
+    names = [_EMPTY.code_for_node(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]  # type: ignore[union-attr]
+    text = f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+    return cst.parse_statement(text).with_changes(leading_lines=stmt.leading_lines)  # type: ignore[return-value]
 
 
 def _module_name(stmt: cst.BaseStatement) -> str | None:
@@ -93,7 +131,8 @@ def _place_new_import(project: Project, module: cst.Module, new_stmt: cst.BaseSt
         return module.with_changes(body=body)
     same = [(i, name) for i, name in imports if name.split(".")[0] == top]
     if same:
-        after = [i for i, name in same if name.lower() > target.lower()]
+        # isort puts `import x` lines before `from x import` lines: compare with the latter only
+        after = [i for i, name in same if name.lower() > target.lower() and _is_from(body[i])]
         if after:
             index = after[0]
             new_stmt = new_stmt.with_changes(leading_lines=body[index].leading_lines)
@@ -105,6 +144,10 @@ def _place_new_import(project: Project, module: cst.Module, new_stmt: cst.BaseSt
         new_stmt = new_stmt.with_changes(leading_lines=(cst.EmptyLine(),))
     body.insert(index, new_stmt)
     return module.with_changes(body=body)
+
+
+def _is_from(stmt: cst.BaseStatement) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.ImportFrom)
 
 
 def _after_header(body: list[cst.BaseStatement]) -> int:

@@ -1,0 +1,7 @@
+import os
+
+import megatron.core.x
+
+
+def f():
+    return os, megatron

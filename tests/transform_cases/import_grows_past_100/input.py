@@ -1,0 +1,5 @@
+from megatron import aaaaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbbbbbbbb, cccccccccccccccccccccccccccc, ddddd
+
+
+def f():
+    return 1
