@@ -494,10 +494,6 @@ class _Scan(cst.CSTVisitor):
         if node.value.startswith(SPAN_VARIABLE):
             self.span_names.add(node.value)
 
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value.startswith(SPAN_VARIABLE):
-            self.span_names.add(node.value)
-
     def visit_Yield(self, node: cst.Yield) -> None:
         if not self._nested:
             self.generator = True

@@ -471,7 +471,7 @@ class _Builder:
         selector = self._selector(YMap({k: v for k, v in spec.entries.items() if k in ("call", "within", "occurrence")}, spec.pos))
         wrapper = self._required_str(spec, "with", "wrap")
         if wrapper is not None and not DOTTED.match(wrapper):
-            self.diags.error(spec.get("with").pos, f"'with' must be a dotted callable such as otel.in_context")  # type: ignore[union-attr]
+            self.diags.error(spec.get("with").pos, "'with' must be a dotted callable such as otel.in_context")  # type: ignore[union-attr]
             return None
         argument = result = None
         if ("argument" in spec.entries) == ("result" in spec.entries):
