@@ -42,7 +42,7 @@ def parents_of(project: Project, plan: Plan) -> dict[str, tuple[str, ...]]:
         result[name].update(found)
     for span in project.spans:
         for name in _span_names(span):
-            result[name].update(span.parents)
+            result[name].update(span.parents_of(name))
     startup = next((s.name for s in project.lifecycle if s.role == "startup"), None)
     for span in project.lifecycle:
         if span.role == "phase" and startup is not None:

@@ -181,7 +181,7 @@ class _Builder:
         self._check_unique_names(spans, lifecycle)
         known = {n for s in spans for n in (s.names or (s.name,))} | {s.name for s in lifecycle}
         for span in spans:
-            for parent in span.parents:
+            for parent in {*span.parents, *(p for _, ps in span.name_parents for p in ps)}:
                 if parent not in known:
                     self._unknown(span.pos, "parent span", parent, sorted(known))
         if runtime is None or upstream is None:
@@ -654,8 +654,17 @@ class _Builder:
         note = self._str(node.get("note"), "note") or "" if "note" in node.entries else ""
         when = self._expression(node.get("when"), "when") if "when" in node.entries else None
         parents: tuple[str, ...] = ()
-        if "parents" in node.entries:
-            parents = tuple(p for p in (self._str(n, "parent") for n in self._seq(node.get("parents"), "parents")) if p)  # type: ignore[arg-type]
+        name_parents: list[tuple[str, tuple[str, ...]]] = []
+        parents_node = node.get("parents")
+        if isinstance(parents_node, YMap):  # {name: [parents]} for a span with several names
+            for key, (key_pos, value) in parents_node.entries.items():
+                if key != name and key not in [self._str(n, "name") for n in self._seq(node.get("names") or YSeq((), node.pos), "names")]:
+                    self.diags.error(key_pos, f"'{key}' is not one of this span's names")
+                    ok = False
+                    continue
+                name_parents.append((key, self._names(value, "parents")))
+        elif parents_node is not None:
+            parents = self._names(parents_node, "parents")
         form = self._form(node.get("form")) if "form" in node.entries else self.default_forms.get(id(node), "try")
         if form is None:
             ok = False
@@ -709,7 +718,11 @@ class _Builder:
             names=names,
             form=form,  # type: ignore[arg-type]
             parents=parents,
+            name_parents=tuple(name_parents),
         )
+
+    def _names(self, node: YNode, what: str) -> tuple[str, ...]:
+        return tuple(n for n in (self._str(item, what) for item in self._seq(node, what)) if n)
 
     def _form(self, node: YNode) -> str | None:
         form = self._str(node, "form")

@@ -108,6 +108,11 @@ class Span(_Placed):
     function_pos: Pos | None = None
     form: Literal["try", "flat", "decorator"] = "try"
     parents: tuple[str, ...] = ()  # spans of other functions this one runs inside, for the docs
+    # per-name parents when the span has several names (each overrides ``parents`` for its name)
+    name_parents: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def parents_of(self, name: str) -> tuple[str, ...]:
+        return dict(self.name_parents).get(name, self.parents)
     when: str | None = None  # extra condition, evaluated only when the group records
     name_expr: str | None = None  # chooses among ``names`` at run time
     names: tuple[str, ...] = ()  # every name the span can take (``name`` is the first)
