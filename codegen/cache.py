@@ -48,8 +48,10 @@ def run_key(spec_dir: Path, source: Path | None) -> str | None:
         for root, pattern in ((PACKAGE, "*.py"), (TEMPLATES, "*.j2")):
             for path in sorted(root.rglob(pattern)):
                 _add_file(digest, path, root)
-        specs = [spec_dir] if spec_dir.is_file() else sorted(
-            p for p in spec_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()
+        specs = (
+            [spec_dir]
+            if spec_dir.is_file()
+            else sorted(p for p in spec_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
         )
         for path in specs:
             _add_file(digest, path, spec_dir)

@@ -38,7 +38,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     _common(apply)
     apply.add_argument(
-        "--out", type=Path, metavar="DIR", help="write the whole instrumented source tree to DIR (replaced atomically)"
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write the whole instrumented source tree to DIR (replaced atomically)",
     )
     apply.add_argument(
         "--generated",
@@ -47,7 +50,9 @@ def _parser() -> argparse.ArgumentParser:
         help="where the patch set and docs go (default: generated/ beside the specs directory)",
     )
     apply.add_argument(
-        "--no-cache", action="store_true", help="do not reuse or store the results of an identical earlier run"
+        "--no-cache",
+        action="store_true",
+        help="do not reuse or store the results of an identical earlier run",
     )
     apply.add_argument(
         "--check",
@@ -204,7 +209,11 @@ def _apply(args: argparse.Namespace) -> int:
     if args.out is not None:
         checks.append((args.out, "--out", set()))  # new, empty, or a fork an earlier run wrote
     for dest, option, allowed in checks:
-        problem = None if args.check and option == "--generated" else _destination_problem(dest, option, allowed, protected)
+        problem = (
+            None
+            if args.check and option == "--generated"
+            else _destination_problem(dest, option, allowed, protected)
+        )
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             return EXIT_SPEC

@@ -28,7 +28,9 @@ class Generation:
     docs: dict[str, str]
 
     def patches(self) -> dict[str, str]:
-        return write_patch_set({path: make_patch(path, old, new) for path, (old, new) in self.changes.items()})
+        return write_patch_set(
+            {path: make_patch(path, old, new) for path, (old, new) in self.changes.items()}
+        )
 
     def generated_tree(self) -> dict[str, str]:
         """Everything under ``generated/``: the patch set and the docs."""
@@ -61,4 +63,6 @@ def generate(spec_dir: Path, source: Path | None = None) -> Generation:
         old = existing.read_text(encoding="utf-8") if existing.is_file() else None
         if old != text:
             changes[path] = (old, text)
-    return Generation(project, root, plan, dict(sorted(changes.items())), render_docs(project, plan, TEMPLATES_DIR))
+    return Generation(
+        project, root, plan, dict(sorted(changes.items())), render_docs(project, plan, TEMPLATES_DIR)
+    )

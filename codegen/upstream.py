@@ -153,9 +153,7 @@ def _obtain_wheel(pin: UpstreamPin, cache: Path, tree_name: str) -> Path:
             raise UpstreamError(f"download of {pin.filename} produced {found} instead")
         actual = _sha256(fetched)
         if actual != pin.sha256:
-            raise UpstreamError(
-                f"sha256 mismatch for {pin.filename}: expected {pin.sha256}, got {actual}"
-            )
+            raise UpstreamError(f"sha256 mismatch for {pin.filename}: expected {pin.sha256}, got {actual}")
         os.replace(fetched, cached)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

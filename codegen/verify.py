@@ -175,4 +175,6 @@ def _otlp_value(value: dict[str, Any]) -> Any:
 
 def _otlp_span(raw: dict[str, Any]) -> CapturedSpan:
     attributes = {a["key"]: _otlp_value(a.get("value", {})) for a in raw.get("attributes", [])}
-    return CapturedSpan(raw["name"], _hex(raw.get("spanId")), _hex(raw.get("parentSpanId")) or None, attributes)
+    return CapturedSpan(
+        raw["name"], _hex(raw.get("spanId")), _hex(raw.get("parentSpanId")) or None, attributes
+    )

@@ -102,7 +102,11 @@ def render_docs(project: Project, plan: Plan, templates_dir: Path) -> dict[str, 
         for g in project.groups
     ]
     presets = [
-        {"name": p.name, "groups": ", ".join(project.expand_preset(p.name)), "description": _md(p.description)}
+        {
+            "name": p.name,
+            "groups": ", ".join(project.expand_preset(p.name)),
+            "description": _md(p.description),
+        }
         for p in project.presets
     ]
     children: dict[str, list[str]] = {}

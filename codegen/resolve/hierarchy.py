@@ -20,7 +20,9 @@ def static_parents(plan: Plan) -> dict[str, set[str]]:
         def contains(outer: Wrap, inner: Wrap) -> bool:
             return outer.contains(inner, order[id(outer)] < order[id(inner)])
 
-        decorated = {id(func): span for span, func in (*file_plan.decorations, *file_plan.present_decorations)}
+        decorated = {
+            id(func): span for span, func in (*file_plan.decorations, *file_plan.present_decorations)
+        }
         for inner in spans:
             enclosing = [o for o in spans if contains(o, inner)]
             if not enclosing:

@@ -19,7 +19,13 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.resolve.functions import collect_functions, suggest, unsafe_reason
-from codegen.resolve.statements import StatementSite, block_ancestry, first_line_code, matches, statement_sites
+from codegen.resolve.statements import (
+    StatementSite,
+    block_ancestry,
+    first_line_code,
+    matches,
+    statement_sites,
+)
 from codegen.spec.model import Hook, Project, Region, Selector, Span
 from codegen.transforms.span import SPAN_VARIABLE
 
@@ -196,12 +202,16 @@ def _resolve_file(
             continue
         reason = facts.unsafe(func)
         if reason is None and isinstance(span, Span) and span.form != "decorator" and facts.taken_names(func):
-            reason = f"it already uses the name(s) {', '.join(sorted(facts.taken_names(func)))} the spans need"
+            reason = (
+                f"it already uses the name(s) {', '.join(sorted(facts.taken_names(func)))} the spans need"
+            )
         if reason is not None:
             diags.error(span.where_function, f"cannot instrument {span.function} in {span.file}: {reason}")
             continue
         if not isinstance(func.body, cst.IndentedBlock):
-            diags.error(span.where_function, f"cannot instrument {span.function}: its body is on the 'def' line")
+            diags.error(
+                span.where_function, f"cannot instrument {span.function}: its body is on the 'def' line"
+            )
             continue
         if isinstance(span, Hook) and span.kind == "wrap":
             rewrite = _resolve_rewrite(span, func, project.runtime.alias, line_of, diags)
@@ -240,9 +250,7 @@ def _resolve_file(
                     "use form: try",
                 )
                 continue
-        plan.wraps.append(
-            Wrap(span, func, block, start, end, block_ancestry(func)[id(block)])
-        )
+        plan.wraps.append(Wrap(span, func, block, start, end, block_ancestry(func)[id(block)]))
 
 
 def _locate_present(
@@ -269,13 +277,22 @@ def _locate_present(
         end_code = _compact(f"{var} and {var}.end()")
 
         def ends_span(stmt: cst.BaseStatement) -> bool:
-            return isinstance(stmt, cst.SimpleStatementLine) and _compact(cst.Module([]).code_for_node(stmt.body[0])) == end_code
+            return (
+                isinstance(stmt, cst.SimpleStatementLine)
+                and _compact(cst.Module([]).code_for_node(stmt.body[0])) == end_code
+            )
 
         following = block.body[site.index + 1] if site.index + 1 < len(block.body) else None
-        if isinstance(following, cst.Try) and following.finalbody and ends_span(following.finalbody.body.body[-1]):  # type: ignore[union-attr]
+        if (
+            isinstance(following, cst.Try)
+            and following.finalbody
+            and ends_span(following.finalbody.body.body[-1])
+        ):  # type: ignore[union-attr]
             last = site.index + 1  # try form
         else:  # flat form: the first `var and var.end()` after the start in the same block
-            last = next((i for i in range(site.index + 1, len(block.body)) if ends_span(block.body[i])), site.index)
+            last = next(
+                (i for i in range(site.index + 1, len(block.body)) if ends_span(block.body[i])), site.index
+            )
         plan.present_wraps.append(
             Wrap(span, func, block, site.index, last + 1, block_ancestry(func)[id(block)])
         )
@@ -358,11 +375,16 @@ def _resolve_rewrite(
         if isinstance(c, cst.Call) and get_full_name_for_node(c.func) == hook.selector.value
     ]
     if len(calls) != 1:
-        diags.error(hook.selector.pos, f"line {line_of(site.node)} calls {hook.selector.value} {len(calls)} times; wrap needs one")
+        diags.error(
+            hook.selector.pos,
+            f"line {line_of(site.node)} calls {hook.selector.value} {len(calls)} times; wrap needs one",
+        )
         return None
     call = calls[0]
     if hook.argument is not None and argument_index(call, hook.argument) is None:
-        diags.error(hook.selector.pos, f"the call on line {line_of(site.node)} has no argument {hook.argument}")
+        diags.error(
+            hook.selector.pos, f"the call on line {line_of(site.node)} has no argument {hook.argument}"
+        )
         return None
     if not isinstance(site.block, cst.IndentedBlock):
         diags.error(hook.pos, "cannot rewrite a statement of a one-line block")
@@ -373,7 +395,10 @@ def _resolve_rewrite(
 def argument_index(call: cst.Call, argument: int | str) -> int | None:
     """Index in ``call.args`` of a positional argument (by position) or a keyword (by name)."""
     if isinstance(argument, str):
-        return next((i for i, a in enumerate(call.args) if a.keyword is not None and a.keyword.value == argument), None)
+        return next(
+            (i for i, a in enumerate(call.args) if a.keyword is not None and a.keyword.value == argument),
+            None,
+        )
     positional = [i for i, a in enumerate(call.args) if a.keyword is None and not a.star]
     return positional[argument] if argument < len(positional) else None
 
@@ -384,7 +409,9 @@ def _wrapped(rewrite_call: cst.Call, hook: Hook, statement: cst.BaseStatement) -
         value = rewrite_call.args[argument_index(rewrite_call, hook.argument)].value  # type: ignore[index]
         return isinstance(value, cst.Call) and get_full_name_for_node(value.func) == hook.wrapper
     return any(
-        isinstance(c, cst.Call) and get_full_name_for_node(c.func) == hook.wrapper and any(a.value is rewrite_call for a in c.args)
+        isinstance(c, cst.Call)
+        and get_full_name_for_node(c.func) == hook.wrapper
+        and any(a.value is rewrite_call for a in c.args)
         for c in m.findall(statement, m.Call())
     )
 
@@ -512,7 +539,11 @@ class _Scan(cst.CSTVisitor):
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         expr = node.body[0]
         # hooks are calls or `otel.FLAG and call`: skip docstrings and other bare expressions
-        if len(node.body) == 1 and isinstance(expr, cst.Expr) and isinstance(expr.value, (cst.Call, cst.BooleanOperation)):
+        if (
+            len(node.body) == 1
+            and isinstance(expr, cst.Expr)
+            and isinstance(expr.value, (cst.Call, cst.BooleanOperation))
+        ):
             self.statements.append(expr)
 
 
@@ -524,11 +555,26 @@ def _alias_clash(module: cst.Module, parent: str, alias: str) -> cst.CSTNode | N
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
         for small in stmt.body:
-            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
-                source = cst.Module([]).code_for_node(small.module) if isinstance(small, cst.ImportFrom) and small.module else ""
+            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
+                small.names, cst.ImportStar
+            ):
+                source = (
+                    cst.Module([]).code_for_node(small.module)
+                    if isinstance(small, cst.ImportFrom) and small.module
+                    else ""
+                )
                 for name in small.names:
-                    bound = name.asname.name.value if name.asname else cst.Module([]).code_for_node(name.name).split(".")[0]  # type: ignore[union-attr]
-                    ours = isinstance(small, cst.ImportFrom) and not small.relative and source == parent and name.asname is None
+                    bound = (
+                        name.asname.name.value
+                        if name.asname
+                        else cst.Module([]).code_for_node(name.name).split(".")[0]
+                    )  # type: ignore[union-attr]
+                    ours = (
+                        isinstance(small, cst.ImportFrom)
+                        and not small.relative
+                        and source == parent
+                        and name.asname is None
+                    )
                     if bound == alias and not ours:
                         return stmt
             if isinstance(small, cst.Assign) and any(

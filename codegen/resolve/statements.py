@@ -60,7 +60,9 @@ def block_ancestry(func: cst.FunctionDef) -> dict[int, tuple[tuple[int, int], ..
         if not isinstance(block, cst.IndentedBlock):
             return
         for index, stmt in enumerate(block.body):
-            if isinstance(stmt, cst.BaseCompoundStatement) and not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            if isinstance(stmt, cst.BaseCompoundStatement) and not isinstance(
+                stmt, (cst.FunctionDef, cst.ClassDef)
+            ):
                 for child in child_blocks(stmt):
                     walk(child, path + ((id(block), index),))
 
@@ -177,7 +179,8 @@ def matches(selector: Selector, site: StatementSite) -> bool:
     if selector.kind == "return":
         return isinstance(stmt, cst.SimpleStatementLine) and any(
             isinstance(small, cst.Return)
-            and normalize(_EMPTY.code_for_node(small.value) if small.value else "") == normalize(selector.value)
+            and normalize(_EMPTY.code_for_node(small.value) if small.value else "")
+            == normalize(selector.value)
             for small in stmt.body
         )
     if selector.kind == "try":

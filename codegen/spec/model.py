@@ -113,6 +113,7 @@ class Span(_Placed):
 
     def parents_of(self, name: str) -> tuple[str, ...]:
         return dict(self.name_parents).get(name, self.parents)
+
     when: str | None = None  # extra condition, evaluated only when the group records
     name_expr: str | None = None  # chooses among ``names`` at run time
     names: tuple[str, ...] = ()  # every name the span can take (``name`` is the first)

@@ -62,7 +62,9 @@ def load_yaml(path: str, text: str, diags: Diagnostics) -> YNode | None:
     return _convert(path, root, loader, diags, set())
 
 
-def _convert(path: str, node: yaml.Node, loader: yaml.SafeLoader, diags: Diagnostics, open_: set[int]) -> YNode:
+def _convert(
+    path: str, node: yaml.Node, loader: yaml.SafeLoader, diags: Diagnostics, open_: set[int]
+) -> YNode:
     if id(node) in open_:
         diags.error(_pos(path, node), "an alias refers to a node that contains it (a recursive structure)")
         return YScalar(None, _pos(path, node))
@@ -82,7 +84,9 @@ def _convert(path: str, node: yaml.Node, loader: yaml.SafeLoader, diags: Diagnos
             entries[key] = (key_pos, _convert(path, value_node, loader, diags, open_))
         return YMap(entries, _pos(path, node))
     if isinstance(node, yaml.SequenceNode):
-        return YSeq(tuple(_convert(path, item, loader, diags, open_) for item in node.value), _pos(path, node))
+        return YSeq(
+            tuple(_convert(path, item, loader, diags, open_) for item in node.value), _pos(path, node)
+        )
     assert isinstance(node, yaml.ScalarNode)
     try:
         value = loader.construct_object(node, deep=True)

@@ -15,16 +15,20 @@ from codegen.resolve.plan import Insert, Rewrite, Wrap, argument_index
 from codegen.resolve.statements import block_ancestry, child_blocks
 from codegen.spec.model import Hook, Project, Span
 from codegen.transforms.render import LINE_LENGTH, expression_statement
-from codegen.transforms.span import span_decorator, span_end, span_setter, span_start, span_variable
+from codegen.transforms.span import (
+    span_decorator,
+    span_end,
+    span_setter,
+    span_start,
+    span_variable,
+)
 
 
 def nesting_depths(wraps: Sequence[Wrap]) -> dict[int, int]:
     """Depth of each span wrap among the span wraps of its function (1 = outermost)."""
     spans = [w for w in wraps if isinstance(w.entry, Span)]
     order = {id(w): i for i, w in enumerate(spans)}
-    return {
-        id(w): 1 + sum(o.contains(w, order[id(o)] < order[id(w)]) for o in spans) for w in spans
-    }
+    return {id(w): 1 + sum(o.contains(w, order[id(o)] < order[id(w)]) for o in spans) for w in spans}
 
 
 class BlockEditor(cst.CSTTransformer):
@@ -74,7 +78,9 @@ class BlockEditor(cst.CSTTransformer):
             if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite, cst.BaseExpression)):
                 return False
             if isinstance(node, cst.BaseCompoundStatement):
-                if not any(id(b) in self.relevant for b in child_blocks(node)) and not _leads_to(node, self.edited):
+                if not any(id(b) in self.relevant for b in child_blocks(node)) and not _leads_to(
+                    node, self.edited
+                ):
                     return False
             return super().on_visit(node)
         if isinstance(node, cst.BaseCompoundStatement) and not _leads_to(node, self.edited):
@@ -88,7 +94,9 @@ class BlockEditor(cst.CSTTransformer):
             self.inside -= 1
         return super().on_leave(original_node, updated_node)
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
         span = self.decorations.get(id(original_node))
         if span is None:
             return updated_node
@@ -99,7 +107,9 @@ class BlockEditor(cst.CSTTransformer):
         self.indents.append(self.indents[-1] + (node.indent if node.indent is not None else self.step))
         return True
 
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
         indent = self.indents.pop()
         wraps = self.wraps.get(id(original_node), [])
         inserts = self.inserts.get(id(original_node), [])
@@ -156,12 +166,20 @@ class BlockEditor(cst.CSTTransformer):
         assert isinstance(new, cst.BaseStatement)
         # A one-line statement that became one long call is laid out again the way black would.
         one_line = "\n" not in cst.Module([]).code_for_node(stmt.with_changes(leading_lines=())).rstrip("\n")
-        if rewrite.hook.result is not None and one_line and isinstance(new, cst.SimpleStatementLine) and len(new.body) == 1 and isinstance(new.body[0], cst.Expr):
+        if (
+            rewrite.hook.result is not None
+            and one_line
+            and isinstance(new, cst.SimpleStatementLine)
+            and len(new.body) == 1
+            and isinstance(new.body[0], cst.Expr)
+        ):
             code = " ".join(cst.Module([]).code_for_node(new.body[0]).split())
             value = new.body[0].value
             if isinstance(value, cst.Call) and len(indent + code) > LINE_LENGTH:
                 laid_out = _statement(expression_statement(code, indent, self.step), indent)
-                new = laid_out.with_changes(leading_lines=new.leading_lines, trailing_whitespace=new.trailing_whitespace)
+                new = laid_out.with_changes(
+                    leading_lines=new.leading_lines, trailing_whitespace=new.trailing_whitespace
+                )
         return new
 
     def _hook_call(self, hook: Hook, call: str, indent: str) -> cst.BaseStatement:
@@ -203,10 +221,14 @@ class BlockEditor(cst.CSTTransformer):
             body[0] = body[0].with_changes(leading_lines=())
         if not final:
             return before + body
-        wrapped = cst.Try(body=cst.IndentedBlock(body=body), finalbody=cst.Finally(body=cst.IndentedBlock(body=final)))
+        wrapped = cst.Try(
+            body=cst.IndentedBlock(body=body), finalbody=cst.Finally(body=cst.IndentedBlock(body=final))
+        )
         if not before:
             wrapped = wrapped.with_changes(leading_lines=body[0].leading_lines)
-            wrapped = wrapped.with_changes(body=wrapped.body.with_changes(body=[body[0].with_changes(leading_lines=())] + body[1:]))
+            wrapped = wrapped.with_changes(
+                body=wrapped.body.with_changes(body=[body[0].with_changes(leading_lines=())] + body[1:])
+            )
         return before + [wrapped]
 
 
@@ -294,11 +316,15 @@ class _Explode(cst.CSTTransformer):
         args = list(updated_node.args)
         closing = args[-1].whitespace_after_arg
         exploded = [
-            a.with_changes(comma=cst.Comma(whitespace_after=opening), whitespace_after_arg=cst.SimpleWhitespace(""))
+            a.with_changes(
+                comma=cst.Comma(whitespace_after=opening), whitespace_after_arg=cst.SimpleWhitespace("")
+            )
             for a in args[:-1]
         ]
         exploded.append(
-            args[-1].with_changes(comma=cst.Comma(whitespace_after=closing), whitespace_after_arg=cst.SimpleWhitespace(""))
+            args[-1].with_changes(
+                comma=cst.Comma(whitespace_after=closing), whitespace_after_arg=cst.SimpleWhitespace("")
+            )
         )
         return updated_node.with_changes(args=exploded)
 

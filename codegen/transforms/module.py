@@ -63,7 +63,9 @@ def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
     plain = next((c for c in commas if not _has_comment(c)), None)
     if plain is None and commas:  # every separator carries a comment: reuse one's layout, not its text
         after = commas[0].whitespace_after
-        plain = commas[0].with_changes(whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace()))  # type: ignore[union-attr]
+        plain = commas[0].with_changes(
+            whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace())
+        )  # type: ignore[union-attr]
     plain = plain or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     new = cst.ImportAlias(name=cst.Name(alias))
     if index < len(names):
@@ -76,13 +78,17 @@ def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
         separator = plain
         if _has_comment(tail) and isinstance(plain.whitespace_after, cst.ParenthesizedWhitespace):
             separator = plain.with_changes(
-                whitespace_after=plain.whitespace_after.with_changes(first_line=tail.whitespace_after.first_line)  # type: ignore[union-attr]
+                whitespace_after=plain.whitespace_after.with_changes(
+                    first_line=tail.whitespace_after.first_line
+                )  # type: ignore[union-attr]
             )
         if isinstance(tail.whitespace_after, cst.ParenthesizedWhitespace):
             tail = tail.with_changes(
                 whitespace_after=tail.whitespace_after.with_changes(first_line=cst.TrailingWhitespace())
             )
-        return node.with_changes(names=names[:-1] + [last.with_changes(comma=separator), new.with_changes(comma=tail)])
+        return node.with_changes(
+            names=names[:-1] + [last.with_changes(comma=separator), new.with_changes(comma=tail)]
+        )
     return node.with_changes(names=names[:-1] + [last.with_changes(comma=plain), new])
 
 
@@ -96,7 +102,12 @@ def _fit_import(stmt: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
     code = _EMPTY.code_for_node(stmt.with_changes(leading_lines=()))
     first = code.split("\n")[0]
     node = stmt.body[0]
-    if len(first) <= LINE_LENGTH or "\n" in code.rstrip("\n") or not isinstance(node, cst.ImportFrom) or node.lpar:
+    if (
+        len(first) <= LINE_LENGTH
+        or "\n" in code.rstrip("\n")
+        or not isinstance(node, cst.ImportFrom)
+        or node.lpar
+    ):
         return stmt
     module = _EMPTY.code_for_node(node.module)  # type: ignore[arg-type]
     names = [_EMPTY.code_for_node(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]  # type: ignore[union-attr]
@@ -153,7 +164,9 @@ def _is_from(stmt: cst.BaseStatement) -> bool:
 def _after_header(body: list[cst.BaseStatement]) -> int:
     """Index after the module docstring and ``from __future__`` imports."""
     index = 0
-    if body and m.matches(body[0], m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())])):
+    if body and m.matches(
+        body[0], m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())])
+    ):
         index = 1
     while index < len(body) and m.matches(
         body[index], m.SimpleStatementLine(body=[m.ImportFrom(module=m.Name("__future__"))])

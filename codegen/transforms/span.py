@@ -16,7 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from codegen.spec.model import Attribute, Project, Span
-from codegen.transforms.render import LINE_LENGTH, DictArg, call_statement, string_literal
+from codegen.transforms.render import (
+    LINE_LENGTH,
+    DictArg,
+    call_statement,
+    string_literal,
+)
 
 SPAN_VARIABLE = "_otel_span"
 

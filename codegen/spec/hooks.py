@@ -1,0 +1,228 @@
+"""`hooks:` entries: calls into the runtime at entry, before/after/around statements, and call rewrites."""
+
+from __future__ import annotations
+
+import ast
+
+from codegen.diagnostics import Pos
+from codegen.spec.model import (
+    Hook,
+)
+from codegen.spec.reader import DOTTED, IDENTIFIER, quote
+from codegen.spec.selectors import SelectorReader
+from codegen.spec.yaml_nodes import YMap, YNode, YScalar
+
+HOOK_KEYS = (
+    "file",
+    "function",
+    "entry",
+    "before",
+    "after",
+    "around",
+    "whole_function",
+    "call",
+    "enter",
+    "exit",
+    "guard",
+    "record",
+    "stamp",
+    "note",
+    "wrap",
+)
+WRAP_KEYS = ("call", "within", "occurrence", "argument", "result", "with")
+
+
+class HookReader(SelectorReader):
+    hook_nodes: list[tuple[YMap, tuple[str, Pos] | None]]
+
+    def _hooks(self, group_names: set[str], metric_names: set[str], alias: str) -> tuple[Hook, ...]:
+        hooks = []
+        for node, default_file in self.hook_nodes:
+            hook = self._hook(node, default_file, group_names, metric_names, alias)
+            if hook is not None:
+                hooks.append(hook)
+        return tuple(hooks)
+
+    def _hook(
+        self,
+        node: YMap,
+        default_file: tuple[str, Pos] | None,
+        group_names: set[str],
+        metric_names: set[str],
+        alias: str,
+    ) -> Hook | None:
+        self._check_keys(node, HOOK_KEYS, "hook")
+        if "file" in node.entries:
+            file, file_pos = self._str(node.get("file"), "file"), node.get("file").pos  # type: ignore[union-attr]
+        else:
+            file, file_pos = default_file if default_file else (None, None)
+        if file is None:
+            self.diags.error(
+                node.pos, "hook has no 'file' (set it on the hook or at the top of the spec file)"
+            )
+            return None
+        function = self._required_str(node, "function", "hook")
+        if function is None:
+            return None
+        placements = [
+            k for k in ("entry", "before", "after", "around", "whole_function", "wrap") if k in node.entries
+        ]
+        if len(placements) != 1:
+            self.diags.error(
+                node.pos, "a hook needs exactly one of: entry, before, after, around, whole_function, wrap"
+            )
+            return None
+        kind = placements[0]
+        if kind == "wrap":
+            return self._wrap_hook(node, file, file_pos, function)
+        payloads = [k for k in ("call", "record", "stamp") if k in node.entries]
+        guard = None
+        if "guard" in node.entries:
+            guard_name = self._str(node.get("guard"), "guard")
+            if guard_name is None:
+                return None
+            if guard_name not in group_names and guard_name != "metrics":
+                self._unknown(node.get("guard").pos, "guard", guard_name, sorted(group_names) + ["metrics"])  # type: ignore[union-attr]
+                return None
+            guard = guard_name.upper()
+        call = None
+        if kind in ("around", "whole_function"):
+            if payloads:
+                self.diags.error(node.pos, "an around hook takes 'enter' and/or 'exit', not " + payloads[0])
+                return None
+            enter = self._call(node.get("enter"), "enter") if "enter" in node.entries else None
+            exit_ = self._call(node.get("exit"), "exit") if "exit" in node.entries else None
+            if enter is None and exit_ is None:
+                self.diags.error(node.pos, "an around hook needs 'enter' or 'exit'")
+                return None
+            region = None
+            if kind == "around":
+                region = self._region(node.get("around"))  # type: ignore[arg-type]
+                if region is None:
+                    return None
+            return Hook(
+                file,
+                function,
+                "around",
+                node.pos,
+                region=region,
+                enter=enter,
+                exit=exit_,
+                guard=guard,
+                note=self._str(node.get("note"), "note") or "" if "note" in node.entries else "",
+                file_pos=file_pos,
+                function_pos=node.get("function").pos,  # type: ignore[union-attr]
+            )
+        if len(payloads) != 1:
+            self.diags.error(node.pos, "a hook needs exactly one of: call, record, stamp")
+            return None
+        if payloads[0] == "call":
+            call = self._call(node.get("call"), "call")
+        elif payloads[0] == "record":
+            attrs = self._attributes(node.get("record"), "record")
+            if attrs is None:
+                return None
+            for attr in attrs:
+                if attr.key not in metric_names:
+                    self._unknown(attr.pos, "metric", attr.key, sorted(metric_names))
+                    return None
+            guard = guard or "METRICS"
+            call = (
+                f"{alias}.record_metrics(lambda: {{"
+                + ", ".join(f"{quote(a.key)}: {a.expr}" for a in attrs)
+                + "})"
+            )
+        else:
+            attrs = self._attributes(node.get("stamp"), "stamp")
+            if attrs is None:
+                return None
+            call = (
+                f"{alias}.set_current_attributes(lambda: {{"
+                + ", ".join(f"{quote(a.key)}: {a.expr}" for a in attrs)
+                + "})"
+            )
+        if call is None:
+            return None
+        selector = None
+        if kind in ("before", "after"):
+            selector = self._selector(node.get(kind))  # type: ignore[arg-type]
+            if selector is None:
+                return None
+        elif not (isinstance(node.get("entry"), YScalar) and node.get("entry").value is True):  # type: ignore[union-attr]
+            self.diags.error(node.get("entry").pos, "entry must be true")  # type: ignore[union-attr]
+            return None
+        return Hook(
+            file,
+            function,
+            kind,
+            node.pos,
+            selector=selector,
+            call=call,
+            guard=guard,  # type: ignore[arg-type]
+            note=self._str(node.get("note"), "note") or "" if "note" in node.entries else "",
+            file_pos=file_pos,
+            function_pos=node.get("function").pos,  # type: ignore[union-attr]
+        )
+
+    def _wrap_hook(self, node: YMap, file: str, file_pos: Pos | None, function: str) -> Hook | None:
+        spec = self._map(node.get("wrap"), "wrap")  # type: ignore[arg-type]
+        if spec is None:
+            return None
+        self._check_keys(spec, WRAP_KEYS, "wrap")
+        selector = self._selector(
+            YMap({k: v for k, v in spec.entries.items() if k in ("call", "within", "occurrence")}, spec.pos)
+        )
+        wrapper = self._required_str(spec, "with", "wrap")
+        if wrapper is not None and not DOTTED.match(wrapper):
+            self.diags.error(spec.get("with").pos, "'with' must be a dotted callable such as otel.in_context")  # type: ignore[union-attr]
+            return None
+        argument = result = None
+        if ("argument" in spec.entries) == ("result" in spec.entries):
+            self.diags.error(
+                spec.pos, "wrap takes either 'argument' (an index) or 'result' (an attribute key)"
+            )
+            return None
+        if "argument" in spec.entries:
+            arg_node = spec.get("argument")
+            value = arg_node.value if isinstance(arg_node, YScalar) else None
+            valid = (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or (
+                isinstance(value, str) and IDENTIFIER.match(value)
+            )
+            if not valid:
+                self.diags.error(arg_node.pos, "argument must be a position (0, 1, ...) or a keyword name")  # type: ignore[union-attr]
+                return None
+            argument = value  # type: ignore[assignment]
+        else:
+            result = self._str(spec.get("result"), "result")
+        if selector is None or wrapper is None or (argument is None and result is None):
+            return None
+        if selector.kind != "call":
+            self.diags.error(spec.pos, "wrap needs a 'call' selector")
+            return None
+        return Hook(
+            file,
+            function,
+            "wrap",
+            node.pos,
+            selector=selector,
+            wrapper=wrapper,
+            argument=argument,
+            result=result,
+            note=self._str(node.get("note"), "note") or "" if "note" in node.entries else "",
+            file_pos=file_pos,
+            function_pos=node.get("function").pos,  # type: ignore[union-attr]
+        )
+
+    def _call(self, node: YNode | None, what: str) -> str | None:
+        text = self._str(node, what)
+        if text is None:
+            return None
+        try:
+            expr = ast.parse(text.strip(), mode="eval").body
+        except SyntaxError as exc:
+            self.diags.error(node.pos, f"{what}: '{text}' does not parse: {exc.msg}")  # type: ignore[union-attr]
+            return None
+        if not isinstance(expr, ast.Call):
+            self.diags.error(node.pos, f"{what}: '{text}' must be a call")  # type: ignore[union-attr]
+            return None
+        return text

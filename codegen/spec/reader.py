@@ -1,0 +1,129 @@
+"""Typed access to located YAML nodes: every wrong type or unknown key becomes a diagnostic."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from collections.abc import Callable
+
+from codegen.diagnostics import Diagnostics, Pos
+from codegen.spec.model import (
+    Attribute,
+)
+from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
+
+SPAN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+GROUP_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Reader:
+    """Reports problems into ``diags`` and returns None instead of raising."""
+
+    def __init__(self, diags: Diagnostics) -> None:
+        self.diags = diags
+
+    def _check_keys(self, node: YMap, allowed: tuple[str, ...], what: str) -> None:
+        for key in node.entries:
+            if key not in allowed:
+                self._unknown(node.key_pos(key), f"key in {what}", key, list(allowed))
+
+    def _unknown(self, pos: Pos, what: str, name: str, valid: list[str]) -> None:
+        close = difflib.get_close_matches(name, valid, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        self.diags.error(pos, f"unknown {what} '{name}'{hint} (valid: {', '.join(valid)})")
+
+    def _typed(
+        self, node: YNode | None, what: str, check: Callable[[object], bool], expected: str
+    ) -> object | None:
+        if node is None:
+            return None
+        if isinstance(node, YScalar) and check(node.value):
+            return node.value
+        found = (
+            "a mapping"
+            if isinstance(node, YMap)
+            else "a list"
+            if isinstance(node, YSeq)
+            else type(node.value).__name__
+        )
+        self.diags.error(node.pos, f"{what} must be {expected}, not {found}")
+        return None
+
+    def _str(self, node: YNode | None, what: str) -> str | None:
+        value = self._typed(node, what, lambda v: isinstance(v, str), "a string")
+        return value if isinstance(value, str) else None
+
+    def _bool(self, node: YNode | None, what: str) -> bool | None:
+        value = self._typed(node, what, lambda v: isinstance(v, bool), "true or false")
+        return value if isinstance(value, bool) else None
+
+    def _required_str(self, node: YMap, key: str, what: str) -> str | None:
+        if key not in node.entries:
+            self.diags.error(node.pos, f"{what} is missing '{key}'")
+            return None
+        return self._str(node.get(key), key)
+
+    def _map(self, node: YNode, what: str) -> YMap | None:
+        if isinstance(node, YMap):
+            return node
+        self.diags.error(node.pos, f"{what} must be a mapping")
+        return None
+
+    def _seq(self, node: YNode, what: str) -> tuple[YNode, ...]:
+        if isinstance(node, YSeq):
+            return node.items
+        self.diags.error(node.pos, f"{what} must be a list")
+        return ()
+
+    def _names(self, node: YNode, what: str) -> tuple[str, ...]:
+        return tuple(n for n in (self._str(item, what) for item in self._seq(node, what)) if n)
+
+    def _expression(self, node: YNode | None, what: str) -> str | None:
+        text = self._str(node, what)
+        if text is None:
+            return None
+        try:
+            ast.parse(text.strip(), mode="eval")
+        except SyntaxError as exc:
+            self.diags.error(node.pos, f"{what}: '{text}' does not parse: {exc.msg}")  # type: ignore[union-attr]
+            return None
+        return " ".join(text.split())
+
+    def _attributes(self, node: YNode | None, what: str) -> tuple[Attribute, ...] | None:
+        if node is None:
+            return ()
+        as_map = self._map(node, what)
+        if as_map is None:
+            return None
+        attributes = []
+        ok = True
+        for key, (key_pos, value) in as_map.entries.items():
+            if not SPAN_NAME.match(key):
+                self.diags.error(key_pos, f"attribute key '{key}' must be dotted identifiers")
+                ok = False
+                continue
+            expr = (
+                self._str(value, f"attribute '{key}'")
+                if not isinstance(value, YScalar) or isinstance(value.value, str)
+                else repr(value.value)
+            )
+            if expr is None:
+                ok = False
+                continue
+            try:
+                ast.parse(expr.strip(), mode="eval")
+            except SyntaxError as exc:
+                self.diags.error(
+                    value.pos, f"attribute '{key}': expression '{expr}' does not parse: {exc.msg}"
+                )
+                ok = False
+                continue
+            attributes.append(Attribute(key, expr, value.pos))
+        return tuple(attributes) if ok else None
+
+
+def quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

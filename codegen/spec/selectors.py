@@ -1,0 +1,116 @@
+"""Statement selectors and the regions they delimit (`around:`)."""
+
+from __future__ import annotations
+
+import ast
+
+from codegen.spec.model import (
+    COMPOUND_KINDS,
+    SELECTOR_KINDS,
+    Region,
+    Selector,
+)
+from codegen.spec.reader import DOTTED, IDENTIFIER, Reader
+from codegen.spec.yaml_nodes import YNode, YScalar
+
+SELECTOR_MODIFIERS = ("within", "occurrence")
+REGION_KEYS = SELECTOR_KINDS + SELECTOR_MODIFIERS + ("from", "to", "after", "body", "branch")
+
+
+class SelectorReader(Reader):
+    def _region(self, node: YNode) -> Region | None:
+        as_map = self._map(node, "around")
+        if as_map is None:
+            return None
+        self._check_keys(as_map, REGION_KEYS, "around")
+        keys = set(as_map.entries)
+        if "from" in keys or "to" in keys:
+            if not {"from", "to"} <= keys or keys - {"from", "to"}:
+                self.diags.error(as_map.pos, "a range takes exactly 'from' and 'to' selectors")
+                return None
+            first, last = self._selector(as_map.get("from")), self._selector(as_map.get("to"))  # type: ignore[arg-type]
+            return Region("range", as_map.pos, first, last) if first and last else None
+        if "after" in keys:
+            if keys != {"after"}:
+                self.diags.error(as_map.pos, "'after' takes no other keys")
+                return None
+            first = self._selector(as_map.get("after"))  # type: ignore[arg-type]
+            return Region("after", as_map.pos, first) if first else None
+        if "body" in keys:
+            if keys - {"body", "branch"}:
+                self.diags.error(as_map.pos, "'body' takes only 'branch'")
+                return None
+            branch = self._str(as_map.get("branch"), "branch") if "branch" in keys else "body"
+            if branch not in ("body", "else"):
+                self.diags.error(as_map.get("branch").pos, "branch must be 'body' or 'else'")  # type: ignore[union-attr]
+                return None
+            first = self._selector(as_map.get("body"))  # type: ignore[arg-type]
+            if first is not None and first.kind not in COMPOUND_KINDS:
+                self.diags.error(
+                    first.pos, f"'body' needs a compound statement selector ({', '.join(COMPOUND_KINDS)})"
+                )
+                return None
+            return Region("body", as_map.pos, first, branch=branch) if first else None  # type: ignore[arg-type]
+        if "branch" in keys:
+            self.diags.error(as_map.key_pos("branch"), "'branch' is only valid with 'body'")
+            return None
+        first = self._selector(as_map)
+        return Region("statement", as_map.pos, first) if first else None
+
+    def _selector(self, node: YNode) -> Selector | None:
+        as_map = self._map(node, "selector")
+        if as_map is None:
+            return None
+        kinds = [k for k in as_map.entries if k in SELECTOR_KINDS]
+        extra = [k for k in as_map.entries if k not in SELECTOR_KINDS + SELECTOR_MODIFIERS]
+        for key in extra:
+            self._unknown(as_map.key_pos(key), "selector key", key, list(SELECTOR_KINDS + SELECTOR_MODIFIERS))
+        if len(kinds) != 1:
+            self.diags.error(as_map.pos, f"a selector needs exactly one of: {', '.join(SELECTOR_KINDS)}")
+            return None
+        kind = kinds[0]
+        value_node = as_map.get(kind)
+        assert value_node is not None
+        value = self._str(value_node, kind)
+        if value is None or extra:
+            return None
+        value = " ".join(value.split())
+        if kind == "call" and not DOTTED.match(value):
+            self.diags.error(
+                value_node.pos, f"call selector '{value}' must be a dotted name such as self._forward_mlp"
+            )
+            return None
+        if kind == "assign" and not IDENTIFIER.match(value):
+            self.diags.error(value_node.pos, f"assign selector '{value}' must be a plain variable name")
+            return None
+        if kind in COMPOUND_KINDS and kind != "try":
+            header = f"{kind} {value}:\n    pass\n" if kind != "with" else f"with {value}:\n    pass\n"
+            try:
+                ast.parse(header)
+            except SyntaxError:
+                self.diags.error(
+                    value_node.pos, f"'{kind}' selector header '{value}' does not parse as Python"
+                )
+                return None
+        within = None
+        if "within" in as_map.entries:
+            within = self._selector(as_map.get("within"))  # type: ignore[arg-type]
+            if within is None:
+                return None
+            if within.kind not in COMPOUND_KINDS:
+                self.diags.error(within.pos, "'within' needs a compound statement selector")
+                return None
+        occurrence = None
+        if "occurrence" in as_map.entries:
+            occ_node = as_map.get("occurrence")
+            assert occ_node is not None
+            if (
+                not isinstance(occ_node, YScalar)
+                or isinstance(occ_node.value, bool)
+                or not isinstance(occ_node.value, int)
+                or occ_node.value < 1
+            ):
+                self.diags.error(occ_node.pos, "occurrence must be a positive integer")
+                return None
+            occurrence = occ_node.value
+        return Selector(kind, value, value_node.pos, within, occurrence)

@@ -1,0 +1,327 @@
+"""Project-wide declarations: upstream pin, runtime package, groups, presets, lifecycle spans,
+metrics, environment variables and command-line flags."""
+
+from __future__ import annotations
+
+import re
+
+from codegen.spec.model import (
+    EnvVar,
+    Flag,
+    Group,
+    Hook,
+    LifecycleSpan,
+    Metric,
+    Preset,
+    Runtime,
+)
+from codegen.spec.reader import GROUP_NAME, SPAN_NAME, Reader, quote
+from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
+from codegen.upstream import UpstreamPin
+
+LIFECYCLE_ROLES = ("startup", "pre_startup", "phases", "interval")
+ENV_ROLES = (
+    "enabled",
+    "span_groups",
+    "exporter",
+    "traces_enabled",
+    "metrics_enabled",
+    "export_rank",
+    "sigterm_flush_timeout",
+    "service_name",
+)
+METRIC_KINDS = ("histogram", "gauge", "counter")
+
+
+class SettingsReader(Reader):
+    singletons: dict[str, tuple[str, YNode]]
+
+    def _runtime(self) -> Runtime | None:
+        entry = self.singletons.get("runtime")
+        if entry is None:
+            return None
+        node = self._map(entry[1], "runtime")
+        if node is None:
+            return None
+        self._check_keys(node, ("package",), "runtime")
+        package = self._required_str(node, "package", "runtime")
+        if package is None:
+            return None
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)+", package):
+            self.diags.error(
+                node.get("package").pos, "runtime package must be a path like 'megatron/core/otel'"
+            )  # type: ignore[union-attr]
+            return None
+        return Runtime(package, node.pos)
+
+    def _upstream(self) -> UpstreamPin | None:
+        entry = self.singletons.get("upstream")
+        if entry is None:
+            return None
+        node = self._map(entry[1], "upstream")
+        if node is None:
+            return None
+        keys = ("distribution", "version", "filename", "sha256")
+        self._check_keys(node, keys, "upstream")
+        values = [self._required_str(node, k, "upstream") for k in keys]
+        if any(v is None for v in values):
+            return None
+        sha = values[3]
+        assert sha is not None
+        if not re.fullmatch(r"[0-9a-f]{64}", sha):
+            self.diags.error(node.get("sha256").pos, "sha256 must be 64 lowercase hex digits")  # type: ignore[union-attr]
+        return UpstreamPin(*values)  # type: ignore[arg-type]
+
+    def _groups(self) -> tuple[Group, ...]:
+        entry = self.singletons.get("groups")
+        if entry is None:
+            return ()
+        node = self._map(entry[1], "groups")
+        if node is None:
+            return ()
+        groups = []
+        for name, (key_pos, value) in node.entries.items():
+            if not GROUP_NAME.match(name):
+                self.diags.error(key_pos, f"group name '{name}' must be lower_snake_case")
+                continue
+            description = self._str(value, f"description of group '{name}'") or ""
+            groups.append(Group(name, description, key_pos))
+        return tuple(groups)
+
+    def _presets(self, group_names: set[str]) -> tuple[Preset, ...]:
+        entry = self.singletons.get("presets")
+        if entry is None:
+            return ()
+        node = self._map(entry[1], "presets")
+        if node is None:
+            return ()
+        presets: list[Preset] = []
+        names = set(node.entries)
+        for name, (key_pos, value) in node.entries.items():
+            if name in group_names:
+                self.diags.error(key_pos, f"preset '{name}' has the name of a group")
+                continue
+            description = ""
+            members_node: YNode = value
+            if isinstance(value, YMap):
+                self._check_keys(value, ("groups", "description"), f"preset '{name}'")
+                description = self._str(value.get("description"), "description") or ""
+                members_node = value.get("groups") or YSeq((), value.pos)
+            members: list[str] = []
+            for item in self._seq(members_node, f"groups of preset '{name}'"):
+                member = self._str(item, "preset member")
+                if member is None:
+                    continue
+                if member != "*" and member not in group_names and member not in names:
+                    self._unknown(item.pos, "group or preset", member, sorted(group_names | names))
+                    continue
+                if member == name:
+                    self.diags.error(item.pos, f"preset '{name}' includes itself")
+                    continue
+                members.append(member)
+            presets.append(Preset(name, tuple(members), key_pos, description))
+        return tuple(presets)
+
+    def _lifecycle(self, group_names: set[str]) -> tuple[LifecycleSpan, ...]:
+        entry = self.singletons.get("lifecycle")
+        if entry is None:
+            return ()
+        node = self._map(entry[1], "lifecycle")
+        if node is None:
+            return ()
+        self._check_keys(node, LIFECYCLE_ROLES, "lifecycle")
+        out: list[LifecycleSpan] = []
+        for role in LIFECYCLE_ROLES:
+            value = node.get(role)
+            if value is None:
+                continue
+            items = self._seq(value, "phases") if role == "phases" else (value,)
+            for item in items:
+                span = self._lifecycle_span("phase" if role == "phases" else role, item, group_names)
+                if span is not None:
+                    out.append(span)
+        return tuple(out)
+
+    def _lifecycle_span(self, role: str, node: YNode, group_names: set[str]) -> LifecycleSpan | None:
+        as_map = self._map(node, f"lifecycle {role}")
+        if as_map is None:
+            return None
+        keys = ("name", "group", "goodput", "start", "end", "description", "attributes")
+        self._check_keys(as_map, keys, f"lifecycle {role}")
+        attributes: list[tuple[str, str]] = []
+        attrs_node = as_map.get("attributes")
+        if attrs_node is not None:
+            attrs_map = self._map(attrs_node, "attributes")
+            for key, (key_pos, value) in attrs_map.entries.items() if attrs_map else ():
+                text = self._str(value, f"attribute '{key}'")
+                if not SPAN_NAME.match(key):
+                    self.diags.error(key_pos, f"attribute key '{key}' must be dotted identifiers")
+                elif text is not None:
+                    attributes.append((key, text))
+        name = self._required_str(as_map, "name", f"lifecycle {role}")
+        group = self._str(as_map.get("group"), "group") if "group" in as_map.entries else "job"
+        if group is not None and group not in group_names:
+            self._unknown(as_map.get("group").pos, "group", group, sorted(group_names))  # type: ignore[union-attr]
+            return None
+        needs_times = role in ("phase", "pre_startup")
+        start = self._required_str(as_map, "start", f"lifecycle {role}") if needs_times else None
+        end = self._required_str(as_map, "end", f"lifecycle {role}") if needs_times else None
+        goodput = self._bool(as_map.get("goodput"), "goodput") if "goodput" in as_map.entries else False
+        description = (
+            self._str(as_map.get("description"), "description") or ""
+            if "description" in as_map.entries
+            else ""
+        )
+        if name is None or group is None or (needs_times and (start is None or end is None)):
+            return None
+        return LifecycleSpan(
+            role, name, group, as_map.pos, bool(goodput), start, end, description, tuple(attributes)
+        )
+
+    def _metrics(self) -> tuple[Metric, ...]:
+        entry = self.singletons.get("metrics")
+        if entry is None:
+            return ()
+        out = []
+        for item in self._seq(entry[1], "metrics"):
+            as_map = self._map(item, "metric")
+            if as_map is None:
+                continue
+            self._check_keys(as_map, ("name", "kind", "unit", "description"), "metric")
+            name = self._required_str(as_map, "name", "metric")
+            kind = self._required_str(as_map, "kind", "metric")
+            unit = self._required_str(as_map, "unit", "metric")
+            description = self._str(as_map.get("description"), "description") or ""
+            if kind is not None and kind not in METRIC_KINDS:
+                self._unknown(as_map.get("kind").pos, "metric kind", kind, list(METRIC_KINDS))  # type: ignore[union-attr]
+                continue
+            if name and kind and unit:
+                out.append(Metric(name, kind, unit, description, as_map.pos))
+        return tuple(out)
+
+    def _env(self) -> tuple[EnvVar, ...]:
+        entry = self.singletons.get("env")
+        if entry is None:
+            return ()
+        out = []
+        for item in self._seq(entry[1], "env"):
+            as_map = self._map(item, "environment variable")
+            if as_map is None:
+                continue
+            self._check_keys(
+                as_map, ("name", "default", "description", "choices", "timestamp", "role"), "env"
+            )
+            name = self._required_str(as_map, "name", "environment variable")
+            default_node = as_map.get("default")
+            default = ""
+            if default_node is not None:
+                if (
+                    isinstance(default_node, YScalar)
+                    and isinstance(default_node.value, (str, int))
+                    and not isinstance(default_node.value, bool)
+                ):
+                    default = str(default_node.value)
+                else:
+                    self.diags.error(default_node.pos, "default must be a string or an integer")
+            description = self._str(as_map.get("description"), "description") or ""
+            choices = (
+                tuple(
+                    c
+                    for c in (self._str(n, "choice") for n in self._seq(as_map.get("choices"), "choices"))
+                    if c
+                )
+                if "choices" in as_map.entries
+                else ()
+            )
+            timestamp = (
+                self._str(as_map.get("timestamp"), "timestamp") if "timestamp" in as_map.entries else None
+            )
+            role = self._str(as_map.get("role"), "role") if "role" in as_map.entries else None
+            if role is not None and role not in ENV_ROLES:
+                self._unknown(as_map.get("role").pos, "env role", role, list(ENV_ROLES))  # type: ignore[union-attr]
+                role = None
+            if choices and default and default not in choices:
+                self.diags.error(default_node.pos, f"default '{default}' is not one of {', '.join(choices)}")  # type: ignore[union-attr]
+            if name:
+                out.append(EnvVar(name, default, description, as_map.pos, choices, timestamp, role))
+        return tuple(out)
+
+    def _flags(
+        self, env: tuple[EnvVar, ...], presets: tuple[Preset, ...], groups: tuple[Group, ...]
+    ) -> tuple[tuple[Flag, ...], tuple[Hook, ...]]:
+        entry = self.singletons.get("flags")
+        if entry is None:
+            return (), ()
+        node = self._map(entry[1], "flags")
+        if node is None:
+            return (), ()
+        self._check_keys(node, ("file", "function", "before", "parser", "options"), "flags")
+        file = self._required_str(node, "file", "flags")
+        function = self._required_str(node, "function", "flags")
+        parser = self._required_str(node, "parser", "flags")
+        before_node = node.get("before")
+        before = self._selector(before_node) if before_node is not None else None
+        if before_node is None:
+            self.diags.error(node.pos, "flags is missing 'before' (the statement the flags go before)")
+        env_names = {e.name for e in env}
+        flags: list[Flag] = []
+        for item in self._seq(node.get("options") or YSeq((), node.pos), "options"):
+            as_map = self._map(item, "flag")
+            if as_map is None:
+                continue
+            self._check_keys(as_map, ("option", "action", "metavar", "env", "help"), "flag")
+            option = self._required_str(as_map, "option", "flag")
+            help_text = self._required_str(as_map, "help", "flag")
+            action = self._str(as_map.get("action"), "action") if "action" in as_map.entries else None
+            metavar = self._str(as_map.get("metavar"), "metavar") if "metavar" in as_map.entries else None
+            env_name = self._str(as_map.get("env"), "env") if "env" in as_map.entries else None
+            if option is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", option):
+                self.diags.error(as_map.get("option").pos, f"option '{option}' must look like --otel-enabled")  # type: ignore[union-attr]
+                continue
+            if env_name is not None and env_name not in env_names:
+                self._unknown(as_map.get("env").pos, "environment variable", env_name, sorted(env_names))  # type: ignore[union-attr]
+                continue
+            if action not in (None, "store_true"):
+                self.diags.error(as_map.get("action").pos, "action must be 'store_true' or absent")  # type: ignore[union-attr]
+                continue
+            if option is None or help_text is None:
+                continue
+            try:
+                help_text = help_text.format(
+                    presets=", ".join(p.name for p in presets), groups=", ".join(g.name for g in groups)
+                )
+            except (KeyError, IndexError, ValueError) as exc:
+                self.diags.error(
+                    as_map.get("help").pos,
+                    f"help text: unknown placeholder {exc} (use {{presets}} or {{groups}})",
+                )  # type: ignore[union-attr]
+                continue
+            dest = option[2:].replace("-", "_")
+            flags.append(Flag(option, dest, help_text, as_map.pos, action, metavar, env_name))
+        if file is None or function is None or parser is None or before is None:
+            return tuple(flags), ()
+        hooks = tuple(
+            Hook(
+                file,
+                function,
+                "before",
+                flag.pos,
+                selector=before,
+                call=_add_argument(parser, flag),
+                note=f"the {flag.option} flag",
+            )
+            for flag in flags
+        )
+        return tuple(flags), hooks
+
+
+def _add_argument(parser: str, flag: Flag) -> str:
+    args = [quote(flag.option)]
+    if flag.action:
+        args.append(f"action={quote(flag.action)}")
+    else:
+        args.append("default=None")
+    if flag.metavar:
+        args.append(f"metavar={quote(flag.metavar)}")
+    args.append(f"help={quote(flag.help)}")
+    return f"{parser}.add_argument({', '.join(args)})"

@@ -1,0 +1,187 @@
+"""`spans:` entries: name, group, place, covered statements, attributes, form."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from codegen.diagnostics import Pos
+from codegen.spec.model import (
+    SPAN_FORMS,
+    Region,
+    Span,
+)
+from codegen.spec.reader import DOTTED, SPAN_NAME
+from codegen.spec.selectors import SelectorReader
+from codegen.spec.yaml_nodes import YMap, YNode, YSeq
+
+SPAN_KEYS = (
+    "name",
+    "group",
+    "file",
+    "function",
+    "around",
+    "attributes",
+    "end_attributes",
+    "goodput",
+    "note",
+    "when",
+    "names",
+    "name_expr",
+    "form",
+    "parents",
+)
+
+
+class SpanReader(SelectorReader):
+    span_nodes: list[tuple[YMap, tuple[str, Pos] | None]]
+    default_forms: dict[int, str]
+
+    def _spans(self, group_names: set[str]) -> tuple[Span, ...]:
+        spans: list[Span] = []
+        seen: dict[tuple[str, str, str, str], Pos] = {}
+        name_groups: dict[str, tuple[str, Pos]] = {}
+        for node, default_file in self.span_nodes:
+            span = self._span(node, default_file, group_names)
+            if span is None:
+                continue
+            key = (span.file, span.function, span.name, span.region.describe())
+            if key in seen:
+                self.diags.error(
+                    span.pos,
+                    f"duplicate span '{span.name}': the same place is already instrumented at {seen[key].ref(span.pos)}",
+                )
+                continue
+            seen[key] = span.pos
+            previous = name_groups.setdefault(span.name, (span.group, span.pos))
+            if previous[0] != span.group:
+                self.diags.error(
+                    span.pos,
+                    f"span '{span.name}' is in group '{span.group}' here but in '{previous[0]}' at {previous[1].ref(span.pos)}",
+                )
+                continue
+            spans.append(span)
+        return tuple(spans)
+
+    def _span(self, node: YMap, default_file: tuple[str, Pos] | None, group_names: set[str]) -> Span | None:
+        self._check_keys(node, SPAN_KEYS, "span")
+        ok = True
+        name = self._required_str(node, "name", "span")
+        if name is not None and not SPAN_NAME.match(name):
+            self.diags.error(node.get("name").pos, f"span name '{name}' must be dotted identifiers")  # type: ignore[union-attr]
+            ok = False
+        group = self._required_str(node, "group", "span")
+        if group is not None and group not in group_names:
+            self._unknown(node.get("group").pos, "group", group, sorted(group_names))  # type: ignore[union-attr]
+            ok = False
+        if "file" in node.entries:
+            file, file_pos = self._str(node.get("file"), "file"), node.get("file").pos  # type: ignore[union-attr]
+        else:
+            file, file_pos = default_file if default_file else (None, None)
+        if file is None:
+            self.diags.error(
+                node.pos, "span has no 'file' (set it on the span or at the top of the spec file)"
+            )
+            ok = False
+        elif file.startswith("/") or ".." in Path(file).parts or not file.endswith(".py"):
+            self.diags.error(
+                file_pos or node.pos,
+                f"file '{file}' must be a relative path to a .py file inside the source root",
+            )
+            ok = False
+        function = self._required_str(node, "function", "span")
+        if function is not None and not DOTTED.match(function):
+            self.diags.error(
+                node.get("function").pos, f"function '{function}' must be 'name' or 'Class.method'"
+            )  # type: ignore[union-attr]
+            ok = False
+        around = node.get("around")
+        region = self._region(around) if around is not None else Region("function", node.pos)
+        attributes = self._attributes(node.get("attributes"), "attributes")
+        end_attributes = self._attributes(node.get("end_attributes"), "end_attributes")
+        goodput = self._bool(node.get("goodput"), "goodput") if "goodput" in node.entries else False
+        note = self._str(node.get("note"), "note") or "" if "note" in node.entries else ""
+        when = self._expression(node.get("when"), "when") if "when" in node.entries else None
+        parents: tuple[str, ...] = ()
+        name_parents: list[tuple[str, tuple[str, ...]]] = []
+        parents_node = node.get("parents")
+        if isinstance(parents_node, YMap):  # {name: [parents]} for a span with several names
+            for key, (key_pos, value) in parents_node.entries.items():
+                if key != name and key not in [
+                    self._str(n, "name") for n in self._seq(node.get("names") or YSeq((), node.pos), "names")
+                ]:
+                    self.diags.error(key_pos, f"'{key}' is not one of this span's names")
+                    ok = False
+                    continue
+                name_parents.append((key, self._names(value, "parents")))
+        elif parents_node is not None:
+            parents = self._names(parents_node, "parents")
+        form = (
+            self._form(node.get("form"))
+            if "form" in node.entries
+            else self.default_forms.get(id(node), "try")
+        )
+        if form is None:
+            ok = False
+        elif form == "decorator":
+            reason = None
+            if node.get("around") is not None:
+                reason = "a decorator covers the whole function: drop 'around'"
+            elif "end_attributes" in node.entries or "when" in node.entries or "names" in node.entries:
+                reason = "a decorator span takes no end_attributes, when or names"
+            if reason:
+                self.diags.error(node.get("form").pos if "form" in node.entries else node.pos, reason)  # type: ignore[union-attr]
+                ok = False
+        names: tuple[str, ...] = ()
+        name_expr = None
+        if ("names" in node.entries) != ("name_expr" in node.entries):
+            self.diags.error(node.pos, "'names' (the other names) and 'name_expr' (the choice) go together")
+            ok = False
+        elif "names" in node.entries and name is not None:
+            others = [self._str(n, "name") for n in self._seq(node.get("names"), "names")]  # type: ignore[arg-type]
+            names = (name, *(o for o in others if o))
+            name_expr = self._expression(node.get("name_expr"), "name_expr")
+            if name_expr is not None:
+                literals = {
+                    n.value
+                    for n in ast.walk(ast.parse(name_expr, mode="eval"))
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                }
+                stray = sorted(str(x) for x in literals - set(names))
+                if stray:
+                    self.diags.error(
+                        node.get("name_expr").pos,
+                        f"name_expr names {', '.join(stray)}, not in the span's names",
+                    )  # type: ignore[union-attr]
+                    ok = False
+        if ("when" in node.entries and when is None) or ("name_expr" in node.entries and name_expr is None):
+            ok = False
+        if not ok or None in (name, group, file, function, region, attributes, end_attributes, goodput):
+            return None
+        return Span(
+            name=name,  # type: ignore[arg-type]
+            group=group,  # type: ignore[arg-type]
+            file=file,  # type: ignore[arg-type]
+            function=function,  # type: ignore[arg-type]
+            region=region,  # type: ignore[arg-type]
+            pos=node.pos,
+            attributes=attributes,  # type: ignore[arg-type]
+            end_attributes=end_attributes,  # type: ignore[arg-type]
+            goodput=bool(goodput),
+            note=note,
+            file_pos=file_pos,
+            function_pos=node.get("function").pos,  # type: ignore[union-attr]
+            when=when,
+            name_expr=name_expr,
+            names=names,
+            form=form,  # type: ignore[arg-type]
+            parents=parents,
+            name_parents=tuple(name_parents),
+        )
+
+    def _form(self, node: YNode) -> str | None:
+        form = self._str(node, "form")
+        if form is not None and form not in SPAN_FORMS:
+            self._unknown(node.pos, "form", form, list(SPAN_FORMS))
+            return None
+        return form
