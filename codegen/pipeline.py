@@ -9,7 +9,8 @@ from codegen.diagnostics import Diagnostics
 from codegen.emit.docs import render_docs
 from codegen.emit.patch import make_patch, write_patch_set
 from codegen.emit.runtime import render_runtime
-from codegen.resolve.plan import Plan, build_plan
+from codegen.resolve.plan import build_plan
+from codegen.resolve.sites import Plan
 from codegen.spec.load import load_project
 from codegen.spec.model import Project
 from codegen.transforms.module import transform_file

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from codegen.resolve.hierarchy import parents_of
-from codegen.resolve.plan import Plan
+from codegen.resolve.sites import Plan
 from codegen.spec.model import Project
 
 GROUP_ATTRIBUTE = "megatron.span_group"

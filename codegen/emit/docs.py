@@ -8,7 +8,7 @@ from pathlib import Path
 import jinja2
 
 from codegen.resolve.hierarchy import parents_of
-from codegen.resolve.plan import Plan
+from codegen.resolve.sites import Plan
 from codegen.spec.model import Attribute, Project, Span
 
 DOC_SUFFIX = ".md.j2"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from codegen.resolve.plan import Plan, Wrap
+from codegen.resolve.sites import Plan, Wrap
 from codegen.spec.model import Project, Span
 
 

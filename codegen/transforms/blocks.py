@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codegen.resolve.plan import Insert, Rewrite, Wrap, argument_index
+from codegen.resolve.hooks import argument_index
+from codegen.resolve.sites import Insert, Rewrite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
 from codegen.spec.model import Hook, Project, Span
 from codegen.transforms.render import LINE_LENGTH, expression_statement

@@ -7,7 +7,7 @@ import bisect
 import libcst as cst
 import libcst.matchers as m
 
-from codegen.resolve.plan import FilePlan
+from codegen.resolve.sites import FilePlan
 from codegen.spec.model import Project
 from codegen.transforms.blocks import BlockEditor
 from codegen.transforms.render import LINE_LENGTH

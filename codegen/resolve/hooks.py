@@ -1,0 +1,91 @@
+"""Bind hooks: the statement an insert goes before/after, the call a wrap rewrites."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.helpers import get_full_name_for_node
+
+from codegen.diagnostics import Diagnostics
+from codegen.resolve.regions import has_docstring, select
+from codegen.resolve.sites import Insert, Rewrite
+from codegen.resolve.statements import (
+    statement_sites,
+)
+from codegen.spec.model import Hook
+
+
+def resolve_rewrite(
+    hook: Hook, func: cst.FunctionDef, alias: str, line_of: Callable[[cst.CSTNode], int], diags: Diagnostics
+) -> Rewrite | None:
+    assert hook.selector is not None and hook.wrapper is not None
+    site = select(hook, hook.selector, statement_sites(func), line_of, diags)
+    if site is None:
+        return None
+    calls = [
+        c
+        for c in m.findall(site.node, m.Call())
+        if isinstance(c, cst.Call) and get_full_name_for_node(c.func) == hook.selector.value
+    ]
+    if len(calls) != 1:
+        diags.error(
+            hook.selector.pos,
+            f"line {line_of(site.node)} calls {hook.selector.value} {len(calls)} times; wrap needs one",
+        )
+        return None
+    call = calls[0]
+    if hook.argument is not None and argument_index(call, hook.argument) is None:
+        diags.error(
+            hook.selector.pos, f"the call on line {line_of(site.node)} has no argument {hook.argument}"
+        )
+        return None
+    if not isinstance(site.block, cst.IndentedBlock):
+        diags.error(hook.pos, "cannot rewrite a statement of a one-line block")
+        return None
+    return Rewrite(hook, func, site.block, site.node, call)
+
+
+def argument_index(call: cst.Call, argument: int | str) -> int | None:
+    """Index in ``call.args`` of a positional argument (by position) or a keyword (by name)."""
+    if isinstance(argument, str):
+        return next(
+            (i for i, a in enumerate(call.args) if a.keyword is not None and a.keyword.value == argument),
+            None,
+        )
+    positional = [i for i, a in enumerate(call.args) if a.keyword is None and not a.star]
+    return positional[argument] if argument < len(positional) else None
+
+
+def is_wrapped(rewrite_call: cst.Call, hook: Hook, statement: cst.BaseStatement) -> bool:
+    """Whether the rewrite is already applied (a second run must change nothing)."""
+    if hook.argument is not None:
+        value = rewrite_call.args[argument_index(rewrite_call, hook.argument)].value  # type: ignore[index]
+        return isinstance(value, cst.Call) and get_full_name_for_node(value.func) == hook.wrapper
+    return any(
+        isinstance(c, cst.Call)
+        and get_full_name_for_node(c.func) == hook.wrapper
+        and any(a.value is rewrite_call for a in c.args)
+        for c in m.findall(statement, m.Call())
+    )
+
+
+def resolve_insert(
+    hook: Hook, func: cst.FunctionDef, line_of: Callable[[cst.CSTNode], int], diags: Diagnostics
+) -> Insert | None:
+    body = func.body
+    assert isinstance(body, cst.IndentedBlock)
+    if hook.kind == "entry":
+        index = 1 if has_docstring(body) else 0
+        return Insert(hook, func, body, index)
+    assert hook.selector is not None
+    site = select(hook, hook.selector, statement_sites(func), line_of, diags)
+    if site is None:
+        return None
+    block = site.block
+    if not isinstance(block, cst.IndentedBlock):
+        diags.error(hook.pos, "cannot insert into a one-line block; the block must be indented")
+        return None
+    index = site.index + (1 if hook.kind == "after" else 0)
+    return Insert(hook, func, block, index)

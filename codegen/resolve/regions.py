@@ -1,0 +1,206 @@
+"""Bind a span's region (`around:`) to a contiguous run of statements of one block."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+import libcst.matchers as m
+
+from codegen.diagnostics import Diagnostics
+from codegen.resolve.statements import (
+    StatementSite,
+    first_line_code,
+    matches,
+    statement_sites,
+)
+from codegen.spec.model import Hook, Region, Selector, Span
+
+
+def has_docstring(block: cst.IndentedBlock) -> bool:
+    if not block.body:
+        return False
+    return m.matches(
+        block.body[0],
+        m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())]),
+    )
+
+
+def resolve_region(
+    span: Span | Hook,
+    region: Region,
+    func: cst.FunctionDef,
+    line_of: Callable[[cst.CSTNode], int],
+    diags: Diagnostics,
+) -> tuple[cst.IndentedBlock, int, int] | None:
+    body = func.body
+    assert isinstance(body, cst.IndentedBlock)
+    if region.kind == "function":
+        start = 1 if has_docstring(body) else 0
+        if start >= len(body.body):
+            diags.error(span.pos, f"{span.function} has no statements to wrap")
+            return None
+        return body, start, len(body.body)
+    sites = statement_sites(func)
+    assert region.first is not None
+    first = select(span, region.first, sites, line_of, diags)
+    if first is None:
+        return None
+    if region.kind == "statement":
+        return _indented(span, first.block, diags, first.index, first.index + 1)
+    if region.kind == "range":
+        assert region.last is not None
+        last = select(span, region.last, sites, line_of, diags)
+        if last is None:
+            return None
+        if last.block is not first.block or last.index < first.index:
+            diags.error(
+                region.last.pos,
+                f"range end {region.last.describe()} (line {line_of(last.node)}) is not after "
+                f"{region.first.describe()} (line {line_of(first.node)}) in the same block",
+            )
+            return None
+        return _indented(span, first.block, diags, first.index, last.index + 1)
+    if region.kind == "after":
+        if first.index + 1 >= len(_block_body(first.block)):
+            diags.error(region.first.pos, f"nothing follows {region.first.describe()} in its block")
+            return None
+        return _indented(span, first.block, diags, first.index + 1, len(_block_body(first.block)))
+    # body / else-body of a compound statement
+    stmt = first.node
+    if region.branch == "else":
+        orelse = getattr(stmt, "orelse", None)
+        if not isinstance(orelse, cst.Else):
+            diags.error(region.first.pos, f"{region.first.describe()} has no plain 'else:' branch")
+            return None
+        block = orelse.body
+    else:
+        block = stmt.body  # type: ignore[attr-defined]
+    return _indented(span, block, diags, 0, len(_block_body(block)))
+
+
+def _block_body(block: cst.BaseSuite) -> tuple[cst.BaseStatement, ...] | tuple[cst.BaseSmallStatement, ...]:
+    return tuple(block.body)
+
+
+def _indented(
+    span: Span | Hook, block: cst.BaseSuite, diags: Diagnostics, start: int, end: int
+) -> tuple[cst.IndentedBlock, int, int] | None:
+    if not isinstance(block, cst.IndentedBlock):
+        diags.error(span.pos, "cannot wrap statements of a one-line block; the block must be indented")
+        return None
+    return block, start, end
+
+
+def select(
+    span: Span | Hook,
+    selector: Selector,
+    sites: list[StatementSite],
+    line_of: Callable[[cst.CSTNode], int],
+    diags: Diagnostics,
+) -> StatementSite | None:
+    pool = sites
+    if selector.within is not None:
+        owner = select(span, selector.within, sites, line_of, diags)
+        if owner is None:
+            return None
+        pool = [s for s in sites if owner.node in s.ancestors]
+    found = [s for s in pool if matches(selector, s)]
+    scope = f"{span.function}" + (f" within {selector.within.describe()}" if selector.within else "")
+    if selector.occurrence is not None:
+        if selector.occurrence > len(found):
+            diags.error(
+                selector.pos,
+                f"selector {selector.describe()} asks for occurrence {selector.occurrence} but "
+                f"{scope} has {len(found)} matching statement(s)",
+                _candidates(found, line_of),
+            )
+            return None
+        return found[selector.occurrence - 1]
+    if not found:
+        near = [s for s in sites if _near_miss(selector, s)]
+        notes = ["statements of the same kind:"] + _candidates(near, line_of) if near else []
+        diags.error(selector.pos, f"selector {selector.describe()} matches no statement in {scope}", notes)
+        return None
+    if len(found) > 1:
+        diags.error(
+            selector.pos,
+            f"selector {selector.describe()} matches {len(found)} statements in {scope}; "
+            "narrow it with 'within' or 'occurrence'",
+            _candidates(found, line_of),
+        )
+        return None
+    return found[0]
+
+
+def _near_miss(selector: Selector, site: StatementSite) -> bool:
+    if selector.kind in ("call", "assign"):
+        return False
+    return type(site.node).__name__.lower() == selector.kind
+
+
+def _candidates(sites: list[StatementSite], line_of: Callable[[cst.CSTNode], int]) -> list[str]:
+    return [f"line {line_of(s.node)}: {first_line_code(s.node)}" for s in sites[:12]]
+
+
+def parameters(func: cst.FunctionDef) -> set[str]:
+    params = func.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            every.append(star)
+    return {p.name.value for p in every}
+
+
+def early_exit(stmts: tuple[cst.BaseStatement, ...], line_of: Callable[[cst.CSTNode], int]) -> int | None:
+    """Line of a return, yield, or break/continue that would leave ``stmts`` early, if any."""
+
+    class _Finder(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.loops = 0
+            self.found: cst.CSTNode | None = None
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def _loop(self, node: cst.For | cst.While) -> bool:
+            # break/continue in the loop body stay in the loop; in its else: they leave it
+            self.loops += 1
+            node.body.visit(self)
+            self.loops -= 1
+            if node.orelse is not None:
+                node.orelse.visit(self)
+            return False
+
+        visit_For = visit_While = _loop  # type: ignore[assignment]
+
+        def _exit(self, node: cst.CSTNode) -> None:
+            if self.found is None:
+                self.found = node
+
+        def visit_Return(self, node: cst.Return) -> None:
+            self._exit(node)
+
+        def visit_Yield(self, node: cst.Yield) -> None:
+            self._exit(node)
+
+        def visit_Break(self, node: cst.Break) -> None:
+            if not self.loops:
+                self._exit(node)
+
+        def visit_Continue(self, node: cst.Continue) -> None:
+            if not self.loops:
+                self._exit(node)
+
+    finder = _Finder()
+    for stmt in stmts:
+        stmt.visit(finder)
+        if finder.found is not None:
+            return line_of(stmt)
+    return None

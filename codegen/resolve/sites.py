@@ -1,0 +1,74 @@
+"""What a plan holds: each spec entry bound to the statements of the parsed source it edits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from codegen.spec.model import Hook, Span
+
+
+@dataclass(frozen=True)
+class Wrap:
+    """A span, or an around hook, bound to ``block.body[start:end]`` of the original tree."""
+
+    entry: Span | Hook
+    function: cst.FunctionDef
+    block: cst.IndentedBlock
+    start: int
+    end: int
+    # (id(block), index) of every statement enclosing ``block``, outermost first
+    ancestry: tuple[tuple[int, int], ...] = ()
+
+    def contains(self, other: Wrap, earlier: bool) -> bool:
+        """Whether ``other`` lies inside this wrap (``earlier``: this one is declared first, which
+        decides between two wraps of the same statements)."""
+        if other is self or other.function is not self.function:
+            return False
+        if other.block is self.block:
+            if (self.start, self.end) == (other.start, other.end):
+                return earlier
+            return self.start <= other.start and other.end <= self.end
+        return any(b == id(self.block) and self.start <= i < self.end for b, i in other.ancestry)
+
+
+@dataclass(frozen=True)
+class Insert:
+    """A hook call inserted before ``block.body[index]`` (or at the end when index == len)."""
+
+    hook: Hook
+    function: cst.FunctionDef
+    block: cst.IndentedBlock
+    index: int
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A wrap hook bound to one call inside ``statement`` (a statement of ``block``)."""
+
+    hook: Hook
+    function: cst.FunctionDef
+    block: cst.IndentedBlock
+    statement: cst.BaseStatement
+    call: cst.Call
+
+
+@dataclass
+class FilePlan:
+    path: str
+    source: str
+    module: cst.Module
+    wraps: list[Wrap] = field(default_factory=list)
+    inserts: list[Insert] = field(default_factory=list)
+    decorations: list[tuple[Span, cst.FunctionDef]] = field(default_factory=list)
+    rewrites: list[Rewrite] = field(default_factory=list)
+    present: list[Span | Hook] = field(default_factory=list)  # already instrumented: nothing to do
+    # Where already-instrumented spans sit, so the hierarchy is the same on a patched tree.
+    present_wraps: list[Wrap] = field(default_factory=list)
+    present_decorations: list[tuple[Span, cst.FunctionDef]] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    files: dict[str, FilePlan]
