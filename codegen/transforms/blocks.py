@@ -11,11 +11,12 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codegen.resolve.hooks import argument_index
 from codegen.resolve.sites import Insert, Rewrite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
 from codegen.spec.model import Hook, Project, Span
+from codegen.transforms.reindent import fit
 from codegen.transforms.render import LINE_LENGTH, expression_statement
+from codegen.transforms.rewrite import CallRewriter
 from codegen.transforms.span import (
     span_decorator,
     span_end,
@@ -163,7 +164,7 @@ class BlockEditor(cst.CSTTransformer):
         return out
 
     def _rewrite(self, stmt: cst.BaseStatement, rewrite: Rewrite, indent: str) -> cst.BaseStatement:
-        new = stmt.visit(_CallRewriter(rewrite))
+        new = stmt.visit(CallRewriter(rewrite))
         assert isinstance(new, cst.BaseStatement)
         # A one-line statement that became one long call is laid out again the way black would.
         one_line = "\n" not in cst.Module([]).code_for_node(stmt.with_changes(leading_lines=())).rstrip("\n")
@@ -203,7 +204,7 @@ class BlockEditor(cst.CSTTransformer):
             return [start, *body, *after, _statement(span_end(var, indent), indent)]
         # The covered statements move one level in; a call whose arguments black had hugged on one
         # line gets one argument per line when that line no longer fits (black's own next step).
-        body = [_fit(stmt, inner) for stmt in body]
+        body = [fit(stmt, inner) for stmt in body]
         if isinstance(entry, Span):
             var = span_variable(self.depths[id(wrap)])
             before.append(_statement(span_start(self.project, entry, var, indent, self.step), indent))
@@ -233,30 +234,6 @@ class BlockEditor(cst.CSTTransformer):
         return before + [wrapped]
 
 
-class _CallRewriter(cst.CSTTransformer):
-    """``f(a, b)`` -> ``f(wrapper(a), b)`` (argument) or ``wrapper("key", f(a, b))`` (result)."""
-
-    def __init__(self, rewrite: Rewrite) -> None:
-        super().__init__()
-        self.rewrite = rewrite
-
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if original_node is not self.rewrite.call:
-            return updated_node
-        hook = self.rewrite.hook
-        wrapper = cst.parse_expression(hook.wrapper)  # type: ignore[arg-type]
-        if hook.argument is not None:
-            args = list(updated_node.args)
-            index = argument_index(updated_node, hook.argument)
-            assert index is not None
-            arg = args[index]
-            args[index] = arg.with_changes(value=cst.Call(func=wrapper, args=[cst.Arg(arg.value)]))
-            return updated_node.with_changes(args=args)
-        key = cst.SimpleString('"' + str(hook.result) + '"')
-        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        return cst.Call(func=wrapper, args=[cst.Arg(key, comma=comma), cst.Arg(updated_node)])
-
-
 def _leads_to(node: cst.BaseCompoundStatement, functions: set[int]) -> bool:
     """Whether one of ``functions`` is defined (at any depth of classes and blocks) inside ``node``."""
     stack: list[cst.CSTNode] = [node]
@@ -268,66 +245,6 @@ def _leads_to(node: cst.BaseCompoundStatement, functions: set[int]) -> bool:
             for block in child_blocks(current):
                 stack.extend(getattr(block, "body", ()))
     return False
-
-
-def _fit(stmt: cst.BaseStatement, indent: str) -> cst.BaseStatement:
-    for _ in range(8):
-        lines = [indent + line for line in cst.Module([]).code_for_node(stmt).splitlines()]
-        long = {line.strip() for line in lines if len(line) > LINE_LENGTH}
-        if not long:
-            return stmt
-        target = next((c for c in _hugged_calls(stmt) if _args_text(c) in long), None)
-        if target is None:
-            return stmt
-        stmt = stmt.visit(_Explode(target))  # type: ignore[assignment]
-    return stmt
-
-
-def _args_text(call: cst.Call) -> str:
-    return cst.Module([]).code_for_node(call.with_changes(func=cst.Name("f"))).split("\n")[1].strip()
-
-
-def _hugged_calls(stmt: cst.BaseStatement) -> list[cst.Call]:
-    """Calls laid out as ``f(\n    a, b\n)``: arguments on one line of their own."""
-    found: list[cst.Call] = []
-
-    class _Finder(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            opening = node.whitespace_before_args
-            if not node.args or not isinstance(opening, cst.ParenthesizedWhitespace):
-                return
-            last = node.args[-1]
-            inner = cst.Module([]).code_for_node(node.with_changes(func=cst.Name("f"))).split("\n")
-            if len(inner) == 3 and isinstance(last.whitespace_after_arg, cst.ParenthesizedWhitespace):
-                found.append(node)
-
-    stmt.visit(_Finder())
-    return found
-
-
-class _Explode(cst.CSTTransformer):
-    def __init__(self, call: cst.Call) -> None:
-        super().__init__()
-        self.call = call
-
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
-        if original_node is not self.call:
-            return updated_node
-        opening = updated_node.whitespace_before_args
-        args = list(updated_node.args)
-        closing = args[-1].whitespace_after_arg
-        exploded = [
-            a.with_changes(
-                comma=cst.Comma(whitespace_after=opening), whitespace_after_arg=cst.SimpleWhitespace("")
-            )
-            for a in args[:-1]
-        ]
-        exploded.append(
-            args[-1].with_changes(
-                comma=cst.Comma(whitespace_after=closing), whitespace_after_arg=cst.SimpleWhitespace("")
-            )
-        )
-        return updated_node.with_changes(args=exploded)
 
 
 def _append_before_return(body: list[cst.BaseStatement], stmt: cst.BaseStatement) -> None:

@@ -1,0 +1,68 @@
+"""Lay re-indented statements out again where black would: a call whose arguments were hugged on
+one line gets one argument per line once that line no longer fits."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from codegen.transforms.render import LINE_LENGTH
+
+
+def fit(stmt: cst.BaseStatement, indent: str) -> cst.BaseStatement:
+    for _ in range(8):
+        lines = [indent + line for line in cst.Module([]).code_for_node(stmt).splitlines()]
+        long = {line.strip() for line in lines if len(line) > LINE_LENGTH}
+        if not long:
+            return stmt
+        target = next((c for c in _hugged_calls(stmt) if _args_text(c) in long), None)
+        if target is None:
+            return stmt
+        stmt = stmt.visit(_Explode(target))  # type: ignore[assignment]
+    return stmt
+
+
+def _args_text(call: cst.Call) -> str:
+    return cst.Module([]).code_for_node(call.with_changes(func=cst.Name("f"))).split("\n")[1].strip()
+
+
+def _hugged_calls(stmt: cst.BaseStatement) -> list[cst.Call]:
+    """Calls laid out as ``f(\n    a, b\n)``: arguments on one line of their own."""
+    found: list[cst.Call] = []
+
+    class _Finder(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            opening = node.whitespace_before_args
+            if not node.args or not isinstance(opening, cst.ParenthesizedWhitespace):
+                return
+            last = node.args[-1]
+            inner = cst.Module([]).code_for_node(node.with_changes(func=cst.Name("f"))).split("\n")
+            if len(inner) == 3 and isinstance(last.whitespace_after_arg, cst.ParenthesizedWhitespace):
+                found.append(node)
+
+    stmt.visit(_Finder())
+    return found
+
+
+class _Explode(cst.CSTTransformer):
+    def __init__(self, call: cst.Call) -> None:
+        super().__init__()
+        self.call = call
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        if original_node is not self.call:
+            return updated_node
+        opening = updated_node.whitespace_before_args
+        args = list(updated_node.args)
+        closing = args[-1].whitespace_after_arg
+        exploded = [
+            a.with_changes(
+                comma=cst.Comma(whitespace_after=opening), whitespace_after_arg=cst.SimpleWhitespace("")
+            )
+            for a in args[:-1]
+        ]
+        exploded.append(
+            args[-1].with_changes(
+                comma=cst.Comma(whitespace_after=closing), whitespace_after_arg=cst.SimpleWhitespace("")
+            )
+        )
+        return updated_node.with_changes(args=exploded)

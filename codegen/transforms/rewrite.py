@@ -1,0 +1,32 @@
+"""A wrap hook's call rewrite: ``f(a)`` -> ``f(wrapper(a))`` or ``wrapper("key", f(a))``."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from codegen.resolve.hooks import argument_index
+from codegen.resolve.sites import Rewrite
+
+
+class CallRewriter(cst.CSTTransformer):
+    """``f(a, b)`` -> ``f(wrapper(a), b)`` (argument) or ``wrapper("key", f(a, b))`` (result)."""
+
+    def __init__(self, rewrite: Rewrite) -> None:
+        super().__init__()
+        self.rewrite = rewrite
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if original_node is not self.rewrite.call:
+            return updated_node
+        hook = self.rewrite.hook
+        wrapper = cst.parse_expression(hook.wrapper)  # type: ignore[arg-type]
+        if hook.argument is not None:
+            args = list(updated_node.args)
+            index = argument_index(updated_node, hook.argument)
+            assert index is not None
+            arg = args[index]
+            args[index] = arg.with_changes(value=cst.Call(func=wrapper, args=[cst.Arg(arg.value)]))
+            return updated_node.with_changes(args=args)
+        key = cst.SimpleString('"' + str(hook.result) + '"')
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        return cst.Call(func=wrapper, args=[cst.Arg(key, comma=comma), cst.Arg(updated_node)])
