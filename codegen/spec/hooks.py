@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from codegen.diagnostics import Pos
 from codegen.spec.model import (
@@ -52,14 +53,8 @@ class HookReader(SelectorReader):
         alias: str,
     ) -> Hook | None:
         self._check_keys(node, HOOK_KEYS, "hook")
-        if "file" in node.entries:
-            file, file_pos = self._str(node.get("file"), "file"), node.get("file").pos  # type: ignore[union-attr]
-        else:
-            file, file_pos = default_file if default_file else (None, None)
+        file, file_pos = self._entry_file(node, default_file, "hook")
         if file is None:
-            self.diags.error(
-                node.pos, "hook has no 'file' (set it on the hook or at the top of the spec file)"
-            )
             return None
         function = self._required_str(node, "function", "hook")
         if function is None:
@@ -109,9 +104,7 @@ class HookReader(SelectorReader):
                 enter=enter,
                 exit=exit_,
                 guard=guard,
-                note=self._str(node.get("note"), "note") or "" if "note" in node.entries else "",
-                file_pos=file_pos,
-                function_pos=node.get("function").pos,  # type: ignore[union-attr]
+                **self._placement(node, file_pos),
             )
         if len(payloads) != 1:
             self.diags.error(node.pos, "a hook needs exactly one of: call, record, stamp")
@@ -159,9 +152,7 @@ class HookReader(SelectorReader):
             selector=selector,
             call=call,
             guard=guard,  # type: ignore[arg-type]
-            note=self._str(node.get("note"), "note") or "" if "note" in node.entries else "",
-            file_pos=file_pos,
-            function_pos=node.get("function").pos,  # type: ignore[union-attr]
+            **self._placement(node, file_pos),
         )
 
     def _wrap_hook(self, node: YMap, file: str, file_pos: Pos | None, function: str) -> Hook | None:
@@ -208,10 +199,16 @@ class HookReader(SelectorReader):
             wrapper=wrapper,
             argument=argument,
             result=result,
-            note=self._str(node.get("note"), "note") or "" if "note" in node.entries else "",
-            file_pos=file_pos,
-            function_pos=node.get("function").pos,  # type: ignore[union-attr]
+            **self._placement(node, file_pos),
         )
+
+    def _placement(self, node: YMap, file_pos: Pos | None) -> dict[str, Any]:
+        """The keyword arguments every hook shares: its note and where it names file and function."""
+        return {
+            "note": (self._str(node.get("note"), "note") or "") if "note" in node.entries else "",
+            "file_pos": file_pos,
+            "function_pos": node.get("function").pos,  # type: ignore[union-attr]
+        }
 
     def _call(self, node: YNode | None, what: str) -> str | None:
         text = self._str(node, what)

@@ -6,6 +6,7 @@ import ast
 import difflib
 import re
 from collections.abc import Callable
+from pathlib import PurePosixPath
 
 from codegen.diagnostics import Diagnostics, Pos
 from codegen.spec.model import (
@@ -24,6 +25,27 @@ class Reader:
 
     def __init__(self, diags: Diagnostics) -> None:
         self.diags = diags
+
+    def _entry_file(
+        self, node: YMap, default_file: tuple[str, Pos] | None, what: str
+    ) -> tuple[str | None, Pos | None]:
+        """The file a span or hook names (its own ``file:`` or the spec file's), validated."""
+        if "file" in node.entries:
+            file, pos = self._str(node.get("file"), "file"), node.get("file").pos  # type: ignore[union-attr]
+        else:
+            file, pos = default_file if default_file else (None, None)
+        if file is None:
+            if "file" not in node.entries:
+                self.diags.error(
+                    node.pos, f"{what} has no 'file' (set it on the {what} or at the top of the spec file)"
+                )
+            return None, None
+        if file.startswith("/") or ".." in PurePosixPath(file).parts or not file.endswith(".py"):
+            self.diags.error(
+                pos or node.pos, f"file '{file}' must be a relative path to a .py file inside the source root"
+            )
+            return None, None
+        return file, pos
 
     def _check_keys(self, node: YMap, allowed: tuple[str, ...], what: str) -> None:
         for key in node.entries:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from codegen.diagnostics import Pos
 from codegen.spec.model import (
@@ -74,20 +73,8 @@ class SpanReader(SelectorReader):
         if group is not None and group not in group_names:
             self._unknown(node.get("group").pos, "group", group, sorted(group_names))  # type: ignore[union-attr]
             ok = False
-        if "file" in node.entries:
-            file, file_pos = self._str(node.get("file"), "file"), node.get("file").pos  # type: ignore[union-attr]
-        else:
-            file, file_pos = default_file if default_file else (None, None)
+        file, file_pos = self._entry_file(node, default_file, "span")
         if file is None:
-            self.diags.error(
-                node.pos, "span has no 'file' (set it on the span or at the top of the spec file)"
-            )
-            ok = False
-        elif file.startswith("/") or ".." in Path(file).parts or not file.endswith(".py"):
-            self.diags.error(
-                file_pos or node.pos,
-                f"file '{file}' must be a relative path to a .py file inside the source root",
-            )
             ok = False
         function = self._required_str(node, "function", "span")
         if function is not None and not DOTTED.match(function):
