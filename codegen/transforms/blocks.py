@@ -204,7 +204,7 @@ class BlockEditor(cst.CSTTransformer):
             return [start, *body, *after, _statement(span_end(var, indent), indent)]
         # The covered statements move one level in; a call whose arguments black had hugged on one
         # line gets one argument per line when that line no longer fits (black's own next step).
-        body = [fit(stmt, inner) for stmt in body]
+        body = [fit(stmt, inner, self.step) for stmt in body]
         if isinstance(entry, Span):
             var = span_variable(self.depths[id(wrap)])
             before.append(_statement(span_start(self.project, entry, var, indent, self.step), indent))

@@ -8,10 +8,12 @@ import libcst as cst
 from codegen.transforms.render import LINE_LENGTH
 
 
-def fit(stmt: cst.BaseStatement, indent: str) -> cst.BaseStatement:
+def fit(stmt: cst.BaseStatement, indent: str, step: str) -> cst.BaseStatement:
+    """``stmt`` moved one level in to ``indent``: lines that fitted before and no longer do are
+    the hugged argument lines of calls with several arguments; those go one per line."""
     for _ in range(8):
         lines = [indent + line for line in cst.Module([]).code_for_node(stmt).splitlines()]
-        long = {line.strip() for line in lines if len(line) > LINE_LENGTH}
+        long = {line.strip() for line in lines if LINE_LENGTH < len(line) <= LINE_LENGTH + len(step)}
         if not long:
             return stmt
         target = next((c for c in _hugged_calls(stmt) if _args_text(c) in long), None)
@@ -32,7 +34,8 @@ def _hugged_calls(stmt: cst.BaseStatement) -> list[cst.Call]:
     class _Finder(cst.CSTVisitor):
         def visit_Call(self, node: cst.Call) -> None:
             opening = node.whitespace_before_args
-            if not node.args or not isinstance(opening, cst.ParenthesizedWhitespace):
+            # black splits inside a sole argument instead (and a bare generator needs no comma)
+            if len(node.args) < 2 or not isinstance(opening, cst.ParenthesizedWhitespace):
                 return
             last = node.args[-1]
             inner = cst.Module([]).code_for_node(node.with_changes(func=cst.Name("f"))).split("\n")
@@ -52,11 +55,13 @@ class _Explode(cst.CSTTransformer):
         if original_node is not self.call:
             return updated_node
         opening = updated_node.whitespace_before_args
+        if isinstance(opening, cst.ParenthesizedWhitespace):  # a comment after "(" stays there only
+            separator = opening.with_changes(first_line=cst.TrailingWhitespace())
         args = list(updated_node.args)
         closing = args[-1].whitespace_after_arg
         exploded = [
             a.with_changes(
-                comma=cst.Comma(whitespace_after=opening), whitespace_after_arg=cst.SimpleWhitespace("")
+                comma=cst.Comma(whitespace_after=separator), whitespace_after_arg=cst.SimpleWhitespace("")
             )
             for a in args[:-1]
         ]

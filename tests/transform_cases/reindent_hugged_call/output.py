@@ -9,7 +9,7 @@ class Layer:
                 out = self.mixer(
                     hidden_states,
                     inference_context=inference_context,
-                    packed_seq_params=packed_seq_params,
+                    packed_seq=packed_seq_params_ab,
                 )
             finally:
                 _otel_span and _otel_span.end()
