@@ -122,6 +122,8 @@ class BlockEditor(cst.CSTTransformer):
         if not wraps and not inserts:
             return updated_node.with_changes(body=stmts)
         ordered = sorted(wraps, key=lambda w: (w.start, -w.end, self.order[id(w)]))
+        self.origin = indent
+        self.originals = {id(stmt) for stmt in stmts}
         body = self._build(stmts, 0, len(stmts), ordered, inserts, indent)
         return updated_node.with_changes(body=body)
 
@@ -204,7 +206,7 @@ class BlockEditor(cst.CSTTransformer):
             return [start, *body, *after, _statement(span_end(var, indent), indent)]
         # The covered statements move one level in; a call whose arguments black had hugged on one
         # line gets one argument per line when that line no longer fits (black's own next step).
-        body = [fit(stmt, inner, self.step) for stmt in body]
+        body = [fit(stmt, inner, self.origin) if id(stmt) in self.originals else stmt for stmt in body]
         if isinstance(entry, Span):
             var = span_variable(self.depths[id(wrap)])
             before.append(_statement(span_start(self.project, entry, var, indent, self.step), indent))

@@ -8,12 +8,16 @@ import libcst as cst
 from codegen.transforms.render import LINE_LENGTH
 
 
-def fit(stmt: cst.BaseStatement, indent: str, step: str) -> cst.BaseStatement:
-    """``stmt`` moved one level in to ``indent``: lines that fitted before and no longer do are
-    the hugged argument lines of calls with several arguments; those go one per line."""
+def fit(stmt: cst.BaseStatement, indent: str, origin: str) -> cst.BaseStatement:
+    """``stmt`` moved from ``origin`` in to ``indent``: of its lines that fitted before and no
+    longer do, the hugged argument lines of calls with several arguments go one per line."""
     for _ in range(8):
-        lines = [indent + line for line in cst.Module([]).code_for_node(stmt).splitlines()]
-        long = {line.strip() for line in lines if LINE_LENGTH < len(line) <= LINE_LENGTH + len(step)}
+        lines = cst.Module([]).code_for_node(stmt).splitlines()
+        long = {
+            line.strip()
+            for line in lines
+            if len(indent + line) > LINE_LENGTH and len(origin + line) <= LINE_LENGTH
+        }
         if not long:
             return stmt
         target = next((c for c in _hugged_calls(stmt) if _args_text(c) in long), None)
