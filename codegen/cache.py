@@ -17,7 +17,7 @@ import os
 import re
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from codegen.upstream import default_cache_dir
@@ -35,6 +35,8 @@ class CachedRun:
     changes: dict[str, str]  # path under the source root -> new text (the fork's overlay)
     spans: int
     files: int
+    # path under the source root -> [size, mtime_ns] of every file the run read there
+    inputs: dict[str, list[int]] = field(default_factory=dict)
 
 
 def results_dir() -> Path:
@@ -96,13 +98,23 @@ def _add_file(digest: hashlib._Hash, path: Path, root: Path) -> None:
     digest.update(hashlib.sha256(path.read_bytes()).digest())
 
 
+def input_state(root: Path, paths: list[str]) -> dict[str, list[int]]:
+    state: dict[str, list[int]] = {}
+    for rel in paths:
+        stat = (root / rel).stat()
+        state[rel] = [stat.st_size, stat.st_mtime_ns]
+    return state
+
+
 def load(key: str) -> CachedRun | None:
+    """A stored run whose every input file is still as it was, or None."""
     try:
         data = json.loads((results_dir() / f"{key}.json").read_text(encoding="utf-8"))
         run = CachedRun(**data)
+        root = Path(run.source_root)
+        if not root.is_dir() or input_state(root, list(run.inputs)) != run.inputs:
+            return None
     except (OSError, ValueError, TypeError):
-        return None
-    if not Path(run.source_root).is_dir():
         return None
     return run
 
@@ -113,9 +125,13 @@ def store(key: str, run: CachedRun) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".result-", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(run.__dict__, handle)
-        os.replace(tmp, directory / f"{key}.json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(run.__dict__, handle)
+            os.replace(tmp, directory / f"{key}.json")
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         results = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in results[KEEP:]:
             old.unlink(missing_ok=True)

@@ -156,3 +156,30 @@ def test_output_directories_that_hold_other_files_are_refused(project: tuple[Pat
     fork = tmp_path / "fork"
     assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0
     assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0, "its own fork is replaced"
+
+
+def test_cache_rechecks_the_files_a_run_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Even a file the key cannot see (named in a flow-style mapping) invalidates the result."""
+    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
+    spec = "spans: [{name: demo.work, group: step, file: tools/demo.py, function: work}]\n"
+    specs, root = make_project(tmp_path, spec, None, {"tools/demo.py": SOURCE})
+    assert main(["validate", str(specs), "--source", str(root)]) == 0
+    (root / "tools/demo.py").write_text(SOURCE.replace("def work", "def renamed"))
+    assert main(["validate", str(specs), "--source", str(root)]) == 2
+    assert "function 'work' not found" in capsys.readouterr().err
+
+
+def test_generated_and_out_guards(project: tuple[Path, Path], tmp_path: Path, capsys) -> None:
+    specs, root = project
+    site = tmp_path / "site"
+    (site / "docs").mkdir(parents=True)
+    (site / "docs" / "index.md").write_text("mine\n")
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(site)]) == 2
+    assert "holds docs/index.md" in capsys.readouterr().err
+    assert (site / "docs" / "index.md").read_text() == "mine\n"
+
+    assert main(["apply", str(specs), "--source", str(root), "--out", str(root / "fork")]) == 2
+    assert "inside --source or --generated" in capsys.readouterr().err
+    generated = specs.parent / "generated"
+    assert main(["apply", str(specs), "--source", str(root), "--out", str(generated)]) == 2
+    assert not (root / "fork").exists()
