@@ -133,6 +133,9 @@ def _resolve_file(
                 _locate_present(plan, span, func, project.runtime.alias, line_of, end_line_of)
             continue
         reason = facts.unsafe(func)
+        local = facts.local_alias(func)
+        if reason is None and local is not None:
+            reason = f"it binds the name '{project.runtime.alias}' itself (line {line_of(local)}), which the generated code needs"
         if reason is None and isinstance(span, Span) and span.form != "decorator" and facts.taken_names(func):
             reason = (
                 f"it already uses the name(s) {', '.join(sorted(facts.taken_names(func)))} the spans need"

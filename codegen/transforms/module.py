@@ -35,7 +35,7 @@ def add_runtime_import(project: Project, module: cst.Module) -> cst.Module:
     """
     parent, alias = project.runtime.parent_module, project.runtime.alias
     body = list(module.body)
-    for index, stmt in enumerate(body):
+    for index, stmt in enumerate(body[: _first_definition(body)]):
         node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
         if not isinstance(node, cst.ImportFrom) or node.relative or node.module is None:
             continue
@@ -44,6 +44,8 @@ def add_runtime_import(project: Project, module: cst.Module) -> cst.Module:
         names = list(node.names)
         if any(m.matches(a, m.ImportAlias(name=m.Name(alias), asname=None)) for a in names):
             return module
+        if "isort: skip" in _EMPTY.code_for_node(stmt):
+            continue
         body[index] = _fit_import(stmt.with_changes(body=[_merge_alias(node, alias)]))
         return module.with_changes(body=body)
     new = cst.parse_statement(f"from {parent} import {alias}\n")
@@ -57,8 +59,8 @@ def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
     """Insert ``alias`` at its alphabetical (isort) position. Every existing name keeps its own
     comma, and with it any comment after it; the new name gets a plain separator."""
     names = list(node.names)  # type: ignore[arg-type]
-    keys = [_EMPTY.code_for_node(n.name).lower() for n in names]
-    index = bisect.bisect_left(keys, alias.lower())
+    keys = [_isort_key(_EMPTY.code_for_node(n.name)) for n in names]
+    index = bisect.bisect_left(keys, _isort_key(alias))
     commas = [n.comma for n in names[:-1] if isinstance(n.comma, cst.Comma)]
     plain = next((c for c in commas if not _has_comment(c)), None)
     if plain is None and commas:  # every separator carries a comment: reuse one's layout, not its text
@@ -92,26 +94,30 @@ def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
     return node.with_changes(names=names[:-1] + [last.with_changes(comma=plain), new])
 
 
+def _isort_key(name: str) -> tuple[int, str]:
+    """isort's default order within one import: CONSTANTS, then Classes, then the rest."""
+    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
+    return kind, name.lower()
+
+
 def _has_comment(comma: cst.Comma) -> bool:
     after = comma.whitespace_after
     return isinstance(after, cst.ParenthesizedWhitespace) and after.first_line.comment is not None
 
 
 def _fit_import(stmt: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
-    """A one-line ``from x import a, b`` that grew past 100 columns, the way black lays it out."""
+    """A one-line ``from x import a, b`` that grew past 100 columns, the way black lays it out
+    (a trailing comment stays on the first line)."""
     code = _EMPTY.code_for_node(stmt.with_changes(leading_lines=()))
     first = code.split("\n")[0]
     node = stmt.body[0]
-    if (
-        len(first) <= LINE_LENGTH
-        or "\n" in code.rstrip("\n")
-        or not isinstance(node, cst.ImportFrom)
-        or node.lpar
-    ):
+    if len(first) <= LINE_LENGTH or "\n" in code.rstrip("\n") or not isinstance(node, cst.ImportFrom):
         return stmt
     module = _EMPTY.code_for_node(node.module)  # type: ignore[arg-type]
     names = [_EMPTY.code_for_node(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]  # type: ignore[union-attr]
-    text = f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+    comment = stmt.trailing_whitespace.comment
+    opening = f"from {module} import (" + (f"  {comment.value}" if comment else "")
+    text = opening + "\n" + "".join(f"    {n},\n" for n in names) + ")\n"
     return cst.parse_statement(text).with_changes(leading_lines=stmt.leading_lines)  # type: ignore[return-value]
 
 
@@ -133,7 +139,9 @@ def _place_new_import(project: Project, module: cst.Module, new_stmt: cst.BaseSt
     body = list(module.body)
     target = project.runtime.parent_module
     top = target.split(".")[0]
-    imports = [(i, name) for i, s in enumerate(body) if (name := _module_name(s)) is not None]
+    # only the leading imports: a late import below a function would come after its decorators
+    header = body[: _first_definition(body)]
+    imports = [(i, name) for i, s in enumerate(header) if (name := _module_name(s)) is not None]
     if not imports:
         index = _after_header(body)
         if index:
@@ -155,6 +163,11 @@ def _place_new_import(project: Project, module: cst.Module, new_stmt: cst.BaseSt
         new_stmt = new_stmt.with_changes(leading_lines=(cst.EmptyLine(),))
     body.insert(index, new_stmt)
     return module.with_changes(body=body)
+
+
+def _first_definition(body: list[cst.BaseStatement]) -> int:
+    """Index of the first top-level function or class: the leading import block ends there."""
+    return next((i for i, s in enumerate(body) if isinstance(s, (cst.FunctionDef, cst.ClassDef))), len(body))
 
 
 def _is_from(stmt: cst.BaseStatement) -> bool:
