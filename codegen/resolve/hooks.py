@@ -38,7 +38,7 @@ def resolve_rewrite(
     call = calls[0]
     if hook.argument is not None and argument_index(call, hook.argument) is None:
         diags.error(
-            hook.selector.pos, f"the call on line {line_of(site.node)} has no argument {hook.argument}"
+            hook.selector.pos, f"the call on line {line_of(site.node)} has no argument {hook.argument} (or a *args comes before it)"
         )
         return None
     if not isinstance(site.block, cst.IndentedBlock):
@@ -54,8 +54,14 @@ def argument_index(call: cst.Call, argument: int | str) -> int | None:
             (i for i, a in enumerate(call.args) if a.keyword is not None and a.keyword.value == argument),
             None,
         )
-    positional = [i for i, a in enumerate(call.args) if a.keyword is None and not a.star]
-    return positional[argument] if argument < len(positional) else None
+    for index, arg in enumerate(call.args):
+        if arg.star:  # after *args, positions in the source are not positions at run time
+            return None
+        if arg.keyword is None:
+            if argument == 0:
+                return index
+            argument -= 1
+    return None
 
 
 def is_wrapped(rewrite_call: cst.Call, hook: Hook, statement: cst.BaseStatement) -> bool:
