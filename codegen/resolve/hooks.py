@@ -38,7 +38,8 @@ def resolve_rewrite(
     call = calls[0]
     if hook.argument is not None and argument_index(call, hook.argument) is None:
         diags.error(
-            hook.selector.pos, f"the call on line {line_of(site.node)} has no argument {hook.argument} (or a *args comes before it)"
+            hook.selector.pos,
+            f"the call on line {line_of(site.node)} has no argument {hook.argument} (or a *args comes before it)",
         )
         return None
     if not isinstance(site.block, cst.IndentedBlock):
