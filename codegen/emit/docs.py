@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import jinja2
-
+from codegen.emit.templating import environment
 from codegen.resolve.hierarchy import parents_of
 from codegen.resolve.sites import Plan
 from codegen.spec.model import Attribute, Project, Span
@@ -54,12 +53,7 @@ def _covers(span: Span) -> str:
 
 def render_docs(project: Project, plan: Plan, templates_dir: Path) -> dict[str, str]:
     """Return ``{file name: text}`` for every docs page."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir)),
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-    )
+    env = environment(templates_dir)
     parents = parents_of(project, plan)
 
     def parent_text(name: str) -> str:

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
+from codegen.emit.templating import environment
 from codegen.spec.model import EnvVar, Project
 
 HEADER = (
@@ -53,12 +52,7 @@ class SpanEntry:
 def render_runtime(project: Project, templates_dir: Path | None = None) -> dict[str, str]:
     """Return ``{path relative to the source root: text}`` for every runtime package file."""
     root = templates_dir if templates_dir is not None else default_templates_dir()
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(root)),
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,
-    )
+    env = environment(root)
     env.filters["py"] = _py_str
     env.filters["literal"] = literal
     context = _context(project)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from codegen.spec.reader import quote
+
 LINE_LENGTH = 100
 
 
@@ -26,7 +28,7 @@ class DictArg:
 
     @classmethod
     def of_strings(cls, items: Sequence[tuple[str, str]], lazy: bool = True) -> DictArg:
-        return cls(tuple((_quote(k), v) for k, v in items), lazy)
+        return cls(tuple((quote(k), v) for k, v in items), lazy)
 
     def _opening(self) -> str:
         return (f"{self.keyword}=" if self.keyword else "") + ("lambda: {" if self.lazy else "{")
@@ -48,12 +50,7 @@ class DictArg:
 Arg = str | DictArg
 
 
-def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def string_literal(text: str) -> str:
-    return _quote(text)
+string_literal = quote  # a double-quoted Python string literal
 
 
 def call_statement(prefix: str, args: Sequence[Arg], indent: str, step: str = "    ") -> str:

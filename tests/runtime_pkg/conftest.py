@@ -6,6 +6,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -71,3 +72,11 @@ def exit_hooks(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[object]]:
 
     monkeypatch.setattr(signal, "signal", fake_signal)
     return calls
+
+
+@pytest.fixture
+def otel(rendered: Rendered, exit_hooks: dict[str, list[object]]) -> Iterator[ModuleType]:
+    """The rendered runtime, imported with exit hooks recorded (not installed), reset afterwards."""
+    module = rendered.import_runtime()
+    yield module
+    module.reset()

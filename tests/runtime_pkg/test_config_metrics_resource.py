@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
-from collections.abc import Iterator
 from types import ModuleType, SimpleNamespace
 
 import pytest
@@ -15,14 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from codegen.emit.runtime import render_runtime
 from codegen.spec.model import EnvVar, LifecycleSpan, Metric, Project
-from runtime_pkg_support import POS, Rendered, make_project
-
-
-@pytest.fixture
-def otel(rendered: Rendered, exit_hooks: dict[str, list[object]]) -> Iterator[ModuleType]:
-    module = rendered.import_runtime()
-    yield module
-    module.reset()
+from runtime_pkg_support import POS, make_project
 
 
 @pytest.fixture

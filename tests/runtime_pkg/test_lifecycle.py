@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from types import ModuleType, SimpleNamespace
 
 import pytest
@@ -50,13 +50,6 @@ def provider(exporter: InMemorySpanExporter) -> TracerProvider:
     tracer_provider = TracerProvider(shutdown_on_exit=False)
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     return tracer_provider
-
-
-@pytest.fixture
-def otel(rendered: Rendered, exit_hooks: dict[str, list[object]]) -> Iterator[ModuleType]:
-    module = rendered.import_runtime()
-    yield module
-    module.reset()
 
 
 @pytest.fixture

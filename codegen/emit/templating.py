@@ -1,0 +1,17 @@
+"""The Jinja2 environment every rendered output shares (runtime package files, docs pages)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+
+def environment(templates_dir: Path) -> jinja2.Environment:
+    """Templates render Python and Markdown verbatim: no escaping, no silent undefined names."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir)),
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+    )
