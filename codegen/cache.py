@@ -24,7 +24,7 @@ from codegen.upstream import default_cache_dir
 
 PACKAGE = Path(__file__).resolve().parent
 TEMPLATES = PACKAGE.parent / "templates"
-FORMAT = 1
+FORMAT = 2
 KEEP = 16  # results kept; older ones are removed when a new one is stored
 
 
@@ -37,15 +37,22 @@ class CachedRun:
     files: int
     # path under the source root -> [size, mtime_ns] of every file the run read there
     inputs: dict[str, list[int]] = field(default_factory=dict)
+    release: str = ""  # the megatron-core release of the tree
+    pinned: bool = True  # the tree is the pinned release's wheel (generated/ belongs to it)
+    notes: list[str] = field(default_factory=list)  # entries the specs exclude from this release
+    warnings: list[str] = field(default_factory=list)  # entries --allow-missing left out
+    missing: int = 0  # how many entries were left out
+    report: str = ""  # what was placed, excluded and left out (written into a fork)
 
 
 def results_dir() -> Path:
     return default_cache_dir() / "results"
 
 
-def run_key(spec_dir: Path, source: Path | None) -> str | None:
-    """The key of a run, or None when an input cannot be read (then the run just happens)."""
-    digest = hashlib.sha256(f"format {FORMAT}\n".encode())
+def run_key(spec_dir: Path, source: Path | None, options: str = "") -> str | None:
+    """The key of a run, or None when an input cannot be read (then the run just happens).
+    ``options``: the command-line choices that change the result (``--release`` ...)."""
+    digest = hashlib.sha256(f"format {FORMAT}\n{options}\n".encode())
     try:
         for root, pattern in ((PACKAGE, "*.py"), (TEMPLATES, "*.j2")):
             for path in sorted(root.rglob(pattern)):

@@ -13,7 +13,8 @@ from codegen.cache import load as load_cached
 from codegen.cache import store as store_cached
 from codegen.diagnostics import SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
-from codegen.upstream import UpstreamError
+from codegen.target import ReleaseError, SourceMismatch
+from codegen.upstream import PACKAGE_INFO, UpstreamError
 
 EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
@@ -55,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not reuse or store the results of an identical earlier run",
     )
+    _allow_missing(apply)
     apply.add_argument(
         "--check",
         action="store_true",
@@ -83,7 +85,17 @@ def _parser() -> argparse.ArgumentParser:
         description="Load and validate the specs and resolve every span against the sources.",
     )
     _common(validate)
+    _allow_missing(validate)
     return parser
+
+
+def _allow_missing(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="instrument what can be placed in the tree and list what cannot (with --source: for "
+        "trees carrying local changes) instead of failing with exit 3",
+    )
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -92,7 +104,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--source",
         type=Path,
         metavar="DIR",
-        help="a Megatron-LM checkout to instrument instead of the pinned megatron-core release",
+        help="a Megatron-LM checkout (or unpacked megatron-core wheel) to instrument instead of the "
+        "pinned megatron-core release; its megatron/ package is the tree",
+    )
+    parser.add_argument(
+        "--release",
+        metavar="X.Y.Z",
+        help="the megatron-core release to instrument: one the specs support (fetched like the pinned "
+        "one), or with --source the release the tree is (overrides its package_info.py)",
     )
 
 
@@ -107,6 +126,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "verify":
             return _verify(args)
         return _apply(args)
+    except ReleaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SPEC
+    except SourceMismatch as exc:
+        print(exc, file=sys.stderr)
+        count = len(exc.failures)
+        print(
+            f"{count} entr{'ies' if count != 1 else 'y'} of {args.specs} cannot be placed in "
+            f"{exc.tree.root} ({exc.tree.describe()}): mark them with 'releases:' or give 'any:' "
+            "alternatives in the specs, or pass --allow-missing to instrument the rest",
+            file=sys.stderr,
+        )
+        return EXIT_SOURCE
     except SpecError as exc:
         print(exc.diagnostics.render(), file=sys.stderr)
         count = len(set(exc.diagnostics.items))
@@ -128,29 +160,64 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, use_cache: bool) -> CachedRun:
     """The outputs of a run: from the result cache when every input is unchanged."""
-    key = run_key(args.specs, args.source) if use_cache else None
+    allow_missing = getattr(args, "allow_missing", False)
+    options = f"release {args.release}\nallow_missing {allow_missing}"
+    key = run_key(args.specs, args.source, options) if use_cache else None
     cached = load_cached(key) if key else None
-    if cached is not None:
-        return cached
-    from codegen.pipeline import generate
+    if cached is None:
+        cached = _generate(args, allow_missing)
+        if key:
+            store_cached(key, cached)
+    for line in cached.notes:
+        print(line)
+    if cached.warnings:
+        print("\n".join(cached.warnings), file=sys.stderr)
+    return cached
 
-    generation = generate(args.specs, args.source)
-    run = CachedRun(
-        str(generation.source_root),
+
+def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
+    from codegen.pipeline import generate
+    from codegen.target import label, render_failures
+
+    generation = generate(args.specs, args.source, args.release, allow_missing)
+    tree = generation.tree
+    assert tree is not None
+    notes = [
+        f"{e.pos}: note: {label(e)} is not in megatron-core {tree.release}: {e.releases.why_not()}"  # type: ignore[union-attr]
+        for e in generation.excluded
+    ]
+    warnings = []
+    if generation.missing:
+        count = len(generation.missing)
+        warnings = [
+            render_failures(generation.missing, "warning"),
+            f"left out {count} entr{'ies' if count != 1 else 'y'} that cannot be placed in {tree.root} "
+            f"({tree.describe()}) (--allow-missing)",
+        ]
+    source_root = generation.source_root
+    files = sorted(generation.plan.files) + ([PACKAGE_INFO] if (source_root / PACKAGE_INFO).is_file() else [])
+    return CachedRun(
+        str(source_root),
         generation.generated_tree(),
         {path: new for path, (_, new) in generation.changes.items()},
         len(generation.project.spans),
         len(generation.plan.files),
-        input_state(generation.source_root, sorted(generation.plan.files)),
+        input_state(source_root, files),
+        tree.release,
+        tree.pinned,
+        notes,
+        warnings,
+        len(generation.missing),
+        generation.report,
     )
-    if key:
-        store_cached(key, run)
-    return run
 
 
 def _validate(args: argparse.Namespace) -> int:
     run = _run(args, use_cache=True)
-    print(f"{args.specs}: {run.spans} spans in {run.files} files resolve against {run.source_root}")
+    print(
+        f"{args.specs}: {run.spans} spans in {run.files} files resolve against {run.source_root} "
+        f"(megatron-core {run.release})"
+    )
     return EXIT_OK
 
 
@@ -158,7 +225,7 @@ def _verify(args: argparse.Namespace) -> int:
     from codegen.pipeline import plan_only
     from codegen.verify import CaptureError, read_capture, verify
 
-    project, plan = plan_only(args.specs, args.source)
+    project, plan = plan_only(args.specs, args.source, args.release)
     groups = None
     if args.groups is not None:
         names = {g.name for g in project.groups}
@@ -184,6 +251,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 FORK_MARKER = ".codegen-fork"
+FORK_REPORT = "otel-codegen-report.md"  # what was placed, excluded and left out, beside the sources
 # What `generated/` may hold: only files this command writes there.
 PATCH_FILE = re.compile(r"patches/(series|\d{4}-[^/]+\.patch)")
 
@@ -221,12 +289,29 @@ def _destination_problem(
     return None
 
 
+def _default_generated_refused(args: argparse.Namespace, generated_dir: Path, reason: str) -> int:
+    what = "compare with --generated DIR" if args.check else "write with --out DIR (the fork) and/or --generated DIR (patches and docs)"
+    print(
+        f"error: {generated_dir} is the reviewed patch set of the pinned release; {reason}: {what}",
+        file=sys.stderr,
+    )
+    return EXIT_SPEC
+
+
 def _apply(args: argparse.Namespace) -> int:
     specs_dir = args.specs if args.specs.is_dir() else args.specs.parent
     generated_dir: Path = args.generated or specs_dir.resolve().parent / "generated"
+    # The default generated/ belongs to the pinned release: a tree of one's own, another release
+    # (known once the specs are read) or a partial result goes only where --out/--generated say.
+    use_generated = True
+    if args.generated is None and (args.source is not None or args.allow_missing):
+        reason = f"--source {args.source} is a tree of your own" if args.source else "--allow-missing"
+        if args.out is None or args.check:
+            return _default_generated_refused(args, generated_dir, reason)
+        use_generated = False
     protected = [specs_dir, Path.cwd()] + ([args.source] if args.source else [])
     checks: list[tuple[Path, str, Callable[[Path], bool], list[Path]]] = []
-    if not args.check:
+    if not args.check and use_generated:
         checks.append(
             (
                 generated_dir,
@@ -251,6 +336,11 @@ def _apply(args: argparse.Namespace) -> int:
             print(f"error: {problem}", file=sys.stderr)
             return EXIT_SPEC
     run = _run(args, use_cache=not args.no_cache)
+    if args.generated is None and use_generated and not run.pinned:
+        reason = f"megatron-core {run.release} is not the pinned release"
+        if args.out is None or args.check:
+            return _default_generated_refused(args, generated_dir, reason)
+        use_generated = False
     tree = run.tree
     if args.check:
         diff = diff_trees(str(generated_dir), read_tree(generated_dir), tree)
@@ -260,14 +350,19 @@ def _apply(args: argparse.Namespace) -> int:
             return EXIT_STALE
         print(f"{generated_dir} is up to date ({len(tree)} files)")
         return EXIT_OK
-    write_tree(generated_dir, tree)
-    docs = sum(1 for name in tree if name.startswith("docs/"))
-    print(f"wrote {generated_dir}: {len(run.changes)} patched or added files, {docs} docs pages")
+    if use_generated:
+        write_tree(generated_dir, tree)
+        docs = sum(1 for name in tree if name.startswith("docs/"))
+        print(f"wrote {generated_dir}: {len(run.changes)} patched or added files, {docs} docs pages")
     if args.out is not None:
         fork = dict(run.changes)
         fork[FORK_MARKER] = "Written by `codegen apply --out`; the directory is replaced on the next run.\n"
+        fork[FORK_REPORT] = run.report
         write_tree(args.out, fork, base=Path(run.source_root))
-        print(f"wrote the instrumented fork to {args.out}")
+        print(
+            f"wrote the instrumented fork of megatron-core {run.release} to {args.out} "
+            f"({run.spans} spans placed; report: {args.out / FORK_REPORT})"
+        )
     return EXIT_OK
 
 

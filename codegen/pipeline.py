@@ -2,31 +2,37 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from codegen.diagnostics import Diagnostics
+from codegen.diagnostics import Diagnostic, Diagnostics, Pos, SpecError
+from codegen.emit.coverage import render_report
 from codegen.emit.docs import render_docs
 from codegen.emit.patch import make_patch, write_patch_set
 from codegen.emit.runtime import render_runtime
 from codegen.resolve.plan import build_plan
 from codegen.resolve.sites import Plan
 from codegen.spec.load import load_project
-from codegen.spec.model import Project
+from codegen.spec.model import Hook, Project, Selector, Span
 from codegen.transforms.module import transform_file
-from codegen.upstream import source_root as upstream_source_root
+from codegen.target import Failure, SourceMismatch, Tree, label, locate_tree, render_failures
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+__all__ = ["Generation", "SourceMismatch", "Tree", "generate", "label", "plan_only", "render_failures"]
 
 
 @dataclass(frozen=True)
 class Generation:
-    project: Project
+    project: Project  # the entries that apply to this release and were placed
     source_root: Path
     plan: Plan
     # path relative to the source root -> (pristine text or None for an added file, new text)
     changes: dict[str, tuple[str | None, str]]
     docs: dict[str, str]
+    tree: Tree | None = None
+    excluded: tuple[Span | Hook, ...] = ()  # their ``releases:`` leave them out of this release
+    missing: tuple[Failure, ...] = ()  # could not be placed, left out by --allow-missing
+    report: str = ""  # what was placed, excluded and left out (written beside a fork)
 
     def patches(self) -> dict[str, str]:
         return write_patch_set(
@@ -37,23 +43,36 @@ class Generation:
         """Everything under ``generated/``: the patch set and the docs."""
         tree = {f"patches/{name}": text for name, text in self.patches().items()}
         tree.update({f"docs/{name}": text for name, text in self.docs.items()})
+        if self.tree is not None and not self.tree.pinned:
+            tree["docs/report.md"] = self.report
         return tree
 
 
-def plan_only(spec_dir: Path, source: Path | None = None) -> tuple[Project, Plan]:
-    """The validated project and its plan, without transforming anything."""
+def plan_only(
+    spec_dir: Path, source: Path | None = None, release: str | None = None
+) -> tuple[Project, Plan]:
+    """The validated project (as it applies to the tree's release) and its plan, without
+    transforming anything."""
     diags = Diagnostics()
     project = load_project(spec_dir, diags)
-    root = upstream_source_root(project.upstream, source)
-    return project, build_plan(project, root, diags)
+    tree = locate_tree(project, source, release)
+    applied, _ = project.for_release(tree.release)
+    plan, applied, _ = _place(applied, tree, diags, allow_missing=False)
+    return applied, plan
 
 
-def generate(spec_dir: Path, source: Path | None = None) -> Generation:
-    """Raise :class:`SpecError` with every problem of the specs, found loading or resolving."""
+def generate(
+    spec_dir: Path, source: Path | None = None, release: str | None = None, allow_missing: bool = False
+) -> Generation:
+    """Raise :class:`SpecError` with every problem of the specs, found loading or resolving;
+    :class:`SourceMismatch` when valid specs do not fit a ``--source`` tree (unless
+    ``allow_missing``: then what does not fit is left out and reported)."""
     diags = Diagnostics()
-    project = load_project(spec_dir, diags)
-    root = upstream_source_root(project.upstream, source)
-    plan = build_plan(project, root, diags)
+    full = load_project(spec_dir, diags)
+    tree = locate_tree(full, source, release)
+    applied, excluded = full.for_release(tree.release)
+    plan, project, missing = _place(applied, tree, diags, allow_missing)
+    root = tree.root
     changes: dict[str, tuple[str | None, str]] = {}
     for path, file_plan in sorted(plan.files.items()):
         new = transform_file(project, file_plan)
@@ -64,6 +83,77 @@ def generate(spec_dir: Path, source: Path | None = None) -> Generation:
         old = existing.read_text(encoding="utf-8") if existing.is_file() else None
         if old != text:
             changes[path] = (old, text)
+    docs = render_docs(project, plan, TEMPLATES_DIR, full)
+    report = render_report(TEMPLATES_DIR, tree, project, excluded, missing)
     return Generation(
-        project, root, plan, dict(sorted(changes.items())), render_docs(project, plan, TEMPLATES_DIR)
+        project, root, plan, dict(sorted(changes.items())), docs, tree, excluded, missing, report
     )
+
+
+def _place(
+    project: Project, tree: Tree, diags: Diagnostics, allow_missing: bool
+) -> tuple[Plan, Project, tuple[Failure, ...]]:
+    """Build the plan. Problems in the specs themselves raise :class:`SpecError`. When only
+    placing fails, on a ``--source`` tree (or with ``allow_missing``), the entries that cannot be
+    placed raise :class:`SourceMismatch`, or with ``allow_missing`` are left out and returned."""
+    spec_errors = bool(diags)
+    missing: list[Failure] = []
+    while True:
+        try:
+            return build_plan(project, tree.root, diags), project, tuple(missing)
+        except SpecError:
+            if spec_errors or not (tree.from_source or allow_missing):
+                raise
+            failures = _attribute(project, diags.items)
+            if failures is None:
+                raise
+            if not allow_missing:
+                raise SourceMismatch(tree, failures) from None
+            missing.extend(failures)
+            out = {id(entry) for entry, _ in failures}
+            project = replace(
+                project,
+                spans=tuple(s for s in project.spans if id(s) not in out),
+                hooks=tuple(h for h in project.hooks if id(h) not in out),
+            )
+            diags = Diagnostics()
+
+
+def _attribute(project: Project, found: list[Diagnostic]) -> tuple[Failure, ...] | None:
+    """Each entry with the problems located at one of its own positions; None when a problem
+    belongs to no entry (then it is not a mismatch of entries and the tree)."""
+    owners: dict[Pos, list[Span | Hook]] = {}
+    for entry in (*project.spans, *project.hooks):
+        for pos in _positions(entry):
+            owners.setdefault(pos, []).append(entry)
+    by_entry: dict[int, tuple[Span | Hook, list[Diagnostic]]] = {}
+    for diagnostic in sorted(set(found)):
+        entries = owners.get(diagnostic.pos)
+        if not entries:
+            return None
+        for entry in entries:
+            by_entry.setdefault(id(entry), (entry, []))[1].append(diagnostic)
+    ordered = sorted(by_entry.values(), key=lambda item: item[0].pos)
+    return tuple((entry, tuple(items)) for entry, items in ordered)
+
+
+def _positions(entry: Span | Hook) -> set[Pos]:
+    positions = {entry.pos, entry.where_file, entry.where_function}
+
+    def add(selector: Selector | None) -> None:
+        if selector is not None:
+            positions.add(selector.pos)
+            add(selector.within)
+            for alternative in selector.alternatives:
+                add(alternative)
+
+    region = entry.region
+    if region is not None:
+        positions.add(region.pos)
+        add(region.first)
+        add(region.last)
+    if isinstance(entry, Hook):
+        add(entry.selector)
+    else:
+        positions.update(a.pos for a in (*entry.attributes, *entry.end_attributes))
+    return positions

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from codegen.emit.coverage import coverage_context
 from codegen.emit.templating import environment
 from codegen.resolve.hierarchy import parents_of
 from codegen.resolve.sites import Plan
@@ -51,8 +52,11 @@ def _covers(span: Span) -> str:
     return text
 
 
-def render_docs(project: Project, plan: Plan, templates_dir: Path) -> dict[str, str]:
-    """Return ``{file name: text}`` for every docs page."""
+def render_docs(
+    project: Project, plan: Plan, templates_dir: Path, full: Project | None = None
+) -> dict[str, str]:
+    """Return ``{file name: text}`` for every docs page. ``project`` is what applies to the tree's
+    release; ``full`` (default: the same) every entry of the specs, for the coverage page."""
     env = environment(templates_dir)
     parents = parents_of(project, plan)
 
@@ -67,7 +71,7 @@ def render_docs(project: Project, plan: Plan, templates_dir: Path) -> dict[str, 
                     name,
                     span.group,
                     f"{_code(span.file)}<br>{_code(span.function)}",
-                    _covers(span),
+                    _covers(plan.as_resolved(span)),  # type: ignore[arg-type]
                     _attributes(span),
                     parent_text(name),
                 )
@@ -127,6 +131,7 @@ def render_docs(project: Project, plan: Plan, templates_dir: Path) -> dict[str, 
         "env": project.env,
         "flags": project.flags,
         "md": _md,
+        "coverage": coverage_context(full or project),
     }
     docs_dir = templates_dir / "docs"
     out: dict[str, str] = {}

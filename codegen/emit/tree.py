@@ -64,7 +64,8 @@ def write_tree(dest: Path, files: dict[str, str], base: Path | None = None) -> N
     try:
         if base is not None:
             os.rmdir(staging)
-            shutil.copytree(base, staging, symlinks=True)
+            # a Megatron-LM checkout's history is not part of the fork
+            shutil.copytree(base, staging, symlinks=True, ignore=shutil.ignore_patterns(".git"))
         for name, text in files.items():
             path = staging / name
             path.parent.mkdir(parents=True, exist_ok=True)

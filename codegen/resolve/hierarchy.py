@@ -44,7 +44,8 @@ def parents_of(project: Project, plan: Plan) -> dict[str, tuple[str, ...]]:
         result[name].update(found)
     for span in project.spans:
         for name in _span_names(span):
-            result[name].update(span.parents_of(name))
+            # a declared parent the release lacks (its ``releases:`` exclude it) is left out
+            result[name].update(p for p in span.parents_of(name) if p in result)
     startup = next((s.name for s in project.lifecycle if s.role == "startup"), None)
     for span in project.lifecycle:
         if span.role == "phase" and startup is not None:

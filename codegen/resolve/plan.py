@@ -15,6 +15,7 @@ import libcst.matchers as m
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from codegen.diagnostics import Diagnostics, SpecError
+from codegen.resolve.alternatives import concrete
 from codegen.resolve.functions import collect_functions, suggest
 from codegen.resolve.hooks import is_wrapped, resolve_insert, resolve_rewrite
 from codegen.resolve.regions import early_exit, parameters, resolve_region
@@ -127,6 +128,12 @@ def _resolve_file(
             )
             continue
         func = definitions[0]
+        chosen = concrete(span, func, line_of, diags)  # each ``any`` selector bound to one alternative
+        if chosen is None:
+            continue
+        if chosen is not span:
+            plan.chosen[id(span)] = chosen
+            span = chosen
         if facts.instrumented(func, span):
             plan.present.append(span)
             if isinstance(span, Span):

@@ -67,8 +67,17 @@ class FilePlan:
     # Where already-instrumented spans sit, so the hierarchy is the same on a patched tree.
     present_wraps: list[Wrap] = field(default_factory=list)
     present_decorations: list[tuple[Span, cst.FunctionDef]] = field(default_factory=list)
+    # id(entry) -> the entry with each ``any`` selector replaced by the alternative this code takes
+    chosen: dict[int, Span | Hook] = field(default_factory=dict)
 
 
 @dataclass
 class Plan:
     files: dict[str, FilePlan]
+
+    def as_resolved(self, entry: Span | Hook) -> Span | Hook:
+        """``entry`` as it was bound: its ``any`` selectors replaced by the chosen alternatives."""
+        for file_plan in self.files.values():
+            if id(entry) in file_plan.chosen:
+                return file_plan.chosen[id(entry)]
+        return entry

@@ -10,6 +10,7 @@ from codegen.spec.model import (
     Hook,
 )
 from codegen.spec.reader import DOTTED, IDENTIFIER, quote
+from codegen.spec.releases import ReleasesReader
 from codegen.spec.selectors import SelectorReader
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar
 
@@ -29,11 +30,12 @@ HOOK_KEYS = (
     "stamp",
     "note",
     "wrap",
+    "releases",
 )
 WRAP_KEYS = ("call", "within", "occurrence", "argument", "result", "with")
 
 
-class HookReader(SelectorReader):
+class HookReader(SelectorReader, ReleasesReader):
     hook_nodes: list[tuple[YMap, tuple[str, Pos] | None]]
 
     def _hooks(self, group_names: set[str], metric_names: set[str], alias: str) -> tuple[Hook, ...]:
@@ -208,6 +210,7 @@ class HookReader(SelectorReader):
             "note": (self._str(node.get("note"), "note") or "") if "note" in node.entries else "",
             "file_pos": file_pos,
             "function_pos": node.get("function").pos,  # type: ignore[union-attr]
+            "releases": self._releases(node),
         }
 
     def _call(self, node: YNode | None, what: str) -> str | None:

@@ -15,10 +15,13 @@ from codegen.spec.model import (
     LifecycleSpan,
     Project,
     Span,
+    version_key,
 )
+from codegen.spec.releases import ReleasesReader
 from codegen.spec.settings import SettingsReader
 from codegen.spec.spans import SpanReader
 from codegen.spec.yaml_nodes import YMap, YNode, YSeq, load_yaml
+from codegen.upstream import UpstreamPin
 
 TOP_KEYS = (
     "runtime",
@@ -80,7 +83,7 @@ def _display_path(path: Path) -> str:
         return str(path)
 
 
-class _Builder(SpanReader, HookReader, SettingsReader):
+class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader):
     def __init__(self, diags: Diagnostics) -> None:
         super().__init__(diags)
         self.singletons: dict[str, tuple[str, YNode]] = {}
@@ -135,6 +138,7 @@ class _Builder(SpanReader, HookReader, SettingsReader):
                 self.diags.error(self.first_pos, f"missing '{key}': declare it in one spec file")
         runtime = self._runtime()
         upstream = self._upstream()
+        supported = self._supported_releases(upstream)
         groups = self._groups()
         presets = self._presets({g.name for g in groups})
         group_names = {g.name for g in groups}
@@ -154,8 +158,20 @@ class _Builder(SpanReader, HookReader, SettingsReader):
         if runtime is None or upstream is None:
             return None
         return Project(
-            runtime, upstream, groups, presets, spans, files, lifecycle, metrics, env, flags, hooks
+            runtime, upstream, groups, presets, spans, files, lifecycle, metrics, env, flags, hooks, supported
         )
+
+    def _supported_releases(self, upstream: UpstreamPin | None) -> tuple[UpstreamPin, ...]:
+        """`upstream: supported:`; afterwards `releases:` of spans and hooks are checked against them."""
+        entry = self.singletons.get("upstream")
+        node = entry[1] if entry is not None else None
+        supported: tuple[UpstreamPin, ...] = ()
+        if upstream is not None and isinstance(node, YMap) and "supported" in node.entries:
+            supported = self._supported(node.get("supported"), upstream)  # type: ignore[arg-type]
+        if upstream is not None:
+            versions = {upstream.version, *(p.version for p in supported)}
+            self.supported_versions = tuple(sorted(versions, key=lambda v: version_key(v) or ()))
+        return supported
 
     def _check_unique_names(self, spans: tuple[Span, ...], lifecycle: tuple[LifecycleSpan, ...]) -> None:
         code_names = {n for s in spans for n in (s.names or (s.name,))}

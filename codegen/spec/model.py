@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from codegen.diagnostics import Pos
@@ -13,6 +14,9 @@ from codegen.upstream import UpstreamPin
 SIMPLE_KINDS = ("call", "assign", "return")
 COMPOUND_KINDS = ("if", "for", "while", "with", "try")
 SELECTOR_KINDS = SIMPLE_KINDS + COMPOUND_KINDS
+# ``{any: [SELECTOR, ...]}``: the first alternative that selects exactly one statement (for code
+# that differs between upstream releases).
+ANY = "any"
 
 
 @dataclass(frozen=True)
@@ -24,8 +28,11 @@ class Selector:
     pos: Pos
     within: Selector | None = None  # narrowed to the block(s) of this compound statement
     occurrence: int | None = None  # 1-based among the remaining matches, in source order
+    alternatives: tuple[Selector, ...] = ()  # kind "any": tried in order
 
     def describe(self) -> str:
+        if self.kind == ANY:
+            return f"{{any: [{', '.join(a.describe() for a in self.alternatives)}]}}"
         text = f"{{{self.kind}: {self.value}}}"
         if self.within is not None:
             text += f" within {self.within.describe()}"
@@ -67,6 +74,49 @@ class Region:
         if self.kind == "after":
             return f"after {self.first.describe()}"
         return f"{'else-' if self.branch == 'else' else ''}body of {self.first.describe()}"
+
+
+def version_key(text: str) -> tuple[int, ...] | None:
+    """A comparable key of ``X.Y[.Z][{a,b,rc}N][.devN]`` (a pre-release sorts before its release),
+    or None when ``text`` is not such a version."""
+    match = VERSION.fullmatch(text.strip())
+    if match is None:
+        return None
+    major, minor, patch, stage, number, dev = match.groups()
+    rank = {"a": 1, "b": 2, "rc": 3, None: 4}[stage]
+    key = (int(major), int(minor), int(patch or 0), rank, int(number or 0))
+    return key + ((0, int(dev)) if dev is not None else (1, 0))
+
+
+VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:(a|b|rc)(\d+))?(?:\.dev(\d+))?")
+RELEASE_OPERATORS = (">=", "<=", "==", "!=", ">", "<")
+
+
+@dataclass(frozen=True)
+class Releases:
+    """The upstream releases a span or hook applies to: ``>=0.18``, ``>=0.17, <0.19``..."""
+
+    text: str
+    # (operator, version key, how many release numbers the bound gives), all must hold
+    clauses: tuple[tuple[str, tuple[int, ...], int], ...]
+    pos: Pos
+    reason: str = ""  # why the entry is not in the other releases, for the coverage page
+
+    def contains(self, version: str) -> bool:
+        key = version_key(version)
+        if key is None:
+            return False
+        for op, bound, width in self.clauses:
+            if op in ("==", "!="):  # ``==0.19`` is every 0.19.x; ``==0.19.2`` that one release
+                same = key[:width] == bound[:width] if width < 3 else key == bound
+                if same != (op == "=="):
+                    return False
+            elif not {">=": key >= bound, "<=": key <= bound, ">": key > bound, "<": key < bound}[op]:
+                return False
+        return True
+
+    def why_not(self) -> str:
+        return self.reason or f"only in megatron-core {self.text}"
 
 
 @dataclass(frozen=True)
@@ -117,6 +167,7 @@ class Span(_Placed):
     when: str | None = None  # extra condition, evaluated only when the group records
     name_expr: str | None = None  # chooses among ``names`` at run time
     names: tuple[str, ...] = ()  # every name the span can take (``name`` is the first)
+    releases: Releases | None = None  # the upstream releases it applies to (None: every one)
 
 
 @dataclass(frozen=True)
@@ -143,6 +194,7 @@ class Hook(_Placed):
     note: str = ""
     file_pos: Pos | None = None
     function_pos: Pos | None = None
+    releases: Releases | None = None  # the upstream releases it applies to (None: every one)
 
 
 @dataclass(frozen=True)
@@ -251,6 +303,30 @@ class Project:
     env: tuple[EnvVar, ...] = ()
     flags: tuple[Flag, ...] = ()
     hooks: tuple[Hook, ...] = ()
+    # the other releases the specs support (the pinned ``upstream`` is supported too)
+    supported: tuple[UpstreamPin, ...] = ()
+
+    def releases(self) -> tuple[UpstreamPin, ...]:
+        """Every supported release, the pinned one included, oldest first."""
+        pins = (*self.supported, self.upstream)
+        return tuple(sorted(pins, key=lambda p: version_key(p.version) or ()))
+
+    def for_release(self, version: str) -> tuple[Project, tuple[Span | Hook, ...]]:
+        """The project as it applies to ``version``, and the entries its ``releases:`` exclude."""
+        excluded = tuple(
+            e for e in (*self.spans, *self.hooks) if e.releases is not None and not e.releases.contains(version)
+        )
+        if not excluded:
+            return self, ()
+        out = {id(e) for e in excluded}
+        return (
+            replace(
+                self,
+                spans=tuple(s for s in self.spans if id(s) not in out),
+                hooks=tuple(h for h in self.hooks if id(h) not in out),
+            ),
+            excluded,
+        )
 
     def all_span_names(self) -> tuple[str, ...]:
         """Every span name the instrumented code and the runtime can emit, in declaration order."""

@@ -5,16 +5,24 @@ from __future__ import annotations
 import ast
 
 from codegen.spec.model import (
+    ANY,
     COMPOUND_KINDS,
     SELECTOR_KINDS,
     Region,
     Selector,
 )
 from codegen.spec.reader import DOTTED, IDENTIFIER, Reader
-from codegen.spec.yaml_nodes import YNode, YScalar
+from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
 
 SELECTOR_MODIFIERS = ("within", "occurrence")
-REGION_KEYS = SELECTOR_KINDS + SELECTOR_MODIFIERS + ("from", "to", "after", "body", "branch")
+REGION_KEYS = SELECTOR_KINDS + SELECTOR_MODIFIERS + (ANY, "from", "to", "after", "body", "branch")
+
+
+def is_compound(selector: Selector) -> bool:
+    """Whether the selector picks a compound statement (every alternative of an ``any`` does)."""
+    if selector.kind == ANY:
+        return all(is_compound(a) for a in selector.alternatives)
+    return selector.kind in COMPOUND_KINDS
 
 
 class SelectorReader(Reader):
@@ -45,7 +53,7 @@ class SelectorReader(Reader):
                 self.diags.error(as_map.get("branch").pos, "branch must be 'body' or 'else'")  # type: ignore[union-attr]
                 return None
             first = self._selector(as_map.get("body"))  # type: ignore[arg-type]
-            if first is not None and first.kind not in COMPOUND_KINDS:
+            if first is not None and not is_compound(first):
                 self.diags.error(
                     first.pos, f"'body' needs a compound statement selector ({', '.join(COMPOUND_KINDS)})"
                 )
@@ -61,6 +69,8 @@ class SelectorReader(Reader):
         as_map = self._map(node, "selector")
         if as_map is None:
             return None
+        if ANY in as_map.entries:
+            return self._any(as_map)
         kinds = [k for k in as_map.entries if k in SELECTOR_KINDS]
         extra = [k for k in as_map.entries if k not in SELECTOR_KINDS + SELECTOR_MODIFIERS]
         for key in extra:
@@ -97,7 +107,7 @@ class SelectorReader(Reader):
             within = self._selector(as_map.get("within"))  # type: ignore[arg-type]
             if within is None:
                 return None
-            if within.kind not in COMPOUND_KINDS:
+            if not is_compound(within):
                 self.diags.error(within.pos, "'within' needs a compound statement selector")
                 return None
         occurrence = None
@@ -114,3 +124,32 @@ class SelectorReader(Reader):
                 return None
             occurrence = occ_node.value
         return Selector(kind, value, value_node.pos, within, occurrence)
+
+    def _any(self, node: YMap) -> Selector | None:
+        """``{any: [SELECTOR, ...]}``: alternatives tried in order, for code that differs between
+        releases; each carries its own ``within`` / ``occurrence``."""
+        if set(node.entries) != {ANY}:
+            other = next(k for k in node.entries if k != ANY)
+            self.diags.error(
+                node.key_pos(other),
+                f"'any' takes no other keys ('{other}'): put it on the alternatives that need it",
+            )
+            return None
+        value = node.get(ANY)
+        assert value is not None
+        if not isinstance(value, YSeq):
+            self.diags.error(value.pos, "'any' must be a list of selectors, tried in order")
+            return None
+        if len(value.items) < 2:
+            self.diags.error(value.pos, "'any' needs at least two alternatives")
+            return None
+        alternatives = []
+        for item in value.items:
+            if isinstance(item, YMap) and ANY in item.entries:
+                self.diags.error(item.pos, "an alternative of 'any' cannot be 'any' itself: list them all in one")
+                return None
+            alternative = self._selector(item)
+            if alternative is None:
+                return None
+            alternatives.append(alternative)
+        return Selector(ANY, "", node.pos, alternatives=tuple(alternatives))

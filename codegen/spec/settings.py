@@ -62,7 +62,7 @@ class SettingsReader(Reader):
         if node is None:
             return None
         keys = ("distribution", "version", "filename", "sha256")
-        self._check_keys(node, keys, "upstream")
+        self._check_keys(node, keys + ("supported",), "upstream")
         values = [self._required_str(node, k, "upstream") for k in keys]
         if any(v is None for v in values):
             return None

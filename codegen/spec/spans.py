@@ -11,6 +11,7 @@ from codegen.spec.model import (
     Span,
 )
 from codegen.spec.reader import DOTTED, SPAN_NAME
+from codegen.spec.releases import ReleasesReader
 from codegen.spec.selectors import SelectorReader
 from codegen.spec.yaml_nodes import YMap, YNode, YSeq
 
@@ -29,10 +30,11 @@ SPAN_KEYS = (
     "name_expr",
     "form",
     "parents",
+    "releases",
 )
 
 
-class SpanReader(SelectorReader):
+class SpanReader(SelectorReader, ReleasesReader):
     span_nodes: list[tuple[YMap, tuple[str, Pos] | None]]
     default_forms: dict[int, str]
 
@@ -141,6 +143,9 @@ class SpanReader(SelectorReader):
                         f"name_expr names {', '.join(stray)}, not in the span's names",
                     )  # type: ignore[union-attr]
                     ok = False
+        releases = self._releases(node)
+        if "releases" in node.entries and releases is None:
+            ok = False
         if ("when" in node.entries and when is None) or ("name_expr" in node.entries and name_expr is None):
             ok = False
         if not ok or None in (name, group, file, function, region, attributes, end_attributes, goodput):
@@ -164,6 +169,7 @@ class SpanReader(SelectorReader):
             form=form,  # type: ignore[arg-type]
             parents=parents,
             name_parents=tuple(name_parents),
+            releases=releases,
         )
 
     def _form(self, node: YNode) -> str | None:

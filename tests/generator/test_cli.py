@@ -30,7 +30,7 @@ def project(tmp_path: Path) -> tuple[Path, Path]:
 def test_apply_writes_patches_docs_and_fork(project: tuple[Path, Path], tmp_path: Path) -> None:
     specs, root = project
     fork = tmp_path / "fork"
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--out", str(fork)]) == 0
     generated = specs.parent / "generated"
     patches = sorted(p.name for p in (generated / "patches").iterdir())
     assert patches[0] == "0001-megatron-demo.py.patch" and patches[-1] == "series"
@@ -40,6 +40,9 @@ def test_apply_writes_patches_docs_and_fork(project: tuple[Path, Path], tmp_path
     assert 'otel.start_span("demo.work")' in (fork / DEMO).read_text()
     assert (fork / "megatron/otel/__init__.py").is_file()
     assert (root / DEMO).read_text() == SOURCE, "the source tree is never modified"
+    report = (fork / "otel-codegen-report.md").read_text()
+    assert "megatron-core 0.0.0, read from megatron/core/package_info.py" in report
+    assert "Placed: 1 spans" in report
 
 
 def test_check_reports_staleness_and_writes_nothing(
@@ -47,26 +50,28 @@ def test_check_reports_staleness_and_writes_nothing(
 ) -> None:
     specs, root = project
     generated = specs.parent / "generated"
-    assert main(["apply", str(specs), "--source", str(root), "--check"]) == 1
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check"]) == 1
     assert not generated.exists()
     assert "+++ " in capsys.readouterr().out
 
-    assert main(["apply", str(specs), "--source", str(root)]) == 0
-    assert main(["apply", str(specs), "--source", str(root), "--check"]) == 0
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")]) == 0
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check"]) == 0
 
     (generated / "docs" / "spans.md").write_text("edited by hand\n")
-    assert main(["apply", str(specs), "--source", str(root), "--check"]) == 1
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check"]) == 1
     out = capsys.readouterr().out
     assert "-edited by hand" in out and (generated / "docs" / "spans.md").read_text() == "edited by hand\n"
 
 
 def test_failed_run_leaves_previous_output_untouched(project: tuple[Path, Path]) -> None:
     specs, root = project
-    assert main(["apply", str(specs), "--source", str(root)]) == 0
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")]) == 0
     generated = specs.parent / "generated"
     before = {p: p.read_bytes() for p in generated.rglob("*") if p.is_file()}
     (specs / "case.yaml").write_text(SPEC.replace("function: work", "function: missing"))
-    assert main(["apply", str(specs), "--source", str(root)]) == 2
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")]) == 3, "a spec that does not fit the tree"
+    (specs / "case.yaml").write_text(SPEC.replace("group: step", "group: nope"))
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")]) == 2, "a malformed spec"
     assert {p: p.read_bytes() for p in generated.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in generated.parent.iterdir() if p.name.startswith(".")) == []
 
@@ -101,7 +106,7 @@ def test_unchanged_second_run_reuses_the_result_cache(
 ) -> None:
     monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
     specs, root = project
-    assert main(["apply", str(specs), "--source", str(root)]) == 0
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")]) == 0
     assert len(list((tmp_path / "cache" / "results").glob("*.json"))) == 1
 
     import codegen.pipeline
@@ -113,21 +118,21 @@ def test_unchanged_second_run_reuses_the_result_cache(
         raise Generated("the cache should have answered")
 
     monkeypatch.setattr(codegen.pipeline, "generate", fail)
-    assert main(["apply", str(specs), "--source", str(root), "--check"]) == 0
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check"]) == 0
     fork = tmp_path / "fork"
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--out", str(fork)]) == 0
     assert 'otel.start_span("demo.work")' in (fork / DEMO).read_text()
     with pytest.raises(Generated):
-        main(["apply", str(specs), "--source", str(root), "--check", "--no-cache"])
+        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check", "--no-cache"])
 
     # Any input that changes is a different key: here the spec, then the source.
     (specs / "case.yaml").write_text(SPEC.replace("demo.work", "demo.renamed"))
     with pytest.raises(Generated):
-        main(["apply", str(specs), "--source", str(root), "--check"])
+        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check"])
     (specs / "case.yaml").write_text(SPEC)
     (root / DEMO).write_text(SOURCE + "\n\ndef more():\n    pass\n")
     with pytest.raises(Generated):
-        main(["apply", str(specs), "--source", str(root), "--check"])
+        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check"])
 
 
 def test_cache_sees_named_files_outside_megatron(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
@@ -137,7 +142,7 @@ def test_cache_sees_named_files_outside_megatron(tmp_path: Path, monkeypatch: py
     specs, root = make_project(tmp_path, spec, None, {"tools/demo.py": SOURCE})
     assert main(["validate", str(specs), "--source", str(root)]) == 0
     (root / "tools/demo.py").write_text(SOURCE.replace("def work", "def renamed"))
-    assert main(["validate", str(specs), "--source", str(root)]) == 2
+    assert main(["validate", str(specs), "--source", str(root)]) == 3
     assert "function 'work' not found in tools/demo.py" in capsys.readouterr().err
 
 
@@ -165,7 +170,7 @@ def test_cache_rechecks_the_files_a_run_read(tmp_path: Path, monkeypatch: pytest
     specs, root = make_project(tmp_path, spec, None, {"tools/demo.py": SOURCE})
     assert main(["validate", str(specs), "--source", str(root)]) == 0
     (root / "tools/demo.py").write_text(SOURCE.replace("def work", "def renamed"))
-    assert main(["validate", str(specs), "--source", str(root)]) == 2
+    assert main(["validate", str(specs), "--source", str(root)]) == 3
     assert "function 'work' not found" in capsys.readouterr().err
 
 

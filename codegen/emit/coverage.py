@@ -1,0 +1,99 @@
+"""The coverage page (which spans each supported release carries) and the per-run report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from codegen.emit.templating import environment
+from codegen.spec.model import Hook, Project, Span
+
+if TYPE_CHECKING:
+    from codegen.target import Failure, Tree
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    return f"`{_md(text)}`"
+
+
+def coverage_context(project: Project) -> dict[str, Any]:
+    """One row per span (per name), one column per supported release: placed, or why not.
+
+    It is read from the specs' ``releases:`` alone; the tests resolve the specs against every
+    supported release, so "placed" means the instrumentation is placed there."""
+    releases = project.releases()
+    columns = [
+        f"{p.version} (pinned)" if p is project.upstream else p.version for p in releases
+    ]
+    rows = []
+    placed = {p.version: 0 for p in releases}
+    absent = {p.version: 0 for p in releases}
+    for span in project.spans:
+        cells = []
+        for pin in releases:
+            if span.releases is None or span.releases.contains(pin.version):
+                cells.append("placed")
+            else:
+                cells.append(f"not in this release: {_md(span.releases.why_not())}")
+        for name in span.names or (span.name,):
+            rows.append({"name": _code(name), "where": f"{_code(span.file)}<br>{_code(span.function)}", "cells": cells})
+            for pin, cell in zip(releases, cells):
+                (placed if cell == "placed" else absent)[pin.version] += 1
+    for lifecycle in project.lifecycle:
+        rows.append({"name": _code(lifecycle.name), "where": "runtime", "cells": ["runtime"] * len(releases)})
+    hooks = [
+        {
+            "where": f"{_code(h.file)}<br>{_code(h.function)}",
+            "releases": _code(h.releases.text),
+            "reason": _md(h.releases.why_not()),
+        }
+        for h in project.hooks
+        if h.releases is not None
+    ]
+    counts = [
+        {"label": "placed in the code", "cells": [placed[p.version] for p in releases]},
+        {"label": "opened by the runtime", "cells": [len(project.lifecycle)] * len(releases)},
+        {"label": "not in this release", "cells": [absent[p.version] for p in releases]},
+    ]
+    return {"columns": columns, "rows": rows, "counts": counts, "hooks": hooks}
+
+
+def render_report(
+    templates_dir: Path,
+    tree: Tree,
+    project: Project,
+    excluded: tuple[Span | Hook, ...],
+    missing: tuple[Failure, ...],
+) -> str:
+    """What one run placed, what the specs exclude from this release, and what --allow-missing
+    left out: printed, written into the fork and, for a tree other than the pinned release,
+    into the generated docs."""
+    from codegen.target import label
+
+    def entry(e: Span | Hook) -> str:
+        return _md(label(e))
+
+    context = {
+        "tree": tree,
+        "placed_spans": len(project.spans),
+        "placed_hooks": len(project.hooks),
+        "excluded": [
+            {"entry": entry(e), "at": str(e.pos), "releases": _code(e.releases.text), "reason": _md(e.releases.why_not())}  # type: ignore[union-attr]
+            for e in excluded
+        ],
+        "missing": [
+            {
+                "entry": entry(e),
+                "at": str(items[0].pos),
+                "why": "<br>".join(
+                    _md(i.message) + "".join(f"<br>&nbsp;&nbsp;{_code(n)}" for n in i.notes) for i in items
+                ),
+            }
+            for e, items in missing
+        ],
+    }
+    return environment(templates_dir).get_template("report/report.md.j2").render(context)

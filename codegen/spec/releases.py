@@ -1,0 +1,107 @@
+"""Version-aware specs: `releases:` on a span or hook, and the supported releases of `upstream:`."""
+
+from __future__ import annotations
+
+import re
+
+from codegen.spec.model import RELEASE_OPERATORS, VERSION, Releases, version_key
+from codegen.spec.reader import Reader
+from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
+from codegen.upstream import UpstreamPin
+
+RELEASES_KEYS = ("versions", "reason")
+SUPPORTED_KEYS = ("version", "filename", "sha256")
+_CLAUSE = re.compile(r"\s*(>=|<=|==|!=|>|<)\s*(\S+)\s*")
+
+
+def parse_releases(text: str) -> tuple[tuple[str, tuple[int, ...], int], ...] | None:
+    """``">=0.17, <0.19"`` -> its clauses, or None when it is not such a specifier."""
+    clauses = []
+    for part in text.split(","):
+        match = _CLAUSE.fullmatch(part)
+        if match is None:
+            return None
+        op, version = match.groups()
+        key = version_key(version)
+        release = VERSION.fullmatch(version)
+        if key is None or release is None or op not in RELEASE_OPERATORS:
+            return None
+        clauses.append((op, key, 3 if release.group(3) is not None else 2))
+    return tuple(clauses)
+
+
+class ReleasesReader(Reader):
+    # the versions of every supported release, once `upstream:` is read (None: unknown)
+    supported_versions: tuple[str, ...] | None = None
+
+    def _releases(self, node: YMap) -> Releases | None:
+        """The entry's `releases:` (a specifier string, or {versions: SPEC, reason: TEXT})."""
+        value = node.get("releases")
+        if value is None:
+            return None
+        reason = ""
+        spec_node: YNode | None = value
+        if isinstance(value, YMap):
+            self._check_keys(value, RELEASES_KEYS, "releases")
+            spec_node = value.get("versions")
+            if spec_node is None:
+                self.diags.error(value.pos, "releases is missing 'versions' (a specifier such as '>=0.19')")
+                return None
+            if "reason" in value.entries:
+                reason = self._str(value.get("reason"), "reason") or ""
+        elif not isinstance(value, YScalar):
+            self.diags.error(
+                value.pos, "releases must be a specifier such as '>=0.19', or {versions: ..., reason: ...}"
+            )
+            return None
+        text = self._str(spec_node, "releases")
+        if text is None:
+            return None
+        clauses = parse_releases(text)
+        if not clauses:
+            self.diags.error(
+                spec_node.pos,  # type: ignore[union-attr]
+                f"releases '{text}' is not a version specifier: comma-separated clauses of "
+                f"{', '.join(RELEASE_OPERATORS)} and a version, such as '>=0.18' or '>=0.17, <0.19'",
+            )
+            return None
+        releases = Releases(" ".join(text.split()), clauses, spec_node.pos, reason)  # type: ignore[union-attr]
+        if self.supported_versions and not any(releases.contains(v) for v in self.supported_versions):
+            self.diags.error(
+                spec_node.pos,  # type: ignore[union-attr]
+                f"releases '{releases.text}' includes none of the supported releases "
+                f"({', '.join(self.supported_versions)}): the entry would never apply",
+            )
+            return None
+        return releases
+
+    def _supported(self, node: YNode, pinned: UpstreamPin | None) -> tuple[UpstreamPin, ...]:
+        """`upstream: supported:` — the other releases the specs serve, each with its wheel's sha256."""
+        pins: list[UpstreamPin] = []
+        seen = {pinned.version: "the pinned release"} if pinned else {}
+        for item in self._seq(node, "supported"):
+            entry = self._map(item, "each of 'supported'")
+            if entry is None:
+                continue
+            self._check_keys(entry, SUPPORTED_KEYS, "supported release")
+            values = [self._required_str(entry, key, "supported release") for key in SUPPORTED_KEYS]
+            if any(v is None for v in values):
+                continue
+            version, filename, sha = values
+            assert version is not None and filename is not None and sha is not None
+            where = entry.get("version").pos  # type: ignore[union-attr]
+            if version_key(version) is None or not re.fullmatch(r"\d+\.\d+\.\d+", version):
+                self.diags.error(where, f"supported release '{version}' must be a version X.Y.Z")
+                continue
+            if version in seen:
+                self.diags.error(where, f"release {version} is already declared ({seen[version]})")
+                continue
+            if not re.fullmatch(r"[0-9a-f]{64}", sha):
+                self.diags.error(entry.get("sha256").pos, "sha256 must be 64 lowercase hex digits")  # type: ignore[union-attr]
+                continue
+            seen[version] = f"at line {where.line}"
+            distribution = pinned.distribution if pinned else "megatron-core"
+            pins.append(UpstreamPin(distribution, version, filename, sha))
+        if isinstance(node, YSeq) and not node.items:
+            self.diags.error(node.pos, "supported must list at least one release (or be left out)")
+        return tuple(pins)
