@@ -1,0 +1,25 @@
+from megatron import otel
+
+
+def load_checkpoint(model):
+    return 1
+
+
+def setup(args, model):
+    """Build and load."""
+    helper(args)
+    _otel_span = otel.IO and otel.start_span("demo.load")
+    try:
+        iteration = load_checkpoint(model)
+    finally:
+        _otel_span and _otel_span.end()
+    helper(model)
+    sniff(args)
+    done = True
+    otel.reset()
+    _otel_span = otel.STEP and otel.start_span("demo.old_only")
+    try:
+        finish(iteration)
+    finally:
+        _otel_span and _otel_span.end()
+    return iteration
