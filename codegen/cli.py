@@ -21,8 +21,9 @@ EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 DESCRIPTION = """\
 Generate OpenTelemetry instrumentation for Megatron-LM from declarative YAML specs.
 
-Exit codes: 0 ok, 1 generated/ is stale (--check) or verify found problems, 2 spec error,
-3 source, upstream or capture error, 4 internal error (a bug).
+Exit codes: 0 ok, 1 generated/ is stale (--check) or verify found problems, 2 spec or usage
+error, 3 source, upstream or capture error (including specs that do not fit a --source tree),
+4 internal error (a bug).
 """
 
 
