@@ -36,7 +36,8 @@ def build_fixture(tmp: Path) -> tuple[Path, Path]:
     """Run the generator on fixture/ and write two independent instrumented copies under ``tmp``."""
     from codegen.pipeline import generate
 
-    generation = generate(FIXTURE / "specs", source=FIXTURE / "src")
+    # the fixture tree has no package_info.py: say its release
+    generation = generate(FIXTURE / "specs", source=FIXTURE / "src", release="0.19.2")
     trees = []
     for name in ("off", "on"):
         tree = tmp / name
