@@ -329,3 +329,28 @@ def test_coverage_page_is_the_same_for_every_release(project: tuple[Path, Path])
 
 def test_fixture_sources_have_their_release() -> None:
     assert tree_release(FIXTURES / "src") == "0.0.0"
+
+
+def test_supported_releases_are_checked_with_locations(project: tuple[Path, Path], capsys) -> None:
+    specs, root = project
+    telemetry = (specs / "telemetry.yaml").read_text()
+    start = telemetry.index("  supported:")
+    end = telemetry.index("runtime:")
+    (specs / "telemetry.yaml").write_text(
+        telemetry[:start]
+        + "  supported:\n"
+        + "    - {version: 0.0.0, filename: a.whl, sha256: " + "a" * 64 + "}\n"
+        + "    - {version: '0.1', filename: b.whl, sha256: " + "b" * 64 + "}\n"
+        + "    - {version: 0.0.2, filename: c.whl, sha256: C0FFEE}\n"
+        + "    - {version: 0.0.3, filename: d.whl}\n"
+        + telemetry[end:]
+    )
+    assert main(["validate", str(specs), "--source", str(root)]) == 2
+    err = capsys.readouterr().err
+    line = telemetry[:start].count("\n") + 2
+    assert f"telemetry.yaml:{line}:17: error: release 0.0.0 is already declared (the pinned release)" in err
+    assert f"telemetry.yaml:{line + 1}:17: error: supported release '0.1' must be a version X.Y.Z" in err
+    assert f"telemetry.yaml:{line + 2}:49: error: sha256 must be 64 lowercase hex digits" in err
+    assert f"telemetry.yaml:{line + 3}:7: error: supported release is missing 'sha256'" in err
+    # entries are checked against what is supported: demo.new (>=0.0.1) would never apply now
+    assert "case.yaml:9:26: error: releases '>=0.0.1' includes none of the supported releases (0.0.0)" in err
