@@ -291,7 +291,11 @@ def _destination_problem(
 
 
 def _default_generated_refused(args: argparse.Namespace, generated_dir: Path, reason: str) -> int:
-    what = "compare with --generated DIR" if args.check else "write with --out DIR (the fork) and/or --generated DIR (patches and docs)"
+    what = (
+        "compare with --generated DIR"
+        if args.check
+        else "write with --out DIR (the fork) and/or --generated DIR (patches and docs)"
+    )
     print(
         f"error: {generated_dir} is the reviewed patch set of the pinned release; {reason}: {what}",
         file=sys.stderr,

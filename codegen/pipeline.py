@@ -48,9 +48,7 @@ class Generation:
         return tree
 
 
-def plan_only(
-    spec_dir: Path, source: Path | None = None, release: str | None = None
-) -> tuple[Project, Plan]:
+def plan_only(spec_dir: Path, source: Path | None = None, release: str | None = None) -> tuple[Project, Plan]:
     """The validated project (as it applies to the tree's release) and its plan, without
     transforming anything."""
     diags = Diagnostics()

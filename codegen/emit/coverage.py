@@ -26,9 +26,7 @@ def coverage_context(project: Project) -> dict[str, Any]:
     It is read from the specs' ``releases:`` alone; the tests resolve the specs against every
     supported release, so "placed" means the instrumentation is placed there."""
     releases = project.releases()
-    columns = [
-        f"{p.version} (pinned)" if p is project.upstream else p.version for p in releases
-    ]
+    columns = [f"{p.version} (pinned)" if p is project.upstream else p.version for p in releases]
     rows = []
     placed = {p.version: 0 for p in releases}
     absent = {p.version: 0 for p in releases}
@@ -40,7 +38,13 @@ def coverage_context(project: Project) -> dict[str, Any]:
             else:
                 cells.append(f"not in this release: {_md(span.releases.why_not())}")
         for name in span.names or (span.name,):
-            rows.append({"name": _code(name), "where": f"{_code(span.file)}<br>{_code(span.function)}", "cells": cells})
+            rows.append(
+                {
+                    "name": _code(name),
+                    "where": f"{_code(span.file)}<br>{_code(span.function)}",
+                    "cells": cells,
+                }
+            )
             for pin, cell in zip(releases, cells):
                 (placed if cell == "placed" else absent)[pin.version] += 1
     for lifecycle in project.lifecycle:
@@ -82,7 +86,12 @@ def render_report(
         "placed_spans": len(project.spans),
         "placed_hooks": len(project.hooks),
         "excluded": [
-            {"entry": entry(e), "at": str(e.pos), "releases": _code(e.releases.text), "reason": _md(e.releases.why_not())}  # type: ignore[union-attr]
+            {
+                "entry": entry(e),
+                "at": str(e.pos),
+                "releases": _code(e.releases.text),
+                "reason": _md(e.releases.why_not()),
+            }  # type: ignore[union-attr]
             for e in excluded
         ],
         "missing": [

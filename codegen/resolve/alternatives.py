@@ -47,7 +47,9 @@ def concrete(
                 last=_choose(entry, region.last, sites, line_of, diags),
             )
         if isinstance(entry, Hook):
-            return replace(entry, region=region, selector=_choose(entry, entry.selector, sites, line_of, diags))
+            return replace(
+                entry, region=region, selector=_choose(entry, entry.selector, sites, line_of, diags)
+            )
         assert isinstance(region, Region)
         return replace(entry, region=region)
     except _NoChoice:

@@ -314,7 +314,9 @@ class Project:
     def for_release(self, version: str) -> tuple[Project, tuple[Span | Hook, ...]]:
         """The project as it applies to ``version``, and the entries its ``releases:`` exclude."""
         excluded = tuple(
-            e for e in (*self.spans, *self.hooks) if e.releases is not None and not e.releases.contains(version)
+            e
+            for e in (*self.spans, *self.hooks)
+            if e.releases is not None and not e.releases.contains(version)
         )
         if not excluded:
             return self, ()

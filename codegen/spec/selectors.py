@@ -146,7 +146,9 @@ class SelectorReader(Reader):
         alternatives = []
         for item in value.items:
             if isinstance(item, YMap) and ANY in item.entries:
-                self.diags.error(item.pos, "an alternative of 'any' cannot be 'any' itself: list them all in one")
+                self.diags.error(
+                    item.pos, "an alternative of 'any' cannot be 'any' itself: list them all in one"
+                )
                 return None
             alternative = self._selector(item)
             if alternative is None:

@@ -12,7 +12,15 @@ from codegen.cli import main
 from codegen.pipeline import generate
 from codegen.spec.load import load_project
 from codegen.upstream import tree_release
-from tests.generator.support import CASES, DEMO, FIXTURES, PACKAGE_INFO, make_project, package_info, pin_fixture_tree
+from tests.generator.support import (
+    CASES,
+    DEMO,
+    FIXTURES,
+    PACKAGE_INFO,
+    make_project,
+    package_info,
+    pin_fixture_tree,
+)
 
 SPEC = """\
 file: megatron/demo.py
@@ -33,12 +41,15 @@ SOURCE = '''def work(x):
     """Doc."""
     return x + 1
 '''
-NEWER = SOURCE + '''
+NEWER = (
+    SOURCE
+    + """
 
 def added_in_0_0_1():
     scaled = 2
     return scaled
-'''
+"""
+)
 
 
 @pytest.fixture
@@ -85,7 +96,9 @@ def test_unreadable_release_is_exit_3_unless_release_says_it(
     assert "(megatron-core 0.0.0)" in capsys.readouterr().out
 
 
-def test_release_excludes_entries_and_says_so(project: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_release_excludes_entries_and_says_so(
+    project: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     specs, root = project
     generation = generate(specs, root)
     assert generation.tree is not None and generation.tree.release == "0.0.0"
@@ -94,11 +107,16 @@ def test_release_excludes_entries_and_says_so(project: tuple[Path, Path], capsys
     assert "demo.new" not in generation.docs["spans.md"]
     assert main(["validate", str(specs), "--source", str(root)]) == 0
     out = capsys.readouterr().out
-    assert "case.yaml:6:5: note: span 'demo.new' (megatron/demo.py: added_in_0_0_1) is not in megatron-core 0.0.0: added_in_0_0_1 is new in 0.0.1" in out
+    assert (
+        "case.yaml:6:5: note: span 'demo.new' (megatron/demo.py: added_in_0_0_1) is not in megatron-core 0.0.0: added_in_0_0_1 is new in 0.0.1"
+        in out
+    )
     assert "2 spans in 1 files" in out
 
 
-def test_release_option_overrides_the_tree(project: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_release_option_overrides_the_tree(
+    project: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     """The tree says 0.0.0; --release 0.0.1 makes demo.new apply (and its function is missing)."""
     specs, root = project
     assert main(["validate", str(specs), "--source", str(root), "--release", "0.0.1"]) == 3
@@ -179,9 +197,18 @@ def test_mismatch_lists_every_entry_that_cannot_be_placed_and_exits_3(
     code = main(["apply", str(specs), "--source", str(root), "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 3, err
-    assert "case.yaml:8:15: error: span 'demo.gone' (megatron/demo.py: renamed_upstream): function 'renamed_upstream' not found in megatron/demo.py" in err
-    assert "case.yaml:12:20: error: span 'demo.call' (megatron/demo.py: work): selector {call: compute} matches no statement in work" in err
-    assert "case.yaml:15:21: error: hook (megatron/demo.py: work): selector {assign: y} matches no statement in work" in err
+    assert (
+        "case.yaml:8:15: error: span 'demo.gone' (megatron/demo.py: renamed_upstream): function 'renamed_upstream' not found in megatron/demo.py"
+        in err
+    )
+    assert (
+        "case.yaml:12:20: error: span 'demo.call' (megatron/demo.py: work): selector {call: compute} matches no statement in work"
+        in err
+    )
+    assert (
+        "case.yaml:15:21: error: hook (megatron/demo.py: work): selector {assign: y} matches no statement in work"
+        in err
+    )
     assert "3 entries of" in err and "cannot be placed in" in err and "--allow-missing" in err
     assert "Traceback" not in err
     assert not out.exists() and not (specs.parent / "generated").exists()
@@ -205,7 +232,10 @@ def test_allow_missing_writes_a_partial_fork_and_its_report(
     argv = ["apply", str(specs), "--source", str(root), "--out", str(fork), "--allow-missing"]
     assert main(argv + ["--generated", str(generated)]) == 0
     captured = capsys.readouterr()
-    assert "case.yaml:8:15: warning: span 'demo.gone' (megatron/demo.py: renamed_upstream): function" in captured.err
+    assert (
+        "case.yaml:8:15: warning: span 'demo.gone' (megatron/demo.py: renamed_upstream): function"
+        in captured.err
+    )
     assert "left out 3 entries that cannot be placed" in captured.err
     instrumented = (fork / DEMO).read_text()
     assert 'otel.start_span("demo.work")' in instrumented and "demo.gone" not in instrumented
@@ -281,9 +311,7 @@ def test_other_release_writes_only_where_told(
     assert "docs/report.md" not in {p.relative_to(generated).as_posix() for p in pinned}
 
 
-def test_megatron_lm_checkout_is_a_source_tree(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_megatron_lm_checkout_is_a_source_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A checkout: megatron/ beside the launch scripts, tests and .git; its megatron/ is the tree."""
     specs, checkout = make_project(tmp_path, SPEC, NEWER)
     (checkout / "megatron/core/package_info.py").write_text(package_info("0.0.1"))
@@ -309,7 +337,10 @@ def test_coverage_page_has_a_row_per_span_and_a_column_per_release(project: tupl
     page = generate(specs, root).docs["releases.md"]
     assert "| Span | Where | 0.0.0 (pinned) | 0.0.1 |" in page
     assert "| `demo.work` | `megatron/demo.py`<br>`work` | placed | placed |" in page
-    assert "| `demo.new` | `megatron/demo.py`<br>`added_in_0_0_1` | not in this release: added_in_0_0_1 is new in 0.0.1 | placed |" in page
+    assert (
+        "| `demo.new` | `megatron/demo.py`<br>`added_in_0_0_1` | not in this release: added_in_0_0_1 is new in 0.0.1 | placed |"
+        in page
+    )
     assert "| placed in the code | 2 | 3 |" in page
     assert "| not in this release | 1 | 0 |" in page
     project_ = load_project(specs)
@@ -339,8 +370,12 @@ def test_supported_releases_are_checked_with_locations(project: tuple[Path, Path
     (specs / "telemetry.yaml").write_text(
         telemetry[:start]
         + "  supported:\n"
-        + "    - {version: 0.0.0, filename: a.whl, sha256: " + "a" * 64 + "}\n"
-        + "    - {version: '0.1', filename: b.whl, sha256: " + "b" * 64 + "}\n"
+        + "    - {version: 0.0.0, filename: a.whl, sha256: "
+        + "a" * 64
+        + "}\n"
+        + "    - {version: '0.1', filename: b.whl, sha256: "
+        + "b" * 64
+        + "}\n"
         + "    - {version: 0.0.2, filename: c.whl, sha256: C0FFEE}\n"
         + "    - {version: 0.0.3, filename: d.whl}\n"
         + telemetry[end:]
