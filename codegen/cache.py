@@ -3,7 +3,8 @@
 An unchanged second ``codegen apply`` then costs a few file reads and hashes instead of parsing
 megatron-core again. Stdlib only: the CLI consults it before importing libcst (0.4 s by itself).
 
-The key covers the generator's own sources and templates, every spec file, and the source tree:
+The key covers the generator's own sources (the runtime package ``codegen/otel_runtime/``, copied
+into the fork, among them) and templates, every spec file, and the source tree:
 for the pinned release, its unpacked cache directory (immutable once complete, and named by the
 pin, which the spec bytes already cover); for ``--source DIR``, the size and mtime of every
 Python file under it.

@@ -76,7 +76,7 @@ def generate(
         new = transform_file(project, file_plan)
         if new != file_plan.source:
             changes[path] = (file_plan.source, new)
-    for path, text in render_runtime(project, TEMPLATES_DIR).items():
+    for path, text in render_runtime(project).items():
         existing = root / path
         old = existing.read_text(encoding="utf-8") if existing.is_file() else None
         if old != text:

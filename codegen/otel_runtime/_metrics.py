@@ -3,66 +3,53 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-_pkg = sys.modules[__package__]
+from ._state import STATE, Recorder, flag, log_once
+from ._taxonomy import INSTRUMENTS
 
-# Instrument name -> (kind, unit, description).
-{%- if metrics %}
-INSTRUMENTS: dict[str, tuple[str, str, str]] = {
-{%- for name, kind, unit, description in metrics %}
-    {{ name|py }}: {{ (kind, unit, description)|literal(4, ",", 6 + (name|py|length)) }},
-{%- endfor %}
-}
-{%- else %}
-INSTRUMENTS: dict[str, tuple[str, str, str]] = {}
-{%- endif %}
-
-_by_meter: dict[int, tuple[Any, dict[str, Callable[[Any], Any]]]] = {}
-_recorders: dict[str, Callable[[Any], Any]] = {}
-_gauge_values: dict[str, Any] = {}
-
+if TYPE_CHECKING:
+    from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 LM_LOSS_KEY = "lm loss"
 
 
-def create_instruments(meter: Any) -> None:
+def create_instruments(meter: Meter) -> None:
     """Make ``meter``'s instruments current, creating them the first time this meter is seen."""
-    global _recorders
-    cached = _by_meter.get(id(meter))
+    cached = STATE.meters.get(id(meter))
     if cached is None or cached[0] is not meter:
         recorders = {name: _instrument(meter, name, *spec) for name, spec in INSTRUMENTS.items()}
-        cached = _by_meter[id(meter)] = (meter, recorders)
-    _recorders = cached[1]
+        cached = STATE.meters[id(meter)] = (meter, recorders)
+    STATE.recorders = cached[1]
 
 
 def clear() -> None:
     """Stop recording into the current meter's instruments."""
-    global _recorders
-    _recorders = {}
+    STATE.recorders = {}
 
 
 def record_metrics(values: Callable[[], Mapping[str, float | int | None]]) -> None:
     """Record ``values()`` by instrument name: histograms record, gauges set, counters add values
     above zero; ``None`` is skipped, an unknown name logged once. Never raises."""
-    if not _pkg.METRICS:
+    if not flag("METRICS"):
         return
     try:
         items = values().items()
     except Exception:
-        _pkg._log_once("metrics", "evaluating metric values failed", exc_info=True)
+        log_once("metrics", "evaluating metric values failed", exc_info=True)
         return
     for name, value in items:
         if value is None:
             continue
-        recorder = _recorders.get(name)
+        recorder = STATE.recorders.get(name)
         if recorder is None:
-            _pkg._log_once(f"metric:{name}", "no metric instrument named %r; value dropped", name)
+            log_once(f"metric:{name}", "no metric instrument named %r; value dropped", name)
             continue
         try:
             recorder(value)
         except Exception:
-            _pkg._log_once(f"record:{name}", "recording metric %r failed", name, exc_info=True)
+            log_once(f"record:{name}", "recording metric %r failed", name, exc_info=True)
 
 
 def interval_loss(total_loss_dict: Mapping[str, Any], iterations_key: str) -> float | None:
@@ -85,7 +72,7 @@ def max_memory_allocated_gb() -> float | None:
     return float(torch.cuda.max_memory_allocated()) / 2**30
 
 
-def _instrument(meter: Any, name: str, kind: str, unit: str, description: str) -> Callable:
+def _instrument(meter: Meter, name: str, kind: str, unit: str, description: str) -> Recorder:
     if kind == "histogram":
         return meter.create_histogram(name, unit=unit, description=description).record
     if kind == "counter":
@@ -95,9 +82,9 @@ def _instrument(meter: Any, name: str, kind: str, unit: str, description: str) -
         return meter.create_gauge(name, unit=unit, description=description).set
     from opentelemetry.metrics import Observation
 
-    def observe(options: Any) -> list[Any]:
-        value = _gauge_values.get(name)
+    def observe(options: CallbackOptions) -> list[Observation]:
+        value = STATE.gauge_values.get(name)
         return [] if value is None else [Observation(value)]
 
     meter.create_observable_gauge(name, callbacks=[observe], unit=unit, description=description)
-    return lambda value: _gauge_values.__setitem__(name, value)
+    return lambda value: STATE.gauge_values.__setitem__(name, value)

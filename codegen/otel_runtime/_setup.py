@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from . import _lifecycle, _metrics
 from ._config import Settings, rank_and_world, read_settings
 from ._resource import resource_attributes
-
-_pkg = sys.modules[__package__]
-_settings: Settings | None = None  # of the current run, for the worker bootstrap
-_resource: dict[str, Any] = {}
+from ._spans import OTEL_INSTALLED, enable, enabled_groups
+from ._state import STATE, flag, log_once, set_flag
+from ._taxonomy import GROUPS
 
 
 def configure(
@@ -26,23 +25,22 @@ def configure(
     get no groups, no instruments and no providers. Without a provider argument the SDK's are built
     (exporter, service name, resource attributes) when the SDK is installed.
     """
-    global _settings
     settings = read_settings(args)
     rank, world = rank_and_world()
     exporting = settings.exporting_rank(world) == rank
     if _lifecycle.active():
         _lifecycle.reset()
-    _settings = None
+    STATE.settings = None
     if not settings.enabled or not exporting:
         return frozenset()
-    _settings = settings
+    STATE.settings = settings
     return _start(settings, lambda: resource_attributes(args), tracer_provider, meter_provider)
 
 
 def worker_bootstrap() -> dict[str, Any]:
     """A plain, picklable dict that sets telemetry up in a spawned worker (``setup_worker``)."""
-    settings = _settings
-    groups = _pkg.enabled_groups()
+    settings = STATE.settings
+    groups = enabled_groups()
     if settings is None or not groups or not _lifecycle.active():
         return {"enabled": False}
     return {
@@ -50,7 +48,7 @@ def worker_bootstrap() -> dict[str, Any]:
         "span_groups": sorted(groups),
         "exporter": settings.exporter,
         "service_name": settings.service_name,
-        "resource": dict(_resource),
+        "resource": dict(STATE.resource),
         "environ": {k: v for k, v in os.environ.items() if k.startswith("OTEL_")},
     }
 
@@ -91,7 +89,7 @@ def setup_worker(bootstrap: Mapping[str, Any]) -> None:
             os.environ.setdefault(key, value)
         settings = Settings(
             enabled=True,
-            span_groups=frozenset(bootstrap["span_groups"]) & frozenset(_pkg.GROUPS),
+            span_groups=frozenset(bootstrap["span_groups"]) & frozenset(GROUPS),
             exporter=bootstrap["exporter"],
             traces=True,
             metrics=False,
@@ -108,7 +106,7 @@ def setup_worker(bootstrap: Mapping[str, Any]) -> None:
         # A multiprocessing child ends with os._exit: atexit hooks do not run, finalizers do.
         multiprocessing.util.Finalize(None, _lifecycle.shutdown, exitpriority=100)
     except Exception:
-        _pkg._log_once("worker", "setting telemetry up in the worker failed", exc_info=True)
+        log_once("worker", "setting telemetry up in the worker failed", exc_info=True)
 
 
 def _start(
@@ -117,22 +115,21 @@ def _start(
     tracer_provider: Any,
     meter_provider: Any,
 ) -> frozenset[str]:
-    global _resource
-    if _pkg._otel_trace is None:
-        _pkg._log_once("api", "opentelemetry is not installed: Megatron telemetry stays disabled")
+    if not OTEL_INSTALLED:
+        log_once("api", "opentelemetry is not installed: Megatron telemetry stays disabled")
         return frozenset()
     groups = settings.span_groups if settings.traces else frozenset()
-    _resource = attributes() if groups or settings.metrics else {}
+    STATE.resource = attributes() if groups or settings.metrics else {}
     sdk_resource = None
     if (tracer_provider is None and groups) or (meter_provider is None and settings.metrics):
-        sdk_resource = _sdk_resource(settings.service_name, _resource)
+        sdk_resource = _sdk_resource(settings.service_name, STATE.resource)
     if groups:
         provider, owned = tracer_provider, False
         if provider is None:
             provider, owned = _tracer_provider(settings.exporter, sdk_resource), True
         if provider is not None:
             _lifecycle.adopt(provider, owned)
-        groups = _pkg.enable(groups, tracer_provider=provider)
+        groups = enable(groups, tracer_provider=provider)
     if settings.metrics:
         provider, owned = meter_provider, False
         if provider is None:
@@ -146,10 +143,10 @@ def _start(
                 _lifecycle.adopt(provider, owned)
                 meter = provider.get_meter("megatron")
             _metrics.create_instruments(meter)
-            _pkg.METRICS = True
+            set_flag("METRICS", True)
         except Exception:
-            _pkg._log_once("instruments", "creating metric instruments failed", exc_info=True)
-    if groups or _pkg.METRICS:
+            log_once("instruments", "creating metric instruments failed", exc_info=True)
+    if groups or flag("METRICS"):
         _lifecycle.install_exit_hooks(settings.sigterm_flush_timeout)
     return groups
 
@@ -167,7 +164,7 @@ def _tracer_provider(exporter: str, resource: Any) -> Any:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
     except ImportError:
-        _pkg._log_once("sdk", "opentelemetry-sdk is not installed: using the global providers")
+        log_once("sdk", "opentelemetry-sdk is not installed: using the global providers")
         return None
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     span_exporter = (
@@ -186,7 +183,7 @@ def _meter_provider(exporter: str, resource: Any) -> Any:
             PeriodicExportingMetricReader,
         )
     except ImportError:
-        _pkg._log_once("sdk", "opentelemetry-sdk is not installed: using the global providers")
+        log_once("sdk", "opentelemetry-sdk is not installed: using the global providers")
         return None
     metric_exporter = (
         ConsoleMetricExporter() if exporter == "console" else _otlp(exporter, "metric", "Metric")
@@ -210,9 +207,9 @@ def _otlp(exporter: str, signal: str, kind: str) -> Any:
         except ImportError:
             continue
         except Exception:
-            _pkg._log_once(f"otlp-{signal}", "creating the OTLP exporter failed", exc_info=True)
+            log_once(f"otlp-{signal}", "creating the OTLP exporter failed", exc_info=True)
             return None
-    _pkg._log_once(
+    log_once(
         f"otlp-{signal}",
         "no OTLP exporter installed (opentelemetry-exporter-otlp): %ss are not exported",
         signal,

@@ -8,37 +8,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-# What each configuration variable means -> (name, default, valid values; () when open).
-ENV: dict[str, tuple[str, str, tuple[str, ...]]] = {
-{%- for role, entry in env_roles.items() %}
-    {{ role|py }}: {{ entry|literal(4) }},
-{%- endfor %}
-}
-{%- if env_timestamps %}
-# Variables that give a startup timestamp (epoch seconds) -> the timestamp key.
-ENV_TIMESTAMPS: dict[str, str] = {
-{%- for name, key in env_timestamps %}
-    {{ name|py }}: {{ key|py }},
-{%- endfor %}
-}
-{%- else %}
-# Variables that give a startup timestamp (epoch seconds) -> the timestamp key.
-ENV_TIMESTAMPS: dict[str, str] = {}
-{%- endif %}
-{%- if flag_overrides %}
-# Flags that override a variable: (args attribute, variable, option, is a switch).
-FLAG_OVERRIDES: tuple[tuple[str, str, str, bool], ...] = (
-{%- for entry in flag_overrides %}
-    {{ entry|literal(4) }},
-{%- endfor %}
-)
-{%- else %}
-# Flags that override a variable: (args attribute, variable, option, is a switch).
-FLAG_OVERRIDES: tuple[tuple[str, str, str, bool], ...] = ()
-{%- endif %}
+from ._spans import resolve
+from ._state import log_once
+from ._taxonomy import ENV, ENV_TIMESTAMPS, FLAG_OVERRIDES
 
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True}
 _BOOLEANS.update({"0": False, "false": False, "no": False, "off": False})
@@ -46,6 +22,8 @@ _BOOLEANS.update({"0": False, "false": False, "no": False, "off": False})
 
 @dataclass(frozen=True)
 class Settings:
+    """One run's configuration, validated."""
+
     enabled: bool
     span_groups: frozenset[str]
     exporter: str
@@ -56,6 +34,8 @@ class Settings:
     service_name: str
 
     def exporting_rank(self, world_size: int) -> int:
+        """The rank that records and exports in a world of ``world_size``; ``ValueError`` when
+        the configured rank is not in it."""
         rank = world_size - 1 if self.export_rank == -1 else self.export_rank
         if rank >= world_size:
             name = ENV["export_rank"][0]
@@ -75,15 +55,15 @@ def read_settings(args: Any = None, environ: Mapping[str, str] | None = None) ->
         raw[role] = (value, name) if value else (default, name)
     roles = {name: role for role, (name, _, _) in ENV.items()}
     for dest, name, option, switch in FLAG_OVERRIDES:
-        value = getattr(args, dest, None) if args is not None else None
+        given = getattr(args, dest, None) if args is not None else None
         if switch:
-            if value is True:
+            if given is True:
                 raw[roles[name]] = ("1", option)
-        elif value is not None and str(value).strip():
-            raw[roles[name]] = (str(value).strip(), option)
+        elif given is not None and str(given).strip():
+            raw[roles[name]] = (str(given).strip(), option)
     spec, where = raw["span_groups"]
     try:
-        groups = sys.modules[__package__].resolve(spec)
+        groups = resolve(spec)
     except ValueError as error:
         raise ValueError(f"{where}: {error}") from None
     return Settings(
@@ -122,9 +102,7 @@ def env_timestamps(environ: Mapping[str, str] | None = None) -> dict[str, float]
         try:
             out[key] = float(value)
         except ValueError:
-            sys.modules[__package__]._log_once(
-                name, "%s=%r is not a time in epoch seconds; ignored", name, value
-            )
+            log_once(name, "%s=%r is not a time in epoch seconds; ignored", name, value)
     return out
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import uuid
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 # Resource attribute -> Megatron argument.
 ARGS: dict[str, str] = {
@@ -72,6 +74,7 @@ def resource_attributes(args: Any = None) -> dict[str, Any]:
 
 
 def precision(args: Any) -> str:
+    """Megatron's training precision from its ``args``: fp16, bf16 or fp32."""
     if getattr(args, "fp16", False):
         return "fp16"
     if getattr(args, "bf16", False):
@@ -82,7 +85,7 @@ def precision(args: Any) -> str:
 def gpu_identity(index: int) -> dict[str, Any]:
     """``dl.gpu.*`` of GPU ``index`` via pynvml; ``{}`` when pynvml or the GPU is unavailable."""
     try:
-        import pynvml
+        pynvml = importlib.import_module("pynvml")  # optional, untyped: NVIDIA GPUs only
 
         pynvml.nvmlInit()
         try:

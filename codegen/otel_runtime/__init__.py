@@ -1,0 +1,78 @@
+"""OpenTelemetry spans for Megatron, switched on per span group.
+
+An instrumented call site reads one group flag before anything else, so a disabled group costs a
+single module attribute read (``otel`` is the name the instrumented modules import this package
+as)::
+
+    _otel_span = otel.LAYER and otel.start_span("megatron.layer.forward")
+    try:
+        ...
+    finally:
+        _otel_span and _otel_span.end()
+
+Metric record sites read ``METRICS`` the same way::
+
+    otel.METRICS and otel.record_metrics(lambda: {"megatron.training.loss": v})
+
+``configure()`` turns groups on from the environment and the command line; ``startup()`` to
+``end_training()`` drive the job's lifecycle spans; ``shutdown()`` and ``reset()`` end a run.
+Everything here is a no-op when ``opentelemetry`` is not installed, and nothing raises into the
+instrumented code. The group flags, ``GROUPS``, ``PRESETS`` and ``SPANS`` come from ``_taxonomy``.
+"""
+
+from __future__ import annotations
+
+from . import _taxonomy
+from ._lifecycle import (
+    begin_training,
+    end_training,
+    first_time,
+    in_context,
+    in_training,
+    reset,
+    set_current_attributes,
+    shutdown,
+    stamp,
+    startup,
+    train_iteration,
+)
+from ._metrics import interval_loss, max_memory_allocated_gb, record_metrics
+from ._resource import resource_attributes
+from ._setup import configure, in_worker, setup_worker, worker_bootstrap
+from ._spans import disable, enable, enabled_groups, resolve, start_span, traced
+
+# A star import: the flags differ per taxonomy, and linters see each as an attribute of the package.
+from ._taxonomy import *  # noqa: F403
+
+__all__ = [
+    "METRICS",
+    "begin_training",
+    "configure",
+    "disable",
+    "enable",
+    "enabled_groups",
+    "end_training",
+    "first_time",
+    "in_context",
+    "in_training",
+    "in_worker",
+    "interval_loss",
+    "max_memory_allocated_gb",
+    "record_metrics",
+    "reset",
+    "resolve",
+    "resource_attributes",
+    "set_current_attributes",
+    "setup_worker",
+    "shutdown",
+    "stamp",
+    "start_span",
+    "startup",
+    "traced",
+    "train_iteration",
+    "worker_bootstrap",
+]
+__all__ += _taxonomy.__all__
+
+# True while metrics record (the exporting rank, metrics enabled); set only by configure().
+METRICS = False

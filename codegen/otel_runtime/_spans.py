@@ -1,0 +1,261 @@
+"""Span groups and spans: resolve(), enable() and disable(), start_span(), the traced decorator."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._state import LOG, NAMESPACE, STATE, log_once, set_flag, warn_once
+from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
+
+if TYPE_CHECKING:
+    from contextvars import Token
+
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, TracerProvider
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace as otel_trace
+    from opentelemetry.trace import Status, StatusCode
+except ImportError:  # opentelemetry is optional: without it no tracer is set, nothing below runs
+    OTEL_INSTALLED = False
+else:
+    OTEL_INSTALLED = True
+
+_PRESET_KEYS = {name.lower(): name for name in PRESETS}
+_GROUP_KEYS = {name.lower(): name for name in GROUPS}
+# Attributes every span of a given name starts with.
+SPAN_ATTRIBUTES: dict[str, dict[str, Any]] = {
+    name: {"megatron.span_group": group, **({"is_goodput_span": True} if goodput else {})}
+    for name, (group, goodput) in SPANS.items()
+}
+NO_ATTRIBUTES: dict[str, Any] = {}
+_exc_info = sys.exc_info
+_F = TypeVar("_F", bound=Callable[..., Any])
+_Parameters = tuple[tuple[str, str, "int | None", Any], ...]
+
+
+def resolve(spec: str) -> frozenset[str]:
+    """Groups named by ``spec``: comma-separated presets and/or groups, case-insensitive.
+
+    ``"*"`` means every group, ``""`` none; an unknown name raises ``ValueError``.
+    """
+    selected: set[str] = set()
+    for entry in spec.split(","):
+        key = entry.strip().lower()
+        if not key:
+            continue
+        if key == "*":
+            selected.update(GROUPS)
+        elif key in _PRESET_KEYS:
+            selected.update(PRESETS[_PRESET_KEYS[key]])
+        elif key in _GROUP_KEYS:
+            selected.add(_GROUP_KEYS[key])
+        else:
+            raise ValueError(
+                f"unknown span group or preset {entry.strip()!r} in {spec!r}; "
+                f"valid presets: {', '.join(PRESETS) or '(none)'}; "
+                f"valid groups: {', '.join(GROUPS) or '(none)'}"
+            )
+    return frozenset(selected)
+
+
+def enable(
+    groups: str | Iterable[str] = DEFAULT_SPEC, tracer_provider: TracerProvider | None = None
+) -> frozenset[str]:
+    """Record exactly the groups ``groups`` resolves to; return them.
+
+    Spans come from ``tracer_provider``, or from the global provider when it is None. Without
+    ``opentelemetry`` installed this logs a warning, leaves every group off and returns nothing.
+    """
+    selected = resolve(groups if isinstance(groups, str) else ",".join(groups))
+    disable()
+    if not OTEL_INSTALLED:
+        LOG.warning("opentelemetry is not installed: Megatron telemetry stays disabled")
+        return frozenset()
+    STATE.tracer = otel_trace.get_tracer("megatron", tracer_provider=tracer_provider)
+    for group in selected:
+        set_flag(FLAGS[group], True)
+    return selected
+
+
+def disable() -> None:
+    """Turn every group off; spans already started still end normally."""
+    for name in FLAGS.values():
+        set_flag(name, False)
+
+
+def enabled_groups() -> frozenset[str]:
+    """The groups recording now."""
+    return frozenset(group for group, name in FLAGS.items() if NAMESPACE[name])
+
+
+def start_span(
+    name: str, attributes: Callable[[], Mapping[str, Any]] | None = None
+) -> StartedSpan | None:
+    """Start span ``name`` as the current span, or return None when it cannot. Never raises.
+
+    The caller has already checked the span's group flag; ``attributes`` is evaluated here only.
+    """
+    tracer = STATE.tracer
+    if tracer is None:
+        return None
+    try:
+        base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
+        values = base
+        if attributes is not None:
+            try:
+                values = {**base, **attributes()}
+            except Exception:
+                warn_once(name, "evaluating attributes")
+        span = tracer.start_span(name, attributes=values)
+        token = otel_context.attach(otel_trace.set_span_in_context(span))
+        started = StartedSpan(span, token, name, _exc_info()[1])
+        STATE.open_spans.stack.append(started)
+        return started
+    except Exception:
+        warn_once(name, "starting the span")
+        return None
+
+
+def traced(name: str, attributes: Mapping[str, str] | None = None) -> Callable[[_F], _F]:
+    """Decorator for cold functions: run the function inside span ``name`` while its group records.
+
+    ``attributes`` maps attribute keys to parameter names; the call's arguments are read only when
+    the span records. A name missing from ``SPANS`` leaves the function undecorated.
+    """
+
+    def decorate(fn: _F) -> _F:
+        entry = SPANS.get(name)
+        if entry is None:
+            log_once(f"traced:{name}", "no span named %r: %s is not traced", name, fn)
+            return fn
+        flag = FLAGS[entry[0]]
+        namespace = NAMESPACE
+        parameters = _parameters(name, fn, attributes or {})
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not namespace[flag]:
+                return fn(*args, **kwargs)
+            span = start_span(
+                name, (lambda: _arguments(parameters, args, kwargs)) if parameters else None
+            )
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if span is not None:
+                    span.end()
+
+        return wrapper  # type: ignore[return-value]  # functools.wraps keeps fn's signature
+
+    return decorate
+
+
+def end_open_spans() -> None:
+    """End every span this thread left open, innermost first (lifecycle ends, shutdown)."""
+    stack = STATE.open_spans.stack
+    while stack:
+        stack.pop().close()
+
+
+class StartedSpan:
+    """A started span, current until ``end()``."""
+
+    __slots__ = ("_handled", "_name", "_span", "_token")
+
+    def __init__(
+        self, span: Span, token: Token[Context], name: str, handled: BaseException | None
+    ) -> None:
+        self._span: Span | None = span
+        self._token = token
+        self._name = name
+        # The exception the caller was already handling at start: its end is not an error.
+        self._handled = handled
+
+    def set_attributes(self, attributes: Callable[[], Mapping[str, Any]]) -> None:
+        """Evaluate ``attributes`` and set them on the span. Never raises."""
+        span = self._span
+        if span is None:
+            return
+        try:
+            span.set_attributes(attributes())
+        except Exception:
+            warn_once(self._name, "evaluating attributes")
+
+    def end(self) -> None:
+        """Restore the previous context and end the span, recording an escaping exception.
+
+        Spans started after this one and still open were left by an exception (the "flat" form
+        has no ``finally``): they are ended first, innermost first. Never raises; a second call
+        does nothing.
+        """
+        if self._span is None:
+            return
+        stack = STATE.open_spans.stack
+        if any(s is self for s in stack):
+            while stack[-1] is not self:
+                stack.pop().close()
+            stack.pop()
+        self.close()
+
+    def close(self) -> None:
+        """End this span only, leaving the open-span stack alone."""
+        span = self._span
+        if span is None:
+            return
+        self._span = None
+        try:
+            otel_context.detach(self._token)
+        except Exception:
+            warn_once(self._name, "restoring the context")
+        try:
+            error = _exc_info()[1]
+            if error is not None and error is not self._handled:
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+        except Exception:
+            warn_once(self._name, "recording the exception")
+        try:
+            span.end()
+        except Exception:
+            warn_once(self._name, "ending the span")
+
+
+def _parameters(name: str, fn: Callable[..., Any], attributes: Mapping[str, str]) -> _Parameters:
+    """(attribute, parameter, position or None, default) for each attribute of ``traced``."""
+    import inspect  # only when a function is decorated: it costs a few ms to import
+
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        parameters = []
+    found = {p.name: (i, p) for i, p in enumerate(parameters)}
+    out = []
+    for key, parameter in attributes.items():
+        if parameter not in found:
+            log_once(f"traced:{name}:{key}", "span %r: no parameter %r", name, parameter)
+            continue
+        index, info = found[parameter]
+        positional = info.kind in (info.POSITIONAL_ONLY, info.POSITIONAL_OR_KEYWORD)
+        out.append((key, parameter, index if positional else None, info.default))
+    return tuple(out)
+
+
+def _arguments(
+    parameters: _Parameters, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    values = {}
+    for key, parameter, index, default in parameters:
+        if parameter in kwargs:
+            value = kwargs[parameter]
+        elif index is not None and index < len(args):
+            value = args[index]
+        else:
+            value = default
+        if isinstance(value, (bool, int, float, str)):
+            values[key] = value
+    return values
