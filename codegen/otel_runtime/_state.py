@@ -95,10 +95,11 @@ def set_flag(name: str, value: bool) -> None:
 
 
 def warn_once(name: str, action: str) -> None:
-    """Log, with the traceback, the first time ``action`` fails for span ``name``."""
+    """Log, with the traceback, the first time ``action`` fails for span ``name`` (called in an
+    ``except`` block)."""
     if (name, action) not in STATE.warned:
         STATE.warned.add((name, action))
-        LOG.warning("telemetry: %s failed for span %r", action, name, exc_info=True)
+        LOG.warning("telemetry: %s failed for span %r", action, name, exc_info=True)  # noqa: LOG014
 
 
 def log_once(key: str, message: str, *args: object, exc_info: bool = False) -> None:

@@ -323,11 +323,11 @@ def test_resource_attributes_from_args_and_environment(
     }
 
 
-def test_gpu_identity_is_empty_without_pynvml_and_read_with_it(
-    otel: ModuleType, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_gpu_identity_is_empty_without_pynvml_and_read_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from codegen.otel_runtime import _resource  # the runtime's source module, imported directly
+
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    assert otel._resource.gpu_identity(0) == {}
+    assert _resource.gpu_identity(0) == {}
     calls: list[str] = []
     fake = SimpleNamespace(
         nvmlInit=lambda: calls.append("init"),
@@ -339,7 +339,7 @@ def test_gpu_identity_is_empty_without_pynvml_and_read_with_it(
         nvmlDeviceGetPciInfo=lambda handle: SimpleNamespace(busId=b"00000000:1B:00.0"),
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    assert otel._resource.gpu_identity(1) == {
+    assert _resource.gpu_identity(1) == {
         "dl.gpu.index": 1,
         "dl.gpu.name": "NVIDIA H100",
         "dl.gpu.uuid": "GPU-1234",
@@ -348,11 +348,13 @@ def test_gpu_identity_is_empty_without_pynvml_and_read_with_it(
     }
     assert calls == ["init", "shutdown"]
     fake.nvmlDeviceGetHandleByIndex = lambda index: 1 // 0
-    assert otel._resource.gpu_identity(0) == {}
+    assert _resource.gpu_identity(0) == {}
 
 
-def test_slurm_mapping_and_deterministic_uuids(otel: ModuleType) -> None:
-    slurm = otel._resource.slurm_attributes
+def test_slurm_mapping_and_deterministic_uuids() -> None:
+    from codegen.otel_runtime import _resource  # the runtime's source module, imported directly
+
+    slurm = _resource.slurm_attributes
     base = {"SLURM_JOB_ID": "100", "SLURM_CLUSTER_NAME": "eos", "SLURM_JOB_NAME": "gpt"}
     first = slurm(base)
     assert first == slurm(dict(base))  # deterministic
@@ -371,5 +373,5 @@ def test_slurm_mapping_and_deterministic_uuids(otel: ModuleType) -> None:
     assert one["slurm.array.job_id"] == "90" and one["slurm.array.task_id"] == "3"
     assert one["job_uuid"] == slurm({**task, "SLURM_JOB_ID": "999"})["job_uuid"]
     assert one["job_uuid"] != slurm({**task, "SLURM_ARRAY_TASK_ID": "4"})["job_uuid"]
-    assert one["job_uuid"] == str(uuid.uuid5(otel._resource.NAMESPACE, "eos/90_3"))
+    assert one["job_uuid"] == str(uuid.uuid5(_resource.NAMESPACE, "eos/90_3"))
     assert slurm({}) == {}

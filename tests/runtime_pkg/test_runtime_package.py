@@ -16,15 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from codegen.emit.runtime import (
-    HEADER,
-    RUNTIME_SOURCE,
-    TAXONOMY,
-    render_runtime,
-    render_taxonomy,
-    runtime_sources,
-)
-from codegen.spec.load import load_project
+from codegen.emit.runtime import HEADER, TAXONOMY, render_runtime, runtime_sources
 from codegen.spec.model import Group, Project
 from runtime_pkg_support import Rendered, make_project, render_into
 
@@ -108,56 +100,6 @@ def test_rendered_runtime_is_black_formatted(group_count: int, telemetry: bool) 
     mode = black.Mode(line_length=100, string_normalization=False)
     taxonomy = files[f"megatron/core/otel/{TAXONOMY}"]
     assert black.format_str(taxonomy, mode=mode) == taxonomy
-
-
-def test_runtime_modules_are_copied_verbatim() -> None:
-    files = render_runtime(make_project("megatron/core/otel"))
-    sources = runtime_sources()
-    assert "__init__.py" in sources and TAXONOMY not in sources
-    for name, text in sources.items():
-        assert files[f"megatron/core/otel/{name}"] == HEADER + text
-        assert "{{" not in text and "{%" not in text  # plain Python, no template syntax
-
-
-def test_source_package_taxonomy_is_current() -> None:
-    """The committed codegen/otel_runtime/_taxonomy.py is what the repository's specs generate."""
-    project = load_project(Path(__file__).resolve().parents[2] / "specs")
-    committed = (RUNTIME_SOURCE / TAXONOMY).read_text(encoding="utf-8")
-    assert committed == HEADER + render_taxonomy(project), (
-        "stale: run `python -m codegen.emit.runtime specs`"
-    )
-
-
-def test_result_cache_keys_on_the_runtime_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A change to a runtime module is a new result-cache key (the fork gets a new copy)."""
-    import shutil
-
-    from codegen import cache
-
-    assert RUNTIME_SOURCE.is_relative_to(cache.PACKAGE)
-    package = tmp_path / "codegen"
-    shutil.copytree(cache.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(cache, "PACKAGE", package)
-    specs = Path(__file__).resolve().parents[2] / "specs"
-    before = cache.run_key(specs, None)
-    assert before is not None and cache.run_key(specs, None) == before
-    for name in ("_spans.py", TAXONOMY):
-        module = package / RUNTIME_SOURCE.name / name
-        module.write_text(module.read_text(encoding="utf-8") + "# changed\n", encoding="utf-8")
-        after = cache.run_key(specs, None)
-        assert after not in (None, before)
-        before = after
-
-
-def test_source_package_imports_directly() -> None:
-    """The runtime's modules import as they are, from the generator's own package."""
-    import codegen.otel_runtime as runtime
-    from codegen.otel_runtime import _spans, _state
-
-    assert _state.NAMESPACE is vars(runtime)
-    assert runtime.enable is _spans.enable
-    assert {runtime.LAYER, runtime.METRICS} == {False}
-    assert runtime.GROUPS == runtime._taxonomy.GROUPS
 
 
 def test_group_that_cannot_be_a_flag_is_rejected() -> None:
