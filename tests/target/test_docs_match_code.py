@@ -26,9 +26,10 @@ def _emitted_by_instrumented_code(generation: Generation) -> set[str]:
 
 
 def _emitted_by_runtime(generation: Generation) -> set[str]:
-    """Names the rendered lifecycle module opens: the string constants of its lifecycle tables."""
+    """Names the runtime's lifecycle opens: the string constants of the rendered taxonomy's
+    lifecycle tables."""
     package = generation.project.runtime.package
-    source = generation.changes[f"{package}/_lifecycle.py"][1]
+    source = generation.changes[f"{package}/_taxonomy.py"][1]
     names: set[str] = set()
     for node in ast.parse(source).body:
         if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
