@@ -53,6 +53,15 @@ def test_runtime_modules_are_copied_verbatim() -> None:
         assert "{{" not in text and "{%" not in text  # plain Python, no template syntax
 
 
+def test_rendered_package_is_black_formatted_like_megatron() -> None:
+    black = pytest.importorskip("black")
+    mode = black.Mode(line_length=100, string_normalization=False)
+    for name, project in variants().items():
+        for path, text in render_runtime(project).items():
+            assert black.format_str(text, mode=mode) == text, (name, path)
+            assert max(len(line) for line in text.splitlines()) <= 100, (name, path)
+
+
 def test_source_package_taxonomy_is_current() -> None:
     """The committed codegen/otel_runtime/_taxonomy.py is what the repository's specs generate."""
     committed = (RUNTIME_SOURCE / TAXONOMY).read_text(encoding="utf-8")
