@@ -19,7 +19,8 @@ from codegen.resolve.alternatives import concrete
 from codegen.resolve.functions import collect_functions, suggest
 from codegen.resolve.hooks import is_wrapped, resolve_insert, resolve_rewrite
 from codegen.resolve.regions import early_exit, parameters, resolve_region
-from codegen.resolve.scan import Facts, alias_clash, compact, span_started
+from codegen.resolve.bindings import Bindings, Shadow
+from codegen.resolve.scan import Facts, compact, span_started
 from codegen.resolve.sites import FilePlan, Plan, Wrap
 from codegen.resolve.statements import (
     block_ancestry,
@@ -103,7 +104,8 @@ def _resolve_file(
 ) -> None:
     functions = collect_functions(plan.module)
     facts = Facts(project.runtime.alias)
-    clash = alias_clash(plan.module, project.runtime.parent_module, project.runtime.alias)
+    bindings = Bindings(plan.module, plan.source, project.runtime.alias, project.runtime.parent_module)
+    clash = bindings.module_shadow()
     if clash is not None:
         diags.error(
             spans[0].where_file,
@@ -140,9 +142,9 @@ def _resolve_file(
                 _locate_present(plan, span, func, project.runtime.alias, line_of, end_line_of)
             continue
         reason = facts.unsafe(func)
-        local = facts.local_alias(func)
-        if reason is None and local is not None:
-            reason = f"it binds the name '{project.runtime.alias}' itself (line {line_of(local)}), which the generated code needs"
+        if reason is None:
+            decorator = isinstance(span, Span) and span.form == "decorator"
+            reason = _shadow_reason(bindings.shadow(func, decorator), project.runtime.alias, line_of)
         if reason is None and isinstance(span, Span) and span.form != "decorator" and facts.taken_names(func):
             reason = (
                 f"it already uses the name(s) {', '.join(sorted(facts.taken_names(func)))} the spans need"
@@ -193,6 +195,19 @@ def _resolve_file(
                 )
                 continue
         plan.wraps.append(Wrap(span, func, block, start, end, block_ancestry(func)[id(block)]))
+
+
+def _shadow_reason(shadow: Shadow | None, alias: str, line_of: Callable[[cst.CSTNode], int]) -> str | None:
+    if shadow is None:
+        return None
+    line = line_of(shadow.node)
+    if shadow.where == "function":
+        return f"it binds the name '{alias}' itself (line {line}), which the generated code needs"
+    kind = "class" if shadow.where == "class" else "enclosing function"
+    return (
+        f"the {kind} '{shadow.scope_name}' binds the name '{alias}' (line {line}), which the "
+        f"generated code would read instead of the runtime module"
+    )
 
 
 def _locate_present(

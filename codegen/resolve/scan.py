@@ -9,7 +9,6 @@ import libcst as cst
 import libcst.matchers as m
 
 from codegen.resolve.functions import unsafe_reason
-from codegen.resolve.statements import child_blocks
 from codegen.spec.model import Hook, Span
 from codegen.transforms.span import SPAN_VARIABLE
 
@@ -47,10 +46,6 @@ class Facts:
     def unsafe(self, func: cst.FunctionDef) -> str | None:
         return unsafe_reason(func, is_generator=self._scan(func).generator)
 
-    def local_alias(self, func: cst.FunctionDef) -> cst.CSTNode | None:
-        """Where the function binds the runtime's name itself (a parameter, a variable)."""
-        return self._scan(func).binds_alias
-
     def taken_names(self, func: cst.FunctionDef) -> set[str]:
         """``_otel_span*`` names the function uses although no span of ours is in it yet."""
         scan = self._scan(func)
@@ -77,33 +72,8 @@ class _Scan(cst.CSTVisitor):
         self.started: list[cst.BaseExpression] = []
         self.statements: list[cst.Expr] = []
         self.span_names: set[str] = set()
-        self.binds_alias: cst.CSTNode | None = None  # a local binding of the runtime's name
         self._codes: set[str] | None = None
         self._nested = 0
-
-    def _bound(self, node: cst.CSTNode, name: str) -> None:
-        if name == self.alias and self.binds_alias is None:
-            self.binds_alias = node
-
-    def visit_Param(self, node: cst.Param) -> None:
-        self._bound(node, node.name.value)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        for name in _names_in(node.target):
-            self._bound(node, name)
-
-    def visit_For(self, node: cst.For) -> None:
-        for name in _names_in(node.target):
-            self._bound(node, name)
-
-    def visit_Global(self, node: cst.Global) -> None:
-        for item in node.names:
-            self._bound(node, item.name.value)
-
-    def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
-        bound = node.asname.name if node.asname else node.name
-        if isinstance(bound, cst.Name):
-            self._bound(node, bound.value)
 
     def statement_codes(self) -> set[str]:
         if self._codes is None:
@@ -152,62 +122,6 @@ class _Scan(cst.CSTVisitor):
             and isinstance(expr.value, (cst.Call, cst.BooleanOperation))
         ):
             self.statements.append(expr)
-
-
-def alias_clash(module: cst.Module, parent: str, alias: str) -> cst.CSTNode | None:
-    """A module-level statement (in ``if``/``try`` blocks too) binding ``alias`` to something other
-    than the runtime package."""
-    return _clash_in(list(module.body), parent, alias)
-
-
-def _clash_in(body: list[cst.BaseStatement], parent: str, alias: str) -> cst.CSTNode | None:
-    for stmt in body:
-        if isinstance(stmt, (cst.If, cst.Try, cst.With)):
-            for block in child_blocks(stmt):
-                found = _clash_in(list(getattr(block, "body", ())), parent, alias)
-                if found is not None:
-                    return found
-            continue
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == alias:
-            return stmt
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            continue
-        for small in stmt.body:
-            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
-                small.names, cst.ImportStar
-            ):
-                source = (
-                    cst.Module([]).code_for_node(small.module)
-                    if isinstance(small, cst.ImportFrom) and small.module
-                    else ""
-                )
-                for name in small.names:
-                    bound = (
-                        name.asname.name.value
-                        if name.asname
-                        else cst.Module([]).code_for_node(name.name).split(".")[0]
-                    )  # type: ignore[union-attr]
-                    ours = (
-                        isinstance(small, cst.ImportFrom)
-                        and not small.relative
-                        and source == parent
-                        and name.asname is None
-                    )
-                    if bound == alias and not ours:
-                        return stmt
-            if isinstance(small, cst.Assign) and any(
-                isinstance(t.target, cst.Name) and t.target.value == alias for t in small.targets
-            ):
-                return stmt
-    return None
-
-
-def _names_in(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for e in target.elements for n in _names_in(e.value)]
-    return []
 
 
 def _started_names(node: cst.CSTNode, alias: str) -> list[cst.BaseExpression]:
