@@ -7,6 +7,7 @@ is reported with the span's spec location and, where useful, the candidates.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -17,10 +18,11 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.resolve.alternatives import concrete
 from codegen.resolve.functions import collect_functions, suggest
-from codegen.resolve.hooks import is_wrapped, resolve_insert, resolve_rewrite
+from codegen.resolve.hooks import resolve_insert, resolve_rewrite
 from codegen.resolve.regions import early_exit, parameters, resolve_region
 from codegen.resolve.bindings import Bindings, Shadow
-from codegen.resolve.scan import Facts, compact, span_started
+from codegen.resolve.scan import Facts, hook_codes
+from codegen.resolve.strip import strip
 from codegen.resolve.sites import FilePlan, Plan, Wrap
 from codegen.resolve.statements import (
     block_ancestry,
@@ -84,6 +86,11 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
             for span in spans:
                 diags.error(span.where_file, f"cannot parse '{rel}': {exc.message} (line {exc.raw_line})")
             continue
+        alias = project.runtime.alias
+        if re.search(rf"(?<![\w.]){re.escape(alias)}\b", source):
+            # An instrumented tree: instrument what the specs declare from scratch (see strip.py).
+            codes = hook_codes([e for e in spans if isinstance(e, Hook)], alias)
+            module = strip(module, alias, project.runtime.parent_module, codes)
         lines = _Lines(module)
         plan = FilePlan(rel, source, module)
         _resolve_file(project, plan, spans, lines.start, lines.end, diags)
@@ -136,11 +143,6 @@ def _resolve_file(
         if chosen is not span:
             plan.chosen[id(span)] = chosen
             span = chosen
-        if facts.instrumented(func, span):
-            plan.present.append(span)
-            if isinstance(span, Span):
-                _locate_present(plan, span, func, project.runtime.alias, line_of, end_line_of)
-            continue
         reason = facts.unsafe(func)
         if reason is None:
             decorator = isinstance(span, Span) and span.form == "decorator"
@@ -159,9 +161,7 @@ def _resolve_file(
             continue
         if isinstance(span, Hook) and span.kind == "wrap":
             rewrite = resolve_rewrite(span, func, project.runtime.alias, line_of, diags)
-            if rewrite is not None and is_wrapped(rewrite.call, span, rewrite.statement):
-                plan.present.append(span)
-            elif rewrite is not None:
+            if rewrite is not None:
                 plan.rewrites.append(rewrite)
             continue
         if isinstance(span, Hook) and span.kind != "around":
@@ -208,52 +208,6 @@ def _shadow_reason(shadow: Shadow | None, alias: str, line_of: Callable[[cst.CST
         f"the {kind} '{shadow.scope_name}' binds the name '{alias}' (line {line}), which the "
         f"generated code would read instead of the runtime module"
     )
-
-
-def _locate_present(
-    plan: FilePlan,
-    span: Span,
-    func: cst.FunctionDef,
-    alias: str,
-    line_of: Callable[[cst.CSTNode], int],
-    end_line_of: Callable[[cst.CSTNode], int],
-) -> None:
-    """Record the statements an existing span construct occupies (its start through its end)."""
-    if span.form == "decorator":
-        plan.present_decorations.append((span, func))
-        return
-    for site in statement_sites(func):
-        stmt = site.node
-        if not m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
-            continue
-        if not span_started(stmt, alias, span):
-            continue
-        var = stmt.body[0].targets[0].target.value  # type: ignore[attr-defined]
-        block = site.block
-        assert isinstance(block, cst.IndentedBlock)
-        end_code = compact(f"{var} and {var}.end()")
-
-        def ends_span(stmt: cst.BaseStatement) -> bool:
-            return (
-                isinstance(stmt, cst.SimpleStatementLine)
-                and compact(cst.Module([]).code_for_node(stmt.body[0])) == end_code
-            )
-
-        following = block.body[site.index + 1] if site.index + 1 < len(block.body) else None
-        if (
-            isinstance(following, cst.Try)
-            and following.finalbody
-            and ends_span(following.finalbody.body.body[-1])
-        ):  # type: ignore[union-attr]
-            last = site.index + 1  # try form
-        else:  # flat form: the first `var and var.end()` after the start in the same block
-            last = next(
-                (i for i in range(site.index + 1, len(block.body)) if ends_span(block.body[i])), site.index
-            )
-        plan.present_wraps.append(
-            Wrap(span, func, block, site.index, last + 1, block_ancestry(func)[id(block)])
-        )
-        return
 
 
 def _check_overlaps(

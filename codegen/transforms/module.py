@@ -14,9 +14,10 @@ from codegen.transforms.render import LINE_LENGTH
 
 
 def transform_file(project: Project, plan: FilePlan) -> str:
-    """The new source of ``plan.path``; the original text when nothing is left to do."""
+    """The new source of ``plan.path`` (its module is pristine: an instrumented one was stripped
+    when planning)."""
     if not (plan.wraps or plan.inserts or plan.decorations or plan.rewrites):
-        return plan.source
+        return plan.module.code
     editor = BlockEditor(
         project, plan.wraps, plan.inserts, plan.decorations, plan.module.default_indent, plan.rewrites
     )
