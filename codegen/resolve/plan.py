@@ -75,7 +75,7 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
                 diags.error(span.where_file, f"file '{rel}' not found under the source root {root}")
             continue
         try:
-            source = path.read_text(encoding="utf-8")
+            source = path.read_bytes().decode("utf-8")  # CRLF stays CRLF (read_text would not)
         except UnicodeDecodeError as exc:
             for span in spans:
                 diags.error(span.where_file, f"'{rel}' is not UTF-8 text (byte {exc.start})")

@@ -16,14 +16,15 @@ from codegen.transforms.render import LINE_LENGTH
 def transform_file(project: Project, plan: FilePlan) -> str:
     """The new source of ``plan.path`` (its module is pristine: an instrumented one was stripped
     when planning)."""
+    bom = "\ufeff" if plan.source.startswith("\ufeff") else ""  # libcst drops a byte order mark
     if not (plan.wraps or plan.inserts or plan.decorations or plan.rewrites):
-        return plan.module.code
+        return bom + plan.module.code
     editor = BlockEditor(
         project, plan.wraps, plan.inserts, plan.decorations, plan.module.default_indent, plan.rewrites
     )
     module = plan.module.visit(editor)
     module = add_runtime_import(project, module)
-    return module.code
+    return bom + module.code
 
 
 def add_runtime_import(project: Project, module: cst.Module) -> cst.Module:
