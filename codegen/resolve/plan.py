@@ -87,10 +87,11 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
                 diags.error(span.where_file, f"cannot parse '{rel}': {exc.message} (line {exc.raw_line})")
             continue
         alias = project.runtime.alias
-        if re.search(rf"(?<![\w.]){re.escape(alias)}\b", source):
-            # An instrumented tree: instrument what the specs declare from scratch (see strip.py).
-            codes = hook_codes([e for e in spans if isinstance(e, Hook)], alias)
-            module = strip(module, alias, project.runtime.parent_module, codes)
+        hooks = [e for e in spans if isinstance(e, Hook)]
+        foreign = any(not c.startswith(f"{alias}.") for h in hooks for c in (h.call, h.enter, h.exit) if c)
+        if foreign or re.search(rf"(?<![\w.]){re.escape(alias)}\b", source):
+            # Maybe an instrumented tree: instrument what the specs declare from scratch (strip.py).
+            module = strip(module, alias, project.runtime.parent_module, hook_codes(hooks, alias))
         lines = _Lines(module)
         plan = FilePlan(rel, source, module)
         _resolve_file(project, plan, spans, lines.start, lines.end, diags)

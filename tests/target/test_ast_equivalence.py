@@ -1,0 +1,23 @@
+"""The whole 0.19.2 target: every instrumented file is the pristine file once the instrumentation
+is removed (Python AST comparison)."""
+
+from __future__ import annotations
+
+from codegen.pipeline import Generation
+from codegen.resolve.equivalence import equivalent
+from codegen.resolve.scan import hook_codes
+
+
+def test_every_instrumented_file_is_pristine_once_deinstrumented(generation: Generation) -> None:
+    runtime = generation.project.runtime
+    checked = []
+    for path, (old, new) in generation.changes.items():
+        if old is None:  # the runtime package itself
+            assert path.startswith(runtime.package + "/"), path
+            continue
+        hooks = [h for h in generation.project.hooks if h.file == path]
+        codes = hook_codes(hooks, runtime.alias)
+        assert equivalent(old, new, runtime.alias, runtime.parent_module, codes), path
+        checked.append(path)
+    planned = {p for p, f in generation.plan.files.items() if f.wraps or f.inserts or f.decorations or f.rewrites}
+    assert set(checked) == planned and len(checked) >= 10
