@@ -17,7 +17,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.resolve.alternatives import concrete
-from codegen.resolve.functions import collect_functions, suggest
+from codegen.resolve.functions import collect_functions, import_aliases, suggest
 from codegen.resolve.hooks import resolve_insert, resolve_rewrite
 from codegen.resolve.regions import early_exit, parameters, resolve_region
 from codegen.resolve.bindings import Bindings, Shadow
@@ -111,7 +111,7 @@ def _resolve_file(
     diags: Diagnostics,
 ) -> None:
     functions = collect_functions(plan.module)
-    facts = Facts(project.runtime.alias)
+    facts = Facts(project.runtime.alias, import_aliases(plan.module))
     bindings = Bindings(plan.module, plan.source, project.runtime.alias, project.runtime.parent_module)
     clash = bindings.module_shadow()
     if clash is not None:

@@ -34,8 +34,9 @@ class Facts:
     """What resolution asks of each function, gathered in one walk: a function such as ``train``
     holds dozens of specs' statements, and each question is otherwise a walk over its whole tree."""
 
-    def __init__(self, alias: str) -> None:
+    def __init__(self, alias: str, aliases: dict[str, str] | None = None) -> None:
         self.alias = alias
+        self.aliases = aliases or {}
         self._scans: dict[int, _Scan] = {}
 
     def _scan(self, func: cst.FunctionDef) -> _Scan:
@@ -46,7 +47,7 @@ class Facts:
         return scan
 
     def unsafe(self, func: cst.FunctionDef) -> str | None:
-        return unsafe_reason(func, is_generator=self._scan(func).generator)
+        return unsafe_reason(func, is_generator=self._scan(func).generator, aliases=self.aliases)
 
     def taken_names(self, func: cst.FunctionDef) -> set[str]:
         """``_otel_span*`` names the function uses although no span of ours is in it yet."""
