@@ -50,6 +50,7 @@ class BlockEditor(cst.CSTTransformer):
         self.decorations = {id(func): span for span, func in decorations}
         self.project = project
         self.step = step
+        self.steps: list[str] = [step]  # the module's step, then the enclosing edited functions'
         self.order = {id(w): i for i, w in enumerate(wraps)}
         self.depths = nesting_depths(wraps)
         self.wraps: dict[int, list[Wrap]] = defaultdict(list)
@@ -74,6 +75,11 @@ class BlockEditor(cst.CSTTransformer):
         if isinstance(node, cst.FunctionDef):
             if id(node) in self.edited:
                 self.inside += 1
+                # New levels follow the function's own indentation (a tab-indented function in a
+                # space-indented module stays tab-indented).
+                own = node.body.indent if isinstance(node.body, cst.IndentedBlock) else None
+                self.steps.append(self.step)
+                self.step = own if own is not None else self.steps[0]
                 return super().on_visit(node)
             return _leads_to(node, self.edited) and super().on_visit(node)
         if self.inside:
@@ -94,6 +100,7 @@ class BlockEditor(cst.CSTTransformer):
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         if isinstance(original_node, cst.FunctionDef) and id(original_node) in self.edited:
             self.inside -= 1
+            self.step = self.steps.pop()
         return super().on_leave(original_node, updated_node)
 
     def leave_FunctionDef(
@@ -225,8 +232,10 @@ class BlockEditor(cst.CSTTransformer):
             body[0] = body[0].with_changes(leading_lines=())
         if not final:
             return before + body
+        own = self.step if self.step != self.steps[0] else None  # None: the module's default
         wrapped = cst.Try(
-            body=cst.IndentedBlock(body=body), finalbody=cst.Finally(body=cst.IndentedBlock(body=final))
+            body=cst.IndentedBlock(body=body, indent=own),
+            finalbody=cst.Finally(body=cst.IndentedBlock(body=final, indent=own)),
         )
         if not before:
             wrapped = wrapped.with_changes(leading_lines=body[0].leading_lines)
