@@ -42,8 +42,10 @@ class BlockEditor(cst.CSTTransformer):
         decorations: Sequence[tuple[Span, cst.FunctionDef]],
         step: str,
         rewrites: Sequence[Rewrite] = (),
+        frozen: frozenset[int] = frozenset(),
     ) -> None:
         super().__init__()
+        self.frozen = frozen  # ids of statements black leaves alone (`# fmt: off` / `# fmt: skip`)
         self.rewrites: dict[int, list[Rewrite]] = defaultdict(list)
         for rewrite in rewrites:
             self.rewrites[id(rewrite.statement)].append(rewrite)
@@ -125,12 +127,16 @@ class BlockEditor(cst.CSTTransformer):
         stmts = list(updated_node.body)
         for index, original in enumerate(original_node.body):
             for rewrite in self.rewrites.get(id(original), ()):
-                stmts[index] = self._rewrite(stmts[index], rewrite, indent)
+                frozen = id(original) in self.frozen
+                stmts[index] = self._rewrite(stmts[index], rewrite, indent, frozen)
         if not wraps and not inserts:
             return updated_node.with_changes(body=stmts)
         ordered = sorted(wraps, key=lambda w: (w.start, -w.end, self.order[id(w)]))
         self.origin = indent
-        self.originals = {id(stmt) for stmt in stmts}
+        # statements black may lay out again once re-indented; not those under `# fmt: off`
+        self.originals = {
+            id(stmt) for stmt, original in zip(stmts, original_node.body) if id(original) not in self.frozen
+        }
         body = self._build(stmts, 0, len(stmts), ordered, inserts, indent)
         return updated_node.with_changes(body=body)
 
@@ -172,7 +178,9 @@ class BlockEditor(cst.CSTTransformer):
                 out.append(stmts[index])
         return out
 
-    def _rewrite(self, stmt: cst.BaseStatement, rewrite: Rewrite, indent: str) -> cst.BaseStatement:
+    def _rewrite(
+        self, stmt: cst.BaseStatement, rewrite: Rewrite, indent: str, frozen: bool = False
+    ) -> cst.BaseStatement:
         new = stmt.visit(CallRewriter(rewrite))
         assert isinstance(new, cst.BaseStatement)
         # A one-line statement that became one long call is laid out again the way black would.
@@ -180,6 +188,7 @@ class BlockEditor(cst.CSTTransformer):
         if (
             rewrite.hook.result is not None
             and one_line
+            and not frozen
             and isinstance(new, cst.SimpleStatementLine)
             and len(new.body) == 1
             and isinstance(new.body[0], cst.Expr)

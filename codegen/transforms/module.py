@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ast
 import bisect
+import re
 
 import libcst as cst
 import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import child_blocks
@@ -23,12 +25,49 @@ def transform_file(project: Project, plan: FilePlan) -> str:
         return bom + plan.module.code
     first_use = _first_use(project, plan)
     editor = BlockEditor(
-        project, plan.wraps, plan.inserts, plan.decorations, plan.module.default_indent, plan.rewrites
+        project,
+        plan.wraps,
+        plan.inserts,
+        plan.decorations,
+        plan.module.default_indent,
+        plan.rewrites,
+        _frozen(plan),
     )
     module = plan.module.visit(editor)
     if first_use is not None:  # a file whose edits never name the runtime gets no import (F401)
         module = add_runtime_import(project, module, first_use)
     return bom + module.code
+
+
+_FMT_OFF = re.compile(r"[ \t]*# fmt: off[ \t]*$")
+_FMT_ON = re.compile(r"[ \t]*# fmt: on[ \t]*$")
+
+
+def _frozen(plan: FilePlan) -> frozenset[int]:
+    """Statements of the edited blocks that black leaves alone: any of their lines between
+    ``# fmt: off`` and ``# fmt: on`` (or the end of the file), or ending in ``# fmt: skip``.
+    They move with their block but are never laid out again."""
+    if "fmt: off" not in plan.source and "fmt: skip" not in plan.source:
+        return frozenset()
+    lines: set[int] = set()
+    off = False
+    text = plan.module.code  # not plan.source: an instrumented source was stripped when planning
+    for number, line in enumerate(text.splitlines(), start=1):
+        if _FMT_OFF.match(line):
+            off = True
+        elif _FMT_ON.match(line):
+            off = False
+        if off or line.rstrip().endswith("# fmt: skip"):
+            lines.add(number)
+    positions = MetadataWrapper(plan.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    blocks = [w.block for w in plan.wraps] + [r.block for r in plan.rewrites]
+    frozen = set()
+    for block in blocks:
+        for stmt in block.body:
+            where = positions[stmt]
+            if any(n in lines for n in range(where.start.line, where.end.line + 1)):
+                frozen.add(id(stmt))
+    return frozenset(frozen)
 
 
 def _first_use(project: Project, plan: FilePlan) -> int | None:
