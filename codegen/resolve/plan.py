@@ -70,6 +70,14 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
             for span in spans:
                 diags.error(span.where_file, f"file '{rel}' is outside the source root {root}")
             continue
+        if rel.startswith(project.runtime.package + "/"):
+            for span in spans:
+                diags.error(
+                    span.where_file,
+                    f"'{rel}' is part of the runtime package {project.runtime.package}: instrumenting it "
+                    "would import the runtime from inside itself (an import cycle)",
+                )
+            continue
         if not path.is_file():
             for span in spans:
                 diags.error(span.where_file, f"file '{rel}' not found under the source root {root}")
