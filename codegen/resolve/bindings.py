@@ -16,10 +16,12 @@ comprehension in the comprehension's scope; those are added here.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
 from libcst.metadata import (
+    Assignment,
     ClassScope,
     ComprehensionScope,
     FunctionScope,
@@ -65,9 +67,9 @@ class Bindings:
 
     def _bindings(self, scope: Scope) -> list[cst.CSTNode]:
         found = [
-            a.node  # type: ignore[attr-defined]  # BaseAssignment has .node on Assignment only
+            a.node
             for a in scope.assignments
-            if a.name.split(".")[0] == self.alias and hasattr(a, "node")
+            if a.name.split(".")[0] == self.alias and isinstance(a, Assignment)
         ]
         return found + self._extra.get(scope, [])
 
@@ -124,11 +126,11 @@ def _target_scope(scope: Scope, name: str) -> Scope:
     in the enclosing scope), following ``global``/``nonlocal``."""
     while isinstance(scope, ComprehensionScope):
         scope = scope.parent
-    overwrites = getattr(scope, "_scope_overwrites", {})
+    overwrites: dict[str, Scope] = getattr(scope, "_scope_overwrites", {})
     return overwrites.get(name, scope)
 
 
-def _order(module: cst.Module):  # noqa: ANN202
+def _order(module: cst.Module) -> Callable[[cst.CSTNode], int]:
     """Source order of nodes (without position metadata): their index in a depth-first walk."""
     index: dict[int, int] = {}
 
@@ -167,7 +169,7 @@ class _Unrecorded(cst.CSTVisitor):
             self.found.append(node)
 
     def visit_Del(self, node: cst.Del) -> None:
-        targets = [node.target]
+        targets: list[cst.BaseExpression] = [node.target]
         while targets:
             target = targets.pop()
             if isinstance(target, cst.Name) and target.value == self.alias:

@@ -12,22 +12,20 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.resolve.alternatives import concrete
+from codegen.resolve.bindings import Bindings, Shadow
 from codegen.resolve.functions import collect_functions, import_aliases, suggest
 from codegen.resolve.hooks import resolve_insert, resolve_rewrite
 from codegen.resolve.regions import early_exit, parameters, resolve_region
-from codegen.resolve.bindings import Bindings, Shadow
 from codegen.resolve.scan import Facts, hook_codes
-from codegen.resolve.strip import strip
 from codegen.resolve.sites import FilePlan, Plan, Wrap
 from codegen.resolve.statements import (
     block_ancestry,
-    statement_sites,
 )
+from codegen.resolve.strip import strip
 from codegen.spec.model import Hook, Project, Region, Span
 
 

@@ -25,13 +25,14 @@ result with the pristine source.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import libcst as cst
 
 from codegen.resolve.scan import compact
 
 _SPAN_VARIABLE = re.compile(r"_otel_span(_\d+)?\Z")
+Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement  # what a block holds
 _EMPTY = cst.Module(body=[])
 
 
@@ -75,7 +76,16 @@ def _operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [node]
 
 
-def _single(stmt: cst.BaseStatement) -> cst.BaseSmallStatement | None:
+def _statements(body: Sequence[cst.BaseStatement]) -> list[Statement]:
+    """A block's statements, typed as what they are (libcst types them as their common base)."""
+    out: list[Statement] = []
+    for stmt in body:
+        assert isinstance(stmt, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+        out.append(stmt)
+    return out
+
+
+def _single(stmt: Statement) -> cst.BaseSmallStatement | None:
     if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
         return stmt.body[0]
     return None
@@ -131,7 +141,7 @@ class _Stripper(cst.CSTTransformer):
         unwrapped = self._unwrap(small.value)  # type: ignore[arg-type]
         return unwrapped if isinstance(unwrapped, cst.Call) and unwrapped is not small.value else None
 
-    def _hook(self, stmt: cst.BaseStatement) -> bool:
+    def _hook(self, stmt: Statement) -> bool:
         small = _single(stmt)
         if not isinstance(small, cst.Expr):
             return False
@@ -144,7 +154,7 @@ class _Stripper(cst.CSTTransformer):
             return False
         return self._result_wrap(small) is None
 
-    def _removed(self, stmt: cst.BaseStatement) -> bool:
+    def _removed(self, stmt: Statement) -> bool:
         small = _single(stmt)
         return (
             self._span_start(small)
@@ -152,14 +162,14 @@ class _Stripper(cst.CSTTransformer):
             or self._hook(stmt)
         )
 
-    def _try_form(self, stmt: cst.BaseStatement) -> bool:
-        if not isinstance(stmt, cst.Try) or stmt.handlers or stmt.orelse or stmt.finalbody is None:
+    def _try_form(self, stmt: cst.Try) -> bool:
+        if stmt.handlers or stmt.orelse or stmt.finalbody is None:
             return False
         final = stmt.finalbody.body
         return (
             isinstance(final, cst.IndentedBlock)
             and bool(final.body)
-            and all(self._removed(s) for s in final.body)
+            and all(self._removed(s) for s in _statements(final.body))
             and isinstance(stmt.body, cst.IndentedBlock)
         )
 
@@ -171,20 +181,21 @@ class _Stripper(cst.CSTTransformer):
             return False
         return super().on_visit(node)
 
-    def _statements(self, body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
-        out: list[cst.BaseStatement] = []
+    def _statements(self, body: list[Statement]) -> list[Statement]:
+        out: list[Statement] = []
         pending: list[cst.EmptyLine] = []
         for stmt in body:
             if self._removed(stmt):
                 pending.extend(stmt.leading_lines)
                 continue
-            if self._try_form(stmt):
-                inner = list(self._statements(list(stmt.body.body)))  # type: ignore[union-attr]
+            if isinstance(stmt, cst.Try) and self._try_form(stmt):
+                assert isinstance(stmt.body, cst.IndentedBlock)
+                inner = self._statements(_statements(stmt.body.body))
                 if not inner:
                     continue
                 pending.extend(stmt.leading_lines)
-                stmt, rest = inner[0], inner[1:]
-                out.append(stmt.with_changes(leading_lines=[*pending, *stmt.leading_lines]))
+                first, rest = inner[0], inner[1:]
+                out.append(first.with_changes(leading_lines=[*pending, *first.leading_lines]))
                 out.extend(rest)
                 pending = []
                 continue
@@ -197,18 +208,18 @@ class _Stripper(cst.CSTTransformer):
     def leave_IndentedBlock(
         self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
     ) -> cst.IndentedBlock:
-        body = self._statements(list(updated_node.body))
+        body = self._statements(_statements(updated_node.body))
         if not body:  # not ours after all: a block of nothing but such statements is left alone
             return updated_node
         return updated_node.with_changes(body=body)
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        body = list(updated_node.body)
+        body = _statements(updated_node.body)
         if self.imports:
             body = [s for s in (self._without_import(s) for s in body) if s is not None]
         return updated_node.with_changes(body=body)
 
-    def _without_import(self, stmt: cst.BaseStatement) -> cst.BaseStatement | None:
+    def _without_import(self, stmt: Statement) -> Statement | None:
         small = _single(stmt)
         if (
             not isinstance(small, cst.ImportFrom)
@@ -219,14 +230,14 @@ class _Stripper(cst.CSTTransformer):
         ):
             return stmt
         names = list(small.names)
-        kept = [a for a in names if not (m_name(a.name, self.alias) and a.asname is None)]  # type: ignore[arg-type]
+        kept = [a for a in names if not (m_name(a.name, self.alias) and a.asname is None)]
         if len(kept) == len(names):
             return stmt
         if not kept:
             return None
         if names[-1] not in kept:  # the last name goes: the new last one takes its separator
             kept[-1] = kept[-1].with_changes(comma=names[-1].comma)
-        return stmt.with_changes(body=[small.with_changes(names=kept)])  # type: ignore[union-attr]
+        return stmt.with_changes(body=[small.with_changes(names=kept)])
 
     # -- expressions --------------------------------------------------------------------------
 

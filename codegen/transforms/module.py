@@ -12,7 +12,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import child_blocks
-from codegen.spec.model import Hook, Project, Span
+from codegen.spec.model import Project, Span
 from codegen.transforms.blocks import BlockEditor
 from codegen.transforms.render import LINE_LENGTH
 

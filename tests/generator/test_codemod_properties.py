@@ -178,11 +178,11 @@ class _Runtime:
         self.started += 1
         return _Span(self, name, attributes)
 
-    def traced(self, name: str, attributes: object = None):  # noqa: ANN201
+    def traced(self, name: str, attributes: object = None):
         runtime = self
 
-        def decorate(func):  # noqa: ANN001, ANN202
-            def wrapper(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        def decorate(func):
+            def wrapper(*args, **kwargs):
                 if not runtime.LAYER and not runtime.STEP and not runtime.IO:
                     return func(*args, **kwargs)
                 span = runtime.start_span(name)
@@ -213,7 +213,7 @@ def _run(source: str, runtime: _Runtime | None, n: int) -> tuple[object, list[ob
     saved = sys.modules.get("megatron")
     sys.modules["megatron"] = package
     try:
-        exec(compile(source, DEMO, "exec"), namespace)
+        exec(compile(source, DEMO, "exec"), namespace)  # noqa: S102 - the program under test
         try:
             result: object = ("returned", namespace["target"](n, log))  # type: ignore[operator]
         except Exception as exc:  # noqa: BLE001 - compared between the runs
