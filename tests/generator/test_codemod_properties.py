@@ -136,7 +136,27 @@ def cases(draw: st.DrawFn) -> tuple[str, str, _Program]:
             if form == "try" and draw(st.booleans()):
                 lines.append("    end_attributes: {demo.v: v}")
         spans.append("\n".join(lines))
+    hooks = []
+    for _ in range(draw(st.integers(0, 2)) if prog.sites else 0):
+        site = draw(st.sampled_from(prog.sites))[0]
+        kind = draw(st.sampled_from(["entry", "before", "after", "around", "argument", "result"]))
+        guard = draw(st.sampled_from(["", "    guard: step\n"]))
+        if kind == "entry":
+            hooks.append(f"  - function: target\n    entry: true\n    call: otel.note(n)\n{guard}")
+        elif kind in ("before", "after"):
+            hooks.append(f"  - function: target\n    {kind}: {{call: {site}}}\n    call: otel.note(v)\n{guard}")
+        elif kind == "around":
+            hooks.append(
+                f"  - function: target\n    around: {{call: {site}}}\n"
+                f"    enter: otel.note(v)\n    exit: otel.note(-1)\n{guard}"
+            )
+        elif kind == "argument":
+            hooks.append(f"  - function: target\n    wrap: {{call: {site}, argument: 0, with: otel.passthrough}}\n")
+        else:
+            hooks.append(f"  - function: target\n    wrap: {{call: {site}, result: demo.r, with: otel.stamp}}\n")
     spec = "file: megatron/demo.py\nspans:\n" + "\n".join(spans) + "\n"
+    if hooks:
+        spec += "hooks:\n" + "".join(hooks)
     return source, spec, prog
 
 
@@ -167,12 +187,23 @@ class _Runtime:
         self.open: list[_Span] = []
         self.ended: list[str] = []
         self.started = 0
+        self.notes: list[object] = []  # what hooks passed to the runtime
 
     def evaluate(self, attributes: object) -> object:
         try:
             return attributes() if callable(attributes) else attributes
         except Exception:  # noqa: BLE001 - the real runtime logs it once
             return None
+
+    def note(self, value: object) -> None:
+        self.notes.append(value)
+
+    def passthrough(self, value: object) -> object:
+        return value
+
+    def stamp(self, key: str, value: object) -> object:
+        self.notes.append((key, value))
+        return value
 
     def start_span(self, name: str, attributes: object = None) -> _Span:
         self.started += 1
@@ -232,11 +263,16 @@ def _run(source: str, runtime: _Runtime | None, n: int) -> tuple[object, list[ob
 def _instrument(tmp: Path, spec: str, source: str) -> tuple[str, str] | None:
     """The spec and the instrumented source. When the generator refuses the spans with a reason
     it documents (a flat span over an early exit, partially overlapping spans, nothing after an
-    `after:` statement), the first span alone in the try form; None when that is refused too."""
+    `after:` statement), every span in the try form, else the first span alone in the try form;
+    None when that is refused too."""
     output = _apply(tmp / "all", spec, source)
     if output is not None:
         return spec, output
-    first = spec.split("  - name:")[1].replace("form: flat", "form: try")
+    tried = spec.replace("form: flat", "form: try")  # the spans in the try form, hooks kept
+    output = _apply(tmp / "try", tried, source)
+    if output is not None:
+        return tried, output
+    first = spec.split("hooks:")[0].split("  - name:")[1].replace("form: flat", "form: try")
     single = "file: megatron/demo.py\nspans:\n  - name:" + first
     output = _apply(tmp / "first", single, source)
     return None if output is None else (single, output)
@@ -250,7 +286,7 @@ def _apply(tmp: Path, spec: str, source: str) -> str | None:
         plan = build_plan(project, root, diags)
     except SpecError as exc:
         messages = [d.message for d in exc.diagnostics.items]
-        expected = ("a flat span cannot cover", "partially overlaps", "nothing follows")
+        expected = ("a flat span cannot cover", "partially overlaps", "nothing follows", "one-line block")
         assert all(any(e in m for e in expected) for m in messages), messages
         return None
     return transform_file(project, plan.files[DEMO])
@@ -265,7 +301,8 @@ def check(case: tuple[str, str, _Program], tmp: Path) -> None:
     compile(output, DEMO, "exec")
     assert equivalent(source, output, "otel", "megatron"), output
     flat = "form: flat" in spec
-    whole = any("around:" not in s and "form: flat" not in s for s in spec.split("  - name:")[1:])
+    spans = spec.split("hooks:")[0].split("  - name:")[1:]
+    whole = any("around:" not in s and "form: flat" not in s for s in spans)
     for n in (0, 1, 2, 5, 6, 9):
         expected = _run(source, None, n)
         for enabled in (False, True):
