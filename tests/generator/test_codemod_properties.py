@@ -1,6 +1,7 @@
 """Property-based proof of the codemod: random functions (loops with break/continue,
 try/except/finally, early returns, raised exceptions, nested defs, comprehensions) and random span
-selections (the whole body, one statement, a run of statements; try, flat and decorator forms).
+selections (the whole body, one statement, a run of statements; try, flat and decorator forms), and hooks
+(entry, before, after, around, guarded, argument and result wraps) calling a stub runtime.
 
 For each: the output compiles; removing the instrumentation gives the original AST; run against
 a stub runtime with telemetry off and fully on, the function returns the same values, raises the

@@ -66,3 +66,21 @@ def test_renamed_spans_applied_to_an_instrumented_tree_equal_a_fresh_application
     expected = generate(fresh_specs, fresh_root).changes["megatron/demo.py"][1]
     assert generate(specs, root).changes["megatron/demo.py"][1] == expected
     assert expected.count("start_span") == 2
+
+
+def test_our_constructs_are_recognised_in_any_layout(tmp_path: Path) -> None:
+    """A fork whose generated lines were laid out differently (another formatter, a hand edit)
+    is still recognised: re-applying gives the canonical output, not a second wrap."""
+    specs, root = make_project(tmp_path, SPEC, SOURCE)
+    first = generate(specs, root).changes["megatron/demo.py"][1]
+    relaid = first
+    for old, new in (
+        ('otel.start_span("demo.b")', 'otel.start_span(\n            "demo" ".b",\n        )'),
+        ("_otel_span = otel.STEP and", "_otel_span = (otel.STEP) and"),
+        ("_otel_span_2 and _otel_span_2.end()", "(_otel_span_2 and _otel_span_2.end())"),
+    ):
+        assert old in relaid
+        relaid = relaid.replace(old, new)
+    compile(relaid, "demo.py", "exec")
+    (root / "megatron" / "demo.py").write_text(relaid, encoding="utf-8")
+    assert generate(specs, root).changes["megatron/demo.py"][1] == first
