@@ -7,6 +7,7 @@ is reported with the span's spec location and, where useful, the candidates.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -94,8 +95,7 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
             continue
         alias = project.runtime.alias
         hooks = [e for e in spans if isinstance(e, Hook)]
-        foreign = any(not c.startswith(f"{alias}.") for h in hooks for c in (h.call, h.enter, h.exit) if c)
-        if foreign or re.search(rf"(?<![\w.]){re.escape(alias)}\b", source):
+        if _maybe_instrumented(source, alias, hooks):
             # Maybe an instrumented tree: instrument what the specs declare from scratch (strip.py).
             module = strip(module, alias, project.runtime.parent_module, hook_codes(hooks, alias))
         lines = _Lines(module)
@@ -202,6 +202,23 @@ def _resolve_file(
                 )
                 continue
         plan.wraps.append(Wrap(span, func, block, start, end, block_ancestry(func)[id(block)]))
+
+
+def _maybe_instrumented(source: str, alias: str, hooks: list[Hook]) -> bool:
+    """Whether ``source`` may hold our constructs: it names the runtime, or it holds the text of a
+    hook that calls something else (its longest string literal, else its callee)."""
+    if re.search(rf"(?<![\w.]){re.escape(alias)}\b", source):
+        return True
+    for hook in hooks:
+        for code in (hook.call, hook.enter, hook.exit):
+            if code is None or code.startswith(f"{alias}."):
+                continue
+            tree = ast.parse(code, mode="eval")
+            strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            callee = ast.unparse(tree.body.func) if isinstance(tree.body, ast.Call) else code
+            if max(strings, key=len, default=callee) in source:
+                return True
+    return False
 
 
 def _shadow_reason(shadow: Shadow | None, alias: str, line_of: Callable[[cst.CSTNode], int]) -> str | None:
