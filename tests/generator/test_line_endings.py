@@ -42,4 +42,7 @@ def test_crlf_patch_applies_with_git(tmp_path: Path) -> None:
     (tmp_path / "demo.patch").write_bytes(patch[0].encode("utf-8"))
     subprocess.run(["git", "apply", "--unsafe-paths", str(tmp_path / "demo.patch")], cwd=tree, check=True)
     assert (tree / DEMO).read_bytes() == generation.changes[DEMO][1].encode("utf-8")
+    # and the instrumented CRLF file is recognised as such: applying again changes nothing
+    (root / DEMO).write_bytes((tree / DEMO).read_bytes())
+    assert DEMO not in generate(specs, root).changes
     assert b"\r\n" in (tree / DEMO).read_bytes() and b"\n" not in (tree / DEMO).read_bytes().replace(b"\r\n", b"")
