@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
@@ -21,20 +20,71 @@ UNSAFE_DECORATORS = {
     "torch.compile": "torch.compile compiles the body",
     "compile": "torch.compile compiles the body",
     "torch.jit.ignore": "torch.jit.ignore marks a scripted boundary",
+    "megatron.core.jit.jit_fuser": "jit_fuser compiles the body",
     "overload": "an @overload declaration has no body to instrument",
     "typing.overload": "an @overload declaration has no body to instrument",
+    "typing_extensions.overload": "an @overload declaration has no body to instrument",
 }
+_OVERLOAD = {"overload", "typing.overload", "typing_extensions.overload"}
+_ACCESSORS = ("setter", "getter", "deleter")
 
 
-@dataclass(frozen=True)
-class FunctionSite:
-    qualname: str
-    node: cst.FunctionDef
+def import_aliases(module: cst.Module) -> dict[str, str]:
+    """Local name -> the dotted name it was imported as, for every import of the module outside
+    functions (``from torch import compile as tc`` maps ``tc`` to ``torch.compile``)."""
+    aliases: dict[str, str] = {}
+    stack: list[cst.CSTNode] = list(module.body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock):
+            stack.extend(stmt.body.body)
+        elif isinstance(stmt, cst.BaseCompoundStatement) and not isinstance(stmt, cst.FunctionDef):
+            for block in child_blocks(stmt):
+                stack.extend(getattr(block, "body", ()))
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import):
+                    for name in small.names:
+                        dotted = get_full_name_for_node(name.name) or ""
+                        if name.asname is not None and isinstance(name.asname.name, cst.Name):
+                            aliases[name.asname.name.value] = dotted
+                        else:
+                            head = dotted.split(".")[0]
+                            aliases[head] = head
+                elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+                    if isinstance(small.names, cst.ImportStar):
+                        continue
+                    source = get_full_name_for_node(small.module) or ""
+                    for name in small.names:
+                        imported = get_full_name_for_node(name.name) or ""
+                        bound = name.asname.name if name.asname is not None else name.name
+                        if isinstance(bound, cst.Name):
+                            aliases[bound.value] = f"{source}.{imported}"
+    return aliases
+
+
+def resolve_name(name: str, aliases: dict[str, str]) -> str:
+    """``tc`` -> ``torch.compile`` and ``t.jit.script`` -> ``torch.jit.script`` through imports."""
+    head, dot, rest = name.partition(".")
+    return aliases.get(head, head) + dot + rest if head in aliases else name
+
+
+def _decorator_names(func: cst.FunctionDef) -> list[str]:
+    names = []
+    for decorator in func.decorators:
+        target = decorator.decorator
+        if isinstance(target, cst.Call):
+            target = target.func
+        names.append(get_full_name_for_node(target) or "")
+    return names
 
 
 def collect_functions(module: cst.Module) -> dict[str, list[cst.FunctionDef]]:
-    """Every definition of every function and method reachable through classes, keyed by dotted
-    qualname; functions defined at the top level of another function's body are ``outer.inner``.
+    """Every definition of every function and method reachable through classes and compound
+    statements (``if HAVE_TE:``, ``try:``, ``with``, loops), keyed by dotted qualname; functions
+    defined at the top level of another function's body are ``outer.inner``. A property's setter
+    (``@x.setter def x``) is ``x.setter`` (likewise ``getter``, ``deleter``). ``@overload``
+    declarations beside an implementation are left out: the name means the implementation.
     A name defined twice (``if HAVE_TE: def f ... else: def f ...``) has two entries."""
     found: dict[str, list[cst.FunctionDef]] = {}
 
@@ -42,17 +92,34 @@ def collect_functions(module: cst.Module) -> dict[str, list[cst.FunctionDef]]:
         for stmt in body:
             if isinstance(stmt, cst.FunctionDef):
                 name = prefix + stmt.name.value
+                accessor = next(
+                    (n.rpartition(".")[2] for n in _decorator_names(stmt)
+                     if n.rpartition(".")[0] == stmt.name.value and n.rpartition(".")[2] in _ACCESSORS),
+                    None,
+                )
+                if accessor is not None:
+                    name += "." + accessor
                 found.setdefault(name, []).append(stmt)
                 if isinstance(stmt.body, cst.IndentedBlock):
                     walk(stmt.body.body, name + ".")
             elif isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock):
                 walk(stmt.body.body, f"{prefix}{stmt.name.value}.")
-            elif isinstance(stmt, (cst.If, cst.Try)):
+            elif isinstance(stmt, cst.BaseCompoundStatement):
                 for block in child_blocks(stmt):  # e.g. functions defined under `if HAVE_TE:`
                     if isinstance(block, cst.IndentedBlock):
                         walk(block.body, prefix)
 
     walk(module.body, "")
+    aliases: dict[str, str] | None = None
+    for name, definitions in found.items():
+        if len(definitions) > 1:
+            aliases = import_aliases(module) if aliases is None else aliases
+            implementations = [
+                d for d in definitions
+                if not any(resolve_name(n, aliases) in _OVERLOAD for n in _decorator_names(d))
+            ]
+            if implementations:
+                found[name] = implementations
     return found
 
 
@@ -64,15 +131,17 @@ def suggest(name: str, candidates: list[str]) -> str:
     return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 
-def unsafe_reason(func: cst.FunctionDef, is_generator: bool | None = None) -> str | None:
-    """Why the body of ``func`` must not be wrapped, or None when it is safe."""
-    for decorator in func.decorators:
-        target = decorator.decorator
-        if isinstance(target, cst.Call):
-            target = target.func
-        name = get_full_name_for_node(target) or ""
-        if name in UNSAFE_DECORATORS:
-            return f"decorated with @{name}: {UNSAFE_DECORATORS[name]}"
+def unsafe_reason(
+    func: cst.FunctionDef, is_generator: bool | None = None, aliases: dict[str, str] | None = None
+) -> str | None:
+    """Why the body of ``func`` must not be wrapped, or None when it is safe. ``aliases``
+    (:func:`import_aliases`) resolves decorators imported under another name."""
+    for name in _decorator_names(func):
+        resolved = resolve_name(name, aliases or {})
+        for candidate in (name, resolved):
+            if candidate in UNSAFE_DECORATORS:
+                spelled = name if resolved == name else f"{name} ({resolved})"
+                return f"decorated with @{spelled}: {UNSAFE_DECORATORS[candidate]}"
     if func.asynchronous is not None:
         return "it is a coroutine (async def): spans are kept per thread, not per task"
     if is_generator if is_generator is not None else _is_generator(func):

@@ -14,15 +14,13 @@ def static_parents(plan: Plan) -> dict[str, set[str]]:
     """Span name -> names of the spans whose covered statements contain it in the same function."""
     parents: dict[str, set[str]] = {}
     for file_plan in plan.files.values():
-        spans = [w for w in (*file_plan.wraps, *file_plan.present_wraps) if isinstance(w.entry, Span)]
+        spans = [w for w in file_plan.wraps if isinstance(w.entry, Span)]
         order = {id(w): i for i, w in enumerate(spans)}
 
         def contains(outer: Wrap, inner: Wrap) -> bool:
             return outer.contains(inner, order[id(outer)] < order[id(inner)])
 
-        decorated = {
-            id(func): span for span, func in (*file_plan.decorations, *file_plan.present_decorations)
-        }
+        decorated = {id(func): span for span, func in file_plan.decorations}
         for inner in spans:
             enclosing = [o for o in spans if contains(o, inner)]
             if not enclosing:

@@ -65,19 +65,6 @@ def argument_index(call: cst.Call, argument: int | str) -> int | None:
     return None
 
 
-def is_wrapped(rewrite_call: cst.Call, hook: Hook, statement: cst.BaseStatement) -> bool:
-    """Whether the rewrite is already applied (a second run must change nothing)."""
-    if hook.argument is not None:
-        value = rewrite_call.args[argument_index(rewrite_call, hook.argument)].value  # type: ignore[index]
-        return isinstance(value, cst.Call) and get_full_name_for_node(value.func) == hook.wrapper
-    return any(
-        isinstance(c, cst.Call)
-        and get_full_name_for_node(c.func) == hook.wrapper
-        and any(a.value is rewrite_call for a in c.args)
-        for c in m.findall(statement, m.Call())
-    )
-
-
 def resolve_insert(
     hook: Hook, func: cst.FunctionDef, line_of: Callable[[cst.CSTNode], int], diags: Diagnostics
 ) -> Insert | None:

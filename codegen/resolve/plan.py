@@ -7,24 +7,26 @@ is reported with the span's spec location and, where useful, the candidates.
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.resolve.alternatives import concrete
-from codegen.resolve.functions import collect_functions, suggest
-from codegen.resolve.hooks import is_wrapped, resolve_insert, resolve_rewrite
+from codegen.resolve.bindings import Bindings, Shadow
+from codegen.resolve.functions import collect_functions, import_aliases, suggest
+from codegen.resolve.hooks import resolve_insert, resolve_rewrite
 from codegen.resolve.regions import early_exit, parameters, resolve_region
-from codegen.resolve.scan import Facts, alias_clash, compact, span_started
+from codegen.resolve.scan import Facts, hook_codes
 from codegen.resolve.sites import FilePlan, Plan, Wrap
 from codegen.resolve.statements import (
     block_ancestry,
-    statement_sites,
 )
+from codegen.resolve.strip import strip
 from codegen.spec.model import Hook, Project, Region, Span
 
 
@@ -67,12 +69,20 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
             for span in spans:
                 diags.error(span.where_file, f"file '{rel}' is outside the source root {root}")
             continue
+        if rel.startswith(project.runtime.package + "/"):
+            for span in spans:
+                diags.error(
+                    span.where_file,
+                    f"'{rel}' is part of the runtime package {project.runtime.package}: instrumenting it "
+                    "would import the runtime from inside itself (an import cycle)",
+                )
+            continue
         if not path.is_file():
             for span in spans:
                 diags.error(span.where_file, f"file '{rel}' not found under the source root {root}")
             continue
         try:
-            source = path.read_text(encoding="utf-8")
+            source = path.read_bytes().decode("utf-8")  # CRLF stays CRLF (read_text would not)
         except UnicodeDecodeError as exc:
             for span in spans:
                 diags.error(span.where_file, f"'{rel}' is not UTF-8 text (byte {exc.start})")
@@ -83,6 +93,11 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
             for span in spans:
                 diags.error(span.where_file, f"cannot parse '{rel}': {exc.message} (line {exc.raw_line})")
             continue
+        alias = project.runtime.alias
+        hooks = [e for e in spans if isinstance(e, Hook)]
+        if _maybe_instrumented(source, alias, hooks):
+            # Maybe an instrumented tree: instrument what the specs declare from scratch (strip.py).
+            module = strip(module, alias, project.runtime.parent_module, hook_codes(hooks, alias))
         lines = _Lines(module)
         plan = FilePlan(rel, source, module)
         _resolve_file(project, plan, spans, lines.start, lines.end, diags)
@@ -102,8 +117,9 @@ def _resolve_file(
     diags: Diagnostics,
 ) -> None:
     functions = collect_functions(plan.module)
-    facts = Facts(project.runtime.alias)
-    clash = alias_clash(plan.module, project.runtime.parent_module, project.runtime.alias)
+    facts = Facts(project.runtime.alias, import_aliases(plan.module))
+    bindings = Bindings(plan.module, plan.source, project.runtime.alias, project.runtime.parent_module)
+    clash = bindings.module_shadow()
     if clash is not None:
         diags.error(
             spans[0].where_file,
@@ -134,15 +150,10 @@ def _resolve_file(
         if chosen is not span:
             plan.chosen[id(span)] = chosen
             span = chosen
-        if facts.instrumented(func, span):
-            plan.present.append(span)
-            if isinstance(span, Span):
-                _locate_present(plan, span, func, project.runtime.alias, line_of, end_line_of)
-            continue
         reason = facts.unsafe(func)
-        local = facts.local_alias(func)
-        if reason is None and local is not None:
-            reason = f"it binds the name '{project.runtime.alias}' itself (line {line_of(local)}), which the generated code needs"
+        if reason is None:
+            decorator = isinstance(span, Span) and span.form == "decorator"
+            reason = _shadow_reason(bindings.shadow(func, decorator), project.runtime.alias, line_of)
         if reason is None and isinstance(span, Span) and span.form != "decorator" and facts.taken_names(func):
             reason = (
                 f"it already uses the name(s) {', '.join(sorted(facts.taken_names(func)))} the spans need"
@@ -157,9 +168,7 @@ def _resolve_file(
             continue
         if isinstance(span, Hook) and span.kind == "wrap":
             rewrite = resolve_rewrite(span, func, project.runtime.alias, line_of, diags)
-            if rewrite is not None and is_wrapped(rewrite.call, span, rewrite.statement):
-                plan.present.append(span)
-            elif rewrite is not None:
+            if rewrite is not None:
                 plan.rewrites.append(rewrite)
             continue
         if isinstance(span, Hook) and span.kind != "around":
@@ -195,50 +204,34 @@ def _resolve_file(
         plan.wraps.append(Wrap(span, func, block, start, end, block_ancestry(func)[id(block)]))
 
 
-def _locate_present(
-    plan: FilePlan,
-    span: Span,
-    func: cst.FunctionDef,
-    alias: str,
-    line_of: Callable[[cst.CSTNode], int],
-    end_line_of: Callable[[cst.CSTNode], int],
-) -> None:
-    """Record the statements an existing span construct occupies (its start through its end)."""
-    if span.form == "decorator":
-        plan.present_decorations.append((span, func))
-        return
-    for site in statement_sites(func):
-        stmt = site.node
-        if not m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
-            continue
-        if not span_started(stmt, alias, span):
-            continue
-        var = stmt.body[0].targets[0].target.value  # type: ignore[attr-defined]
-        block = site.block
-        assert isinstance(block, cst.IndentedBlock)
-        end_code = compact(f"{var} and {var}.end()")
+def _maybe_instrumented(source: str, alias: str, hooks: list[Hook]) -> bool:
+    """Whether ``source`` may hold our constructs: it names the runtime, or it holds the text of a
+    hook that calls something else (its longest string literal, else its callee)."""
+    if re.search(rf"(?<![\w.]){re.escape(alias)}\b", source):
+        return True
+    for hook in hooks:
+        for code in (hook.call, hook.enter, hook.exit):
+            if code is None or code.startswith(f"{alias}."):
+                continue
+            tree = ast.parse(code, mode="eval")
+            strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            callee = ast.unparse(tree.body.func) if isinstance(tree.body, ast.Call) else code
+            if max(strings, key=len, default=callee) in source:
+                return True
+    return False
 
-        def ends_span(stmt: cst.BaseStatement) -> bool:
-            return (
-                isinstance(stmt, cst.SimpleStatementLine)
-                and compact(cst.Module([]).code_for_node(stmt.body[0])) == end_code
-            )
 
-        following = block.body[site.index + 1] if site.index + 1 < len(block.body) else None
-        if (
-            isinstance(following, cst.Try)
-            and following.finalbody
-            and ends_span(following.finalbody.body.body[-1])
-        ):  # type: ignore[union-attr]
-            last = site.index + 1  # try form
-        else:  # flat form: the first `var and var.end()` after the start in the same block
-            last = next(
-                (i for i in range(site.index + 1, len(block.body)) if ends_span(block.body[i])), site.index
-            )
-        plan.present_wraps.append(
-            Wrap(span, func, block, site.index, last + 1, block_ancestry(func)[id(block)])
-        )
-        return
+def _shadow_reason(shadow: Shadow | None, alias: str, line_of: Callable[[cst.CSTNode], int]) -> str | None:
+    if shadow is None:
+        return None
+    line = line_of(shadow.node)
+    if shadow.where == "function":
+        return f"it binds the name '{alias}' itself (line {line}), which the generated code needs"
+    kind = "class" if shadow.where == "class" else "enclosing function"
+    return (
+        f"the {kind} '{shadow.scope_name}' binds the name '{alias}' (line {line}), which the "
+        f"generated code would read instead of the runtime module"
+    )
 
 
 def _check_overlaps(

@@ -1,16 +1,14 @@
-"""What resolution asks of a function or module, gathered in one walk: what is already
-instrumented, which names are taken, whether it yields."""
+"""What resolution asks of a function, gathered in one walk: which names are taken, whether it
+yields."""
 
 from __future__ import annotations
 
 import ast
 
 import libcst as cst
-import libcst.matchers as m
 
 from codegen.resolve.functions import unsafe_reason
-from codegen.resolve.statements import child_blocks
-from codegen.spec.model import Hook, Span
+from codegen.spec.model import Hook
 from codegen.transforms.span import SPAN_VARIABLE
 
 
@@ -23,18 +21,22 @@ def compact(code: str) -> str:
         return code
 
 
-def _hook_statement_code(hook: Hook, alias: str) -> list[str]:
-    calls = [c for c in (hook.call, hook.enter, hook.exit) if c]
-    prefix = f"{alias}.{hook.guard} and " if hook.guard else ""
-    return [compact(prefix + c) for c in calls]
+def hook_codes(hooks: list[Hook], alias: str) -> set[str]:
+    """What the statements the hooks insert mean (see :func:`compact`)."""
+    codes: set[str] = set()
+    for hook in hooks:
+        prefix = f"{alias}.{hook.guard} and " if hook.guard else ""
+        codes.update(compact(prefix + c) for c in (hook.call, hook.enter, hook.exit) if c)
+    return codes
 
 
 class Facts:
     """What resolution asks of each function, gathered in one walk: a function such as ``train``
     holds dozens of specs' statements, and each question is otherwise a walk over its whole tree."""
 
-    def __init__(self, alias: str) -> None:
+    def __init__(self, alias: str, aliases: dict[str, str] | None = None) -> None:
         self.alias = alias
+        self.aliases = aliases or {}
         self._scans: dict[int, _Scan] = {}
 
     def _scan(self, func: cst.FunctionDef) -> _Scan:
@@ -45,70 +47,24 @@ class Facts:
         return scan
 
     def unsafe(self, func: cst.FunctionDef) -> str | None:
-        return unsafe_reason(func, is_generator=self._scan(func).generator)
-
-    def local_alias(self, func: cst.FunctionDef) -> cst.CSTNode | None:
-        """Where the function binds the runtime's name itself (a parameter, a variable)."""
-        return self._scan(func).binds_alias
+        return unsafe_reason(func, is_generator=self._scan(func).generator, aliases=self.aliases)
 
     def taken_names(self, func: cst.FunctionDef) -> set[str]:
         """``_otel_span*`` names the function uses although no span of ours is in it yet."""
         scan = self._scan(func)
-        return set() if scan.started else scan.span_names
-
-    def instrumented(self, func: cst.FunctionDef, entry: Span | Hook) -> bool:
-        scan = self._scan(func)
-        if isinstance(entry, Hook):
-            if entry.kind == "wrap":
-                return False  # decided once the call is found
-            return all(code in scan.statement_codes() for code in _hook_statement_code(entry, self.alias))
-        return any(_names_span(first, entry) for first in scan.started)
+        return scan.span_names
 
 
 class _Scan(cst.CSTVisitor):
-    """One walk of a function: does it yield, which spans it already starts, which expression
-    statements it already has (to recognize hooks applied before)."""
+    """One walk of a function: does it yield, which ``_otel_span*`` names does it use."""
 
     def __init__(self, func: cst.FunctionDef, alias: str) -> None:
         super().__init__()
         self.func = func
         self.alias = alias
         self.generator = False
-        self.started: list[cst.BaseExpression] = []
-        self.statements: list[cst.Expr] = []
         self.span_names: set[str] = set()
-        self.binds_alias: cst.CSTNode | None = None  # a local binding of the runtime's name
-        self._codes: set[str] | None = None
         self._nested = 0
-
-    def _bound(self, node: cst.CSTNode, name: str) -> None:
-        if name == self.alias and self.binds_alias is None:
-            self.binds_alias = node
-
-    def visit_Param(self, node: cst.Param) -> None:
-        self._bound(node, node.name.value)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        for name in _names_in(node.target):
-            self._bound(node, name)
-
-    def visit_For(self, node: cst.For) -> None:
-        for name in _names_in(node.target):
-            self._bound(node, name)
-
-    def visit_Global(self, node: cst.Global) -> None:
-        for item in node.names:
-            self._bound(node, item.name.value)
-
-    def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
-        bound = node.asname.name if node.asname else node.name
-        if isinstance(bound, cst.Name):
-            self._bound(node, bound.value)
-
-    def statement_codes(self) -> set[str]:
-        if self._codes is None:
-            self._codes = {compact(cst.Module([]).code_for_node(e)) for e in self.statements}
-        return self._codes
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if node is not self.func:
@@ -131,100 +87,3 @@ class _Scan(cst.CSTVisitor):
     def visit_Yield(self, node: cst.Yield) -> None:
         if not self._nested:
             self.generator = True
-
-    def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if (
-            node.args
-            and isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
-            and func.value.value == self.alias
-            and func.attr.value in ("start_span", "traced")
-        ):
-            self.started.append(node.args[0].value)
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        expr = node.body[0]
-        # hooks are calls or `otel.FLAG and call`: skip docstrings and other bare expressions
-        if (
-            len(node.body) == 1
-            and isinstance(expr, cst.Expr)
-            and isinstance(expr.value, (cst.Call, cst.BooleanOperation))
-        ):
-            self.statements.append(expr)
-
-
-def alias_clash(module: cst.Module, parent: str, alias: str) -> cst.CSTNode | None:
-    """A module-level statement (in ``if``/``try`` blocks too) binding ``alias`` to something other
-    than the runtime package."""
-    return _clash_in(list(module.body), parent, alias)
-
-
-def _clash_in(body: list[cst.BaseStatement], parent: str, alias: str) -> cst.CSTNode | None:
-    for stmt in body:
-        if isinstance(stmt, (cst.If, cst.Try, cst.With)):
-            for block in child_blocks(stmt):
-                found = _clash_in(list(getattr(block, "body", ())), parent, alias)
-                if found is not None:
-                    return found
-            continue
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == alias:
-            return stmt
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            continue
-        for small in stmt.body:
-            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
-                small.names, cst.ImportStar
-            ):
-                source = (
-                    cst.Module([]).code_for_node(small.module)
-                    if isinstance(small, cst.ImportFrom) and small.module
-                    else ""
-                )
-                for name in small.names:
-                    bound = (
-                        name.asname.name.value
-                        if name.asname
-                        else cst.Module([]).code_for_node(name.name).split(".")[0]
-                    )  # type: ignore[union-attr]
-                    ours = (
-                        isinstance(small, cst.ImportFrom)
-                        and not small.relative
-                        and source == parent
-                        and name.asname is None
-                    )
-                    if bound == alias and not ours:
-                        return stmt
-            if isinstance(small, cst.Assign) and any(
-                isinstance(t.target, cst.Name) and t.target.value == alias for t in small.targets
-            ):
-                return stmt
-    return None
-
-
-def _names_in(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for e in target.elements for n in _names_in(e.value)]
-    return []
-
-
-def _started_names(node: cst.CSTNode, alias: str) -> list[cst.BaseExpression]:
-    """The first argument of every ``alias.start_span(...)`` / ``alias.traced(...)`` in ``node``."""
-    pattern = m.Call(
-        func=m.Attribute(value=m.Name(alias), attr=m.Name("start_span") | m.Name("traced")),
-        args=[m.Arg(), m.ZeroOrMore()],
-    )
-    return [call.args[0].value for call in m.findall(node, pattern)]  # type: ignore[union-attr]
-
-
-def _names_span(first: cst.BaseExpression, entry: Span) -> bool:
-    if entry.name_expr is not None:
-        return " ".join(cst.Module([]).code_for_node(first).split()) == entry.name_expr
-    return isinstance(first, cst.SimpleString) and first.evaluated_value == entry.name
-
-
-def span_started(node: cst.CSTNode, alias: str, entry: Span) -> bool:
-    """Whether ``node`` contains the start (or decorator) of span ``entry``."""
-    return any(_names_span(first, entry) for first in _started_names(node, alias))

@@ -63,10 +63,6 @@ class FilePlan:
     inserts: list[Insert] = field(default_factory=list)
     decorations: list[tuple[Span, cst.FunctionDef]] = field(default_factory=list)
     rewrites: list[Rewrite] = field(default_factory=list)
-    present: list[Span | Hook] = field(default_factory=list)  # already instrumented: nothing to do
-    # Where already-instrumented spans sit, so the hierarchy is the same on a patched tree.
-    present_wraps: list[Wrap] = field(default_factory=list)
-    present_decorations: list[tuple[Span, cst.FunctionDef]] = field(default_factory=list)
     # id(entry) -> the entry with each ``any`` selector replaced by the alternative this code takes
     chosen: dict[int, Span | Hook] = field(default_factory=dict)
 

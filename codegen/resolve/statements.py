@@ -156,6 +156,8 @@ def _calls_in(node: cst.CSTNode) -> set[str]:
 
 
 def assigned_names(stmt: cst.SimpleStatementLine) -> set[str]:
+    """The plain names a statement assigns: ``x = ...``, ``x: T = ...``, ``x += ...`` and names
+    unpacked by ``a, (b, *c) = ...``; never the names inside ``buf[i] = v`` or ``self.x = v``."""
     names: set[str] = set()
     for small in stmt.body:
         targets: list[cst.BaseExpression] = []
@@ -163,10 +165,14 @@ def assigned_names(stmt: cst.SimpleStatementLine) -> set[str]:
             targets = [t.target for t in small.targets]
         elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
             targets = [small.target]
-        for target in targets:
-            for name in m.findall(target, m.Name()):
-                assert isinstance(name, cst.Name)
-                names.add(name.value)
+        while targets:
+            target = targets.pop()
+            if isinstance(target, cst.Name):
+                names.add(target.value)
+            elif isinstance(target, (cst.Tuple, cst.List)):
+                targets.extend(e.value for e in target.elements)
+            elif isinstance(target, cst.StarredElement):
+                targets.append(target.value)
     return names
 
 

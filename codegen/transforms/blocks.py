@@ -42,14 +42,17 @@ class BlockEditor(cst.CSTTransformer):
         decorations: Sequence[tuple[Span, cst.FunctionDef]],
         step: str,
         rewrites: Sequence[Rewrite] = (),
+        frozen: frozenset[int] = frozenset(),
     ) -> None:
         super().__init__()
+        self.frozen = frozen  # ids of statements black leaves alone (`# fmt: off` / `# fmt: skip`)
         self.rewrites: dict[int, list[Rewrite]] = defaultdict(list)
         for rewrite in rewrites:
             self.rewrites[id(rewrite.statement)].append(rewrite)
         self.decorations = {id(func): span for span, func in decorations}
         self.project = project
         self.step = step
+        self.steps: list[str] = [step]  # the module's step, then the enclosing edited functions'
         self.order = {id(w): i for i, w in enumerate(wraps)}
         self.depths = nesting_depths(wraps)
         self.wraps: dict[int, list[Wrap]] = defaultdict(list)
@@ -74,6 +77,11 @@ class BlockEditor(cst.CSTTransformer):
         if isinstance(node, cst.FunctionDef):
             if id(node) in self.edited:
                 self.inside += 1
+                # New levels follow the function's own indentation (a tab-indented function in a
+                # space-indented module stays tab-indented).
+                own = node.body.indent if isinstance(node.body, cst.IndentedBlock) else None
+                self.steps.append(self.step)
+                self.step = own if own is not None else self.steps[0]
                 return super().on_visit(node)
             return _leads_to(node, self.edited) and super().on_visit(node)
         if self.inside:
@@ -94,6 +102,7 @@ class BlockEditor(cst.CSTTransformer):
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         if isinstance(original_node, cst.FunctionDef) and id(original_node) in self.edited:
             self.inside -= 1
+            self.step = self.steps.pop()
         return super().on_leave(original_node, updated_node)
 
     def leave_FunctionDef(
@@ -118,12 +127,16 @@ class BlockEditor(cst.CSTTransformer):
         stmts = list(updated_node.body)
         for index, original in enumerate(original_node.body):
             for rewrite in self.rewrites.get(id(original), ()):
-                stmts[index] = self._rewrite(stmts[index], rewrite, indent)
+                frozen = id(original) in self.frozen
+                stmts[index] = self._rewrite(stmts[index], rewrite, indent, frozen)
         if not wraps and not inserts:
             return updated_node.with_changes(body=stmts)
         ordered = sorted(wraps, key=lambda w: (w.start, -w.end, self.order[id(w)]))
         self.origin = indent
-        self.originals = {id(stmt) for stmt in stmts}
+        # statements black may lay out again once re-indented; not those under `# fmt: off`
+        self.originals = {
+            id(stmt) for stmt, original in zip(stmts, original_node.body) if id(original) not in self.frozen
+        }
         body = self._build(stmts, 0, len(stmts), ordered, inserts, indent)
         return updated_node.with_changes(body=body)
 
@@ -165,7 +178,9 @@ class BlockEditor(cst.CSTTransformer):
                 out.append(stmts[index])
         return out
 
-    def _rewrite(self, stmt: cst.BaseStatement, rewrite: Rewrite, indent: str) -> cst.BaseStatement:
+    def _rewrite(
+        self, stmt: cst.BaseStatement, rewrite: Rewrite, indent: str, frozen: bool = False
+    ) -> cst.BaseStatement:
         new = stmt.visit(CallRewriter(rewrite))
         assert isinstance(new, cst.BaseStatement)
         # A one-line statement that became one long call is laid out again the way black would.
@@ -173,6 +188,7 @@ class BlockEditor(cst.CSTTransformer):
         if (
             rewrite.hook.result is not None
             and one_line
+            and not frozen
             and isinstance(new, cst.SimpleStatementLine)
             and len(new.body) == 1
             and isinstance(new.body[0], cst.Expr)
@@ -225,8 +241,10 @@ class BlockEditor(cst.CSTTransformer):
             body[0] = body[0].with_changes(leading_lines=())
         if not final:
             return before + body
+        own = self.step if self.step != self.steps[0] else None  # None: the module's default
         wrapped = cst.Try(
-            body=cst.IndentedBlock(body=body), finalbody=cst.Finally(body=cst.IndentedBlock(body=final))
+            body=cst.IndentedBlock(body=body, indent=own),
+            finalbody=cst.Finally(body=cst.IndentedBlock(body=final, indent=own)),
         )
         if not before:
             wrapped = wrapped.with_changes(leading_lines=body[0].leading_lines)

@@ -2,32 +2,114 @@
 
 from __future__ import annotations
 
+import ast
 import bisect
+import re
 
 import libcst as cst
 import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codegen.resolve.sites import FilePlan
-from codegen.spec.model import Project
+from codegen.resolve.statements import child_blocks
+from codegen.spec.model import Project, Span
 from codegen.transforms.blocks import BlockEditor
 from codegen.transforms.render import LINE_LENGTH
 
 
 def transform_file(project: Project, plan: FilePlan) -> str:
-    """The new source of ``plan.path``; the original text when nothing is left to do."""
+    """The new source of ``plan.path`` (its module is pristine: an instrumented one was stripped
+    when planning)."""
+    bom = "\ufeff" if plan.source.startswith("\ufeff") else ""  # libcst drops a byte order mark
     if not (plan.wraps or plan.inserts or plan.decorations or plan.rewrites):
-        return plan.source
+        return bom + plan.module.code
+    first_use = _first_use(project, plan)
     editor = BlockEditor(
-        project, plan.wraps, plan.inserts, plan.decorations, plan.module.default_indent, plan.rewrites
+        project,
+        plan.wraps,
+        plan.inserts,
+        plan.decorations,
+        plan.module.default_indent,
+        plan.rewrites,
+        _frozen(plan),
     )
     module = plan.module.visit(editor)
-    module = add_runtime_import(project, module)
-    return module.code
+    if first_use is not None:  # a file whose edits never name the runtime gets no import (F401)
+        module = add_runtime_import(project, module, first_use)
+    return bom + module.code
 
 
-def add_runtime_import(project: Project, module: cst.Module) -> cst.Module:
+_FMT_OFF = re.compile(r"[ \t]*# fmt: off[ \t]*$")
+_FMT_ON = re.compile(r"[ \t]*# fmt: on[ \t]*$")
+
+
+def _frozen(plan: FilePlan) -> frozenset[int]:
+    """Statements of the edited blocks that black leaves alone: any of their lines between
+    ``# fmt: off`` and ``# fmt: on`` (or the end of the file), or ending in ``# fmt: skip``.
+    They move with their block but are never laid out again."""
+    if "fmt: off" not in plan.source and "fmt: skip" not in plan.source:
+        return frozenset()
+    lines: set[int] = set()
+    off = False
+    text = plan.module.code  # not plan.source: an instrumented source was stripped when planning
+    for number, line in enumerate(text.splitlines(), start=1):
+        if _FMT_OFF.match(line):
+            off = True
+        elif _FMT_ON.match(line):
+            off = False
+        if off or line.rstrip().endswith("# fmt: skip"):
+            lines.add(number)
+    positions = MetadataWrapper(plan.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    blocks = [w.block for w in plan.wraps] + [r.block for r in plan.rewrites]
+    frozen = set()
+    for block in blocks:
+        for stmt in block.body:
+            where = positions[stmt]
+            if any(n in lines for n in range(where.start.line, where.end.line + 1)):
+                frozen.add(id(stmt))
+    return frozenset(frozen)
+
+
+def _first_use(project: Project, plan: FilePlan) -> int | None:
+    """Index of the first top-level statement whose generated code names the runtime: the
+    import must come before it (a decorator under ``if HAVE_X:`` runs at import time)."""
+    name = project.runtime.alias
+
+    def names_runtime(code: str | None) -> bool:
+        return code is not None and any(
+            isinstance(n, ast.Name) and n.id == name for n in ast.walk(ast.parse(code, mode="eval"))
+        )
+
+    users = {id(func) for span, func in plan.decorations}
+    for wrap in plan.wraps:
+        entry = wrap.entry
+        if isinstance(entry, Span) or entry.guard or names_runtime(entry.enter) or names_runtime(entry.exit):
+            users.add(id(wrap.function))
+    for insert in plan.inserts:
+        if insert.hook.guard or names_runtime(insert.hook.call):
+            users.add(id(insert.function))
+    users.update(id(r.function) for r in plan.rewrites if names_runtime(r.hook.wrapper))
+    if not users:
+        return None
+    return next(i for i, stmt in enumerate(plan.module.body) if _defines(stmt, users))
+
+
+def _defines(stmt: cst.BaseStatement, functions: set[int]) -> bool:
+    """Whether one of ``functions`` is ``stmt`` or defined (at any depth) inside it."""
+    stack: list[cst.CSTNode] = [stmt]
+    while stack:
+        current = stack.pop()
+        if id(current) in functions:
+            return True
+        if isinstance(current, cst.BaseCompoundStatement):
+            for block in child_blocks(current):
+                stack.extend(getattr(block, "body", ()))
+    return False
+
+
+def add_runtime_import(project: Project, module: cst.Module, first_use: int | None = None) -> cst.Module:
     """``from megatron.core import otel``, merged into an existing ``from megatron.core import``
-    or placed where isort would put a new statement.
+    or placed where isort would put a new statement, before ``body[first_use]``.
 
     libcst's AddImportsVisitor does the same but resolves scope and qualified-name metadata for
     the whole module first: measured, 3.4 s of a 5 s run on megatron-core. Imports are top-level
@@ -35,7 +117,8 @@ def add_runtime_import(project: Project, module: cst.Module) -> cst.Module:
     """
     parent, alias = project.runtime.parent_module, project.runtime.alias
     body = list(module.body)
-    for index, stmt in enumerate(body[: _first_definition(body)]):
+    limit = _first_definition(body) if first_use is None else min(first_use, _first_definition(body))
+    for index, stmt in enumerate(body[:limit]):
         node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
         if not isinstance(node, cst.ImportFrom) or node.relative or node.module is None:
             continue
@@ -49,7 +132,7 @@ def add_runtime_import(project: Project, module: cst.Module) -> cst.Module:
         body[index] = _fit_import(stmt.with_changes(body=[_merge_alias(node, alias)]))
         return module.with_changes(body=body)
     new = cst.parse_statement(f"from {parent} import {alias}\n")
-    return _blank_lines_after_imports(_place_new_import(project, module.with_changes(body=body), new))
+    return _blank_lines_after_imports(_place_new_import(project, module.with_changes(body=body), new, limit))
 
 
 _EMPTY = cst.Module(body=[])
@@ -133,14 +216,16 @@ def _module_name(stmt: cst.BaseStatement) -> str | None:
     return None
 
 
-def _place_new_import(project: Project, module: cst.Module, new_stmt: cst.BaseStatement) -> cst.Module:
+def _place_new_import(
+    project: Project, module: cst.Module, new_stmt: cst.BaseStatement, limit: int
+) -> cst.Module:
     """Insert a new import line where isort puts it: sorted among the imports of the same
     top-level package, else as a new section after the other absolute imports."""
     body = list(module.body)
     target = project.runtime.parent_module
     top = target.split(".")[0]
     # only the leading imports: a late import below a function would come after its decorators
-    header = body[: _first_definition(body)]
+    header = body[:limit]
     imports = [(i, name) for i, s in enumerate(header) if (name := _module_name(s)) is not None]
     if not imports:
         index = _after_header(body)

@@ -1,0 +1,50 @@
+"""Every before/after case is the pristine program once its instrumentation is removed, and the
+remover only removes the generator's constructs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codegen.diagnostics import Diagnostics
+from codegen.resolve.equivalence import ast_dump, deinstrumented_ast, equivalent
+from codegen.resolve.scan import hook_codes
+from codegen.spec.load import load_project
+from tests.generator.support import CASES, make_project
+
+CASE_DIRS = sorted(p for p in CASES.iterdir() if p.is_dir())
+ALIAS, PARENT = "otel", "megatron"  # tests/fixtures/telemetry.yaml
+
+
+@pytest.mark.parametrize("case", CASE_DIRS, ids=lambda p: p.name)
+def test_case_is_pristine_once_deinstrumented(case: Path, tmp_path: Path) -> None:
+    pristine = (case / "input.py").read_text(encoding="utf-8")
+    output = (case / "output.py").read_text(encoding="utf-8")
+    specs, _ = make_project(tmp_path, (case / "spec.yaml").read_text(encoding="utf-8"), None)
+    codes = hook_codes(list(load_project(specs, Diagnostics()).hooks), ALIAS)
+    assert ast_dump(output) != ast_dump(pristine)
+    assert equivalent(pristine, output, ALIAS, PARENT, codes)
+
+
+@pytest.mark.parametrize("case", CASE_DIRS, ids=lambda p: p.name)
+def test_pristine_input_has_nothing_to_strip(case: Path) -> None:
+    pristine = (case / "input.py").read_text(encoding="utf-8")
+    assert deinstrumented_ast(pristine, ALIAS, PARENT) == ast_dump(pristine)
+
+
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        ("        return iteration\n", "        iteration += 0\n        return iteration\n"),  # added code
+        ("            iteration += 1\n", ""),  # a covered statement dropped
+        ("    finally:\n        otel.end_training()\n", "    except Exception:\n        otel.end_training()\n"),
+    ],
+)
+def test_a_changed_program_is_not_equivalent(mutation: tuple[str, str]) -> None:
+    """The check has teeth: an instrumentation that alters the program is caught."""
+    pristine = (CASES / "hooks" / "input.py").read_text(encoding="utf-8")
+    output = (CASES / "hooks" / "output.py").read_text(encoding="utf-8")
+    old, new = mutation
+    assert old in output
+    assert not equivalent(pristine, output.replace(old, new), ALIAS, PARENT)

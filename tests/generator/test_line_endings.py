@@ -1,0 +1,48 @@
+"""Files are preserved byte for byte: CRLF line endings and a UTF-8 byte order mark survive the
+codemod, and the patch still applies to the original bytes with ``git apply``."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from codegen.pipeline import generate
+from tests.generator.support import CASES, DEMO, make_project
+
+CASE_DIRS = sorted(p for p in CASES.iterdir() if p.is_dir())
+
+
+def _generate(tmp_path: Path, case: Path, source: bytes) -> str:
+    specs, root = make_project(tmp_path, (case / "spec.yaml").read_text(encoding="utf-8"), None)
+    (root / DEMO).write_bytes(source)
+    return generate(specs, root).changes[DEMO][1]
+
+
+@pytest.mark.parametrize("case", CASE_DIRS, ids=lambda p: p.name)
+def test_crlf_and_bom_are_kept(case: Path, tmp_path: Path) -> None:
+    source = (case / "input.py").read_text(encoding="utf-8")
+    expected = (case / "output.py").read_text(encoding="utf-8")
+    crlf = source.replace("\n", "\r\n").encode("utf-8")
+    assert _generate(tmp_path / "crlf", case, crlf) == expected.replace("\n", "\r\n")
+    assert _generate(tmp_path / "bom", case, b"\xef\xbb\xbf" + source.encode()) == "\ufeff" + expected
+
+
+def test_crlf_patch_applies_with_git(tmp_path: Path) -> None:
+    case = CASES / "hooks"
+    source = b"\xef\xbb\xbf" + (case / "input.py").read_text(encoding="utf-8").replace("\n", "\r\n").encode()
+    specs, root = make_project(tmp_path, (case / "spec.yaml").read_text(encoding="utf-8"), None)
+    (root / DEMO).write_bytes(source)
+    generation = generate(specs, root)
+    patch = [text for name, text in generation.patches().items() if name.endswith("megatron-demo.py.patch")]
+    tree = tmp_path / "tree"
+    (tree / "megatron").mkdir(parents=True)
+    (tree / DEMO).write_bytes(source)
+    (tmp_path / "demo.patch").write_bytes(patch[0].encode("utf-8"))
+    subprocess.run(["git", "apply", "--unsafe-paths", str(tmp_path / "demo.patch")], cwd=tree, check=True)
+    assert (tree / DEMO).read_bytes() == generation.changes[DEMO][1].encode("utf-8")
+    # and the instrumented CRLF file is recognised as such: applying again changes nothing
+    (root / DEMO).write_bytes((tree / DEMO).read_bytes())
+    assert DEMO not in generate(specs, root).changes
+    assert b"\r\n" in (tree / DEMO).read_bytes() and b"\n" not in (tree / DEMO).read_bytes().replace(b"\r\n", b"")

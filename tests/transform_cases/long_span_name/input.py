@@ -1,0 +1,5 @@
+class Model:
+    def forward(self, x):
+        """Forward."""
+        y = self.mlp(x)
+        return y
