@@ -14,7 +14,7 @@ from codegen.cache import store as store_cached
 from codegen.diagnostics import SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
 from codegen.target import ReleaseError, SourceMismatch
-from codegen.upstream import PACKAGE_INFO, UpstreamError
+from codegen.upstream import PACKAGE_INFO, UpstreamError, default_cache_dir
 
 EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
@@ -314,9 +314,13 @@ def _apply(args: argparse.Namespace) -> int:
         if args.out is None or args.check:
             return _default_generated_refused(args, generated_dir, reason)
         use_generated = False
-    protected = [specs_dir, Path.cwd()] + ([args.source] if args.source else [])
+    cache_dir = default_cache_dir()  # the pristine trees every later run instruments
+    protected = [specs_dir, Path.cwd(), cache_dir] + ([args.source] if args.source else [])
     checks: list[tuple[Path, str, Callable[[Path], bool], list[Path]]] = []
     if not args.check and use_generated:
+        if generated_dir.resolve() == cache_dir.resolve() or cache_dir.resolve() in generated_dir.resolve().parents:
+            print(f"error: --generated {generated_dir}: inside the cache {cache_dir}", file=sys.stderr)
+            return EXIT_SPEC
         checks.append(
             (
                 generated_dir,
@@ -331,6 +335,13 @@ def _apply(args: argparse.Namespace) -> int:
         if any(out == p or p in out.parents for p in inside):
             print(
                 f"error: --out {out}: inside --source or --generated, it would copy itself", file=sys.stderr
+            )
+            return EXIT_SPEC
+        if out == cache_dir.resolve() or cache_dir.resolve() in out.parents:
+            print(
+                f"error: --out {out}: inside the cache {cache_dir}, which holds the pristine sources "
+                "every later run instruments",
+                file=sys.stderr,
             )
             return EXIT_SPEC
         # an existing fork (it carries the marker) is ours as a whole; else it must be new or empty

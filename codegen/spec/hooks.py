@@ -79,7 +79,7 @@ class HookReader(SelectorReader, ReleasesReader):
             if guard_name is None:
                 return None
             if guard_name not in group_names and guard_name != "metrics":
-                self._unknown(node.get("guard").pos, "guard", guard_name, sorted(group_names) + ["metrics"])  # type: ignore[union-attr]
+                self._unknown(node.get("guard").pos, "guard", guard_name, sorted(group_names) + ["metrics"], "groups")  # type: ignore[union-attr]
                 return None
             guard = guard_name.upper()
         call = None
@@ -119,7 +119,7 @@ class HookReader(SelectorReader, ReleasesReader):
                 return None
             for attr in attrs:
                 if attr.key not in metric_names:
-                    self._unknown(attr.pos, "metric", attr.key, sorted(metric_names))
+                    self._unknown(attr.pos, "metric", attr.key, sorted(metric_names), "metrics")
                     return None
             guard = guard or "METRICS"
             call = (

@@ -73,7 +73,7 @@ class SpanReader(SelectorReader, ReleasesReader):
             ok = False
         group = self._required_str(node, "group", "span")
         if group is not None and group not in group_names:
-            self._unknown(node.get("group").pos, "group", group, sorted(group_names))  # type: ignore[union-attr]
+            self._unknown(node.get("group").pos, "group", group, sorted(group_names), "groups")  # type: ignore[union-attr]
             ok = False
         file, file_pos = self._entry_file(node, default_file, "span")
         if file is None:
