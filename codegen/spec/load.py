@@ -107,6 +107,7 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader):
         self.default_forms: dict[int, str] = {}  # id(span node) -> the file's default form
         self.hook_nodes: list[tuple[YMap, tuple[str, Pos] | None]] = []
         self.broken: list[str] = []  # files that did not load: what they declare is unknown
+        self.ambiguous: set[str] = set()  # declarations made twice
 
     def add_file(self, path: str, root: YNode) -> None:
         if not isinstance(root, YMap):
@@ -128,6 +129,7 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader):
                 self.diags.error(
                     root.key_pos(key), f"'{key}' is already declared at {first.ref(root.key_pos(key))}"
                 )
+                self.ambiguous.add(key)  # which one is meant is unknown: no follow-on errors
                 continue
             self.singletons[key] = (path, node)
         default_file = None
@@ -155,6 +157,7 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader):
         if self.broken:
             missing = {key for key in SINGLETON_KEYS if key not in self.singletons}
             self.incomplete = frozenset({"spans", *missing})
+        self.incomplete |= self.ambiguous
         for key in ("runtime", "upstream", "groups"):
             if key not in self.singletons and not self.broken:
                 self.diags.error(Pos(files[0], 1, 1), f"missing '{key}': declare it in one spec file")
