@@ -141,6 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_SOURCE
     except SpecError as exc:
+        for warning in exc.diagnostics.render_warnings():
+            print(warning, file=sys.stderr)
         print(exc.diagnostics.render(), file=sys.stderr)
         count = len(set(exc.diagnostics.items))
         print(f"{count} error{'s' if count != 1 else ''}", file=sys.stderr)
@@ -187,16 +189,17 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
         f"{e.pos}: note: {label(e)} is not in megatron-core {tree.release}: {e.releases.why_not()}"  # type: ignore[union-attr]
         for e in generation.excluded
     ]
-    warnings = []
+    warnings = list(generation.warnings)  # what the checks could not know (expressions)
     if generation.missing:
         count = len(generation.missing)
-        warnings = [
+        warnings += [
             render_failures(generation.missing, "warning"),
             f"left out {count} entr{'ies' if count != 1 else 'y'} that cannot be placed in {tree.root} "
             f"({tree.describe()}) (--allow-missing)",
         ]
     source_root = generation.source_root
-    files = sorted(generation.plan.files) + ([PACKAGE_INFO] if (source_root / PACKAGE_INFO).is_file() else [])
+    files = sorted({*generation.plan.files, *generation.plan.also_read})
+    files += [PACKAGE_INFO] if (source_root / PACKAGE_INFO).is_file() else []
     return CachedRun(
         str(source_root),
         generation.generated_tree(),

@@ -33,6 +33,7 @@ class Generation:
     excluded: tuple[Span | Hook, ...] = ()  # their ``releases:`` leave them out of this release
     missing: tuple[Failure, ...] = ()  # could not be placed, left out by --allow-missing
     report: str = ""  # what was placed, excluded and left out (written beside a fork)
+    warnings: tuple[str, ...] = ()  # rendered: ``path:line:col: warning: message``
 
     def patches(self) -> dict[str, str]:
         return write_patch_set(
@@ -84,7 +85,16 @@ def generate(
     docs = render_docs(project, plan, TEMPLATES_DIR, full)
     report = render_report(TEMPLATES_DIR, tree, project, excluded, missing)
     return Generation(
-        project, root, plan, dict(sorted(changes.items())), docs, tree, excluded, missing, report
+        project,
+        root,
+        plan,
+        dict(sorted(changes.items())),
+        docs,
+        tree,
+        excluded,
+        missing,
+        report,
+        tuple(diags.render_warnings()),
     )
 
 
@@ -152,6 +162,8 @@ def _positions(entry: Span | Hook) -> set[Pos]:
         add(region.last)
     if isinstance(entry, Hook):
         add(entry.selector)
+        positions.update(p for p in (entry.call_pos, entry.enter_pos, entry.exit_pos) if p is not None)
     else:
         positions.update(a.pos for a in (*entry.attributes, *entry.end_attributes))
+        positions.update(p for p in (entry.when_pos, entry.name_expr_pos) if p is not None)
     return positions

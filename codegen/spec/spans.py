@@ -165,6 +165,8 @@ class SpanReader(SelectorReader, ReleasesReader):
             function_pos=node.get("function").pos,  # type: ignore[union-attr]
             when=when,
             name_expr=name_expr,
+            when_pos=node.get("when").pos if "when" in node.entries else None,  # type: ignore[union-attr]
+            name_expr_pos=node.get("name_expr").pos if "name_expr" in node.entries else None,  # type: ignore[union-attr]
             names=names,
             form=form,  # type: ignore[arg-type]
             parents=parents,
