@@ -20,7 +20,7 @@ attribute is a warning (it cannot be known), else an error. Errors name the clos
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +29,7 @@ import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import (
     Assignment,
-    BuiltinAssignment,
+    BaseAssignment,
     ClassScope,
     FunctionScope,
     MetadataWrapper,
@@ -45,22 +45,94 @@ from codegen.spec.model import Hook, Span
 # The attributes of torch.nn.Module (torch 2.13: ``dir(torch.nn.Module) | vars(torch.nn.Module())``,
 # dunders left out: every dunder passes).
 NN_MODULE_ATTRIBUTES = frozenset(
-    """T_destination _apply _backward_hooks _backward_pre_hooks _buffers _call_impl _compiled_call_impl
-    _forward_hooks _forward_hooks_always_called _forward_hooks_with_kwargs _forward_pre_hooks
-    _forward_pre_hooks_with_kwargs _get_backward_hooks _get_backward_pre_hooks _get_name
-    _is_full_backward_hook _load_from_state_dict _load_state_dict_post_hooks
-    _load_state_dict_pre_hooks _maybe_warn_non_full_backward_hook _modules _named_members
-    _non_persistent_buffers_set _parameters _register_load_state_dict_pre_hook
-    _register_state_dict_hook _replicate_for_data_parallel _save_to_state_dict _slow_forward
-    _state_dict_hooks _state_dict_pre_hooks _version _wrapped_call_impl add_module apply bfloat16
-    buffers call_super_init children compile cpu cuda double dump_patches eval extra_repr float
-    forward get_buffer get_extra_state get_parameter get_submodule half ipu load_state_dict modules
-    mtia named_buffers named_children named_modules named_parameters parameters
-    register_backward_hook register_buffer register_forward_hook register_forward_pre_hook
-    register_full_backward_hook register_full_backward_pre_hook register_load_state_dict_post_hook
-    register_load_state_dict_pre_hook register_module register_parameter
-    register_state_dict_post_hook register_state_dict_pre_hook requires_grad_ set_extra_state
-    set_submodule share_memory state_dict to to_empty train training type xpu zero_grad""".split()
+    [
+        "T_destination",
+        "_apply",
+        "_backward_hooks",
+        "_backward_pre_hooks",
+        "_buffers",
+        "_call_impl",
+        "_compiled_call_impl",
+        "_forward_hooks",
+        "_forward_hooks_always_called",
+        "_forward_hooks_with_kwargs",
+        "_forward_pre_hooks",
+        "_forward_pre_hooks_with_kwargs",
+        "_get_backward_hooks",
+        "_get_backward_pre_hooks",
+        "_get_name",
+        "_is_full_backward_hook",
+        "_load_from_state_dict",
+        "_load_state_dict_post_hooks",
+        "_load_state_dict_pre_hooks",
+        "_maybe_warn_non_full_backward_hook",
+        "_modules",
+        "_named_members",
+        "_non_persistent_buffers_set",
+        "_parameters",
+        "_register_load_state_dict_pre_hook",
+        "_register_state_dict_hook",
+        "_replicate_for_data_parallel",
+        "_save_to_state_dict",
+        "_slow_forward",
+        "_state_dict_hooks",
+        "_state_dict_pre_hooks",
+        "_version",
+        "_wrapped_call_impl",
+        "add_module",
+        "apply",
+        "bfloat16",
+        "buffers",
+        "call_super_init",
+        "children",
+        "compile",
+        "cpu",
+        "cuda",
+        "double",
+        "dump_patches",
+        "eval",
+        "extra_repr",
+        "float",
+        "forward",
+        "get_buffer",
+        "get_extra_state",
+        "get_parameter",
+        "get_submodule",
+        "half",
+        "ipu",
+        "load_state_dict",
+        "modules",
+        "mtia",
+        "named_buffers",
+        "named_children",
+        "named_modules",
+        "named_parameters",
+        "parameters",
+        "register_backward_hook",
+        "register_buffer",
+        "register_forward_hook",
+        "register_forward_pre_hook",
+        "register_full_backward_hook",
+        "register_full_backward_pre_hook",
+        "register_load_state_dict_post_hook",
+        "register_load_state_dict_pre_hook",
+        "register_module",
+        "register_parameter",
+        "register_state_dict_post_hook",
+        "register_state_dict_pre_hook",
+        "requires_grad_",
+        "set_extra_state",
+        "set_submodule",
+        "share_memory",
+        "state_dict",
+        "to",
+        "to_empty",
+        "train",
+        "training",
+        "type",
+        "xpu",
+        "zero_grad",
+    ]
 )
 # Bases outside the source tree whose attributes are known.
 KNOWN_BASES: dict[str, frozenset[str]] = {
@@ -164,20 +236,27 @@ def _needed(stmt: cst.BaseStatement, functions: set[int]) -> bool:
             stack.extend(node.body)
         elif isinstance(node, cst.BaseCompoundStatement):
             for block in child_blocks(node):
-                stack.extend(block.body)  # type: ignore[arg-type]
+                stack.extend(block.body)
     return False
 
 
 def _expressions(plan: FilePlan, alias: str) -> Iterator[Expression]:
     for wrap in (*plan.wraps, *plan.present_wraps):
-        first, last, entry, func = wrap.block.body[wrap.start], wrap.block.body[wrap.end - 1], wrap.entry, wrap.function
+        first, last, entry, func = (
+            wrap.block.body[wrap.start],
+            wrap.block.body[wrap.end - 1],
+            wrap.entry,
+            wrap.function,
+        )
         if isinstance(entry, Span):
             for attr in entry.attributes:
                 yield Expression(attr.expr, f"attribute '{attr.key}'", attr.pos, func, first, False)
             if entry.when:
                 yield Expression(entry.when, "when", entry.when_pos or entry.pos, func, first, False)
             if entry.name_expr:
-                yield Expression(entry.name_expr, "name_expr", entry.name_expr_pos or entry.pos, func, first, False)
+                yield Expression(
+                    entry.name_expr, "name_expr", entry.name_expr_pos or entry.pos, func, first, False
+                )
             for attr in entry.end_attributes:
                 yield Expression(attr.expr, f"end attribute '{attr.key}'", attr.pos, func, last, True)
         else:
@@ -195,7 +274,9 @@ def _expressions(plan: FilePlan, alias: str) -> Iterator[Expression]:
     for rewrite in plan.rewrites:
         hook = rewrite.hook
         if hook.wrapper:
-            yield Expression(hook.wrapper, "with", hook.call_pos or hook.pos, rewrite.function, rewrite.statement, False)
+            yield Expression(
+                hook.wrapper, "with", hook.call_pos or hook.pos, rewrite.function, rewrite.statement, False
+            )
 
 
 def _payload(hook: Hook) -> str:
@@ -265,8 +346,8 @@ class _Checker:
         self,
         plan: FilePlan,
         alias: str,
-        scopes: object,
-        positions: object,
+        scopes: Mapping[cst.CSTNode, Scope | None],
+        positions: dict[int, _Order],
         classes: _Classes,
         diags: Diagnostics,
         lines: Callable[[cst.CSTNode, bool], int],
@@ -292,7 +373,7 @@ class _Checker:
             return
         body = expr.function.body
         assert isinstance(body, cst.IndentedBlock)
-        scope = self.scopes[body.body[0]]  # type: ignore[index]
+        scope = self.scopes[body.body[0]]
         assert isinstance(scope, Scope)
         point = self._order(expr.function, expr.at, expr.after)
         func = expr.function.name.value
@@ -346,10 +427,14 @@ class _Checker:
         shown = ", ".join(local[:12]) + (", ..." if len(local) > 12 else "")
         return f"; bound there: {shown} (and the module's names)"
 
-    def _check_self(self, expr: Expression, item: _Free, assignments: object) -> None:
+    def _check_self(self, expr: Expression, item: _Free, assignments: Collection[BaseAssignment]) -> None:
         """``name.X`` where ``name`` is the first parameter of a method: X must be an attribute."""
-        found = list(assignments)  # type: ignore[call-overload]
-        if len(found) != 1 or not isinstance(found[0], Assignment) or not isinstance(found[0].node, cst.Param):
+        found = list(assignments)
+        if (
+            len(found) != 1
+            or not isinstance(found[0], Assignment)
+            or not isinstance(found[0].node, cst.Param)
+        ):
             return
         method_scope = found[0].scope
         if not isinstance(method_scope, FunctionScope) or not isinstance(method_scope.parent, ClassScope):
@@ -469,7 +554,9 @@ class _Classes:
             if rel not in self.trees:
                 file = self.root / rel
                 try:
-                    self.trees[rel] = cst.parse_module(file.read_text(encoding="utf-8")) if file.is_file() else None
+                    self.trees[rel] = (
+                        cst.parse_module(file.read_text(encoding="utf-8")) if file.is_file() else None
+                    )
                 except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
                     self.trees[rel] = None
             tree = self.trees[rel]
@@ -488,8 +575,8 @@ def _top_level_bindings(module: cst.Module, package: str) -> dict[str, cst.Class
     qualified name an import binds. The first binding wins."""
     out: dict[str, cst.ClassDef | str] = {}
 
-    def walk(body: object) -> None:
-        for stmt in body:  # type: ignore[attr-defined]
+    def walk(body: Sequence[cst.BaseStatement]) -> None:
+        for stmt in body:
             if isinstance(stmt, cst.ClassDef):
                 out.setdefault(stmt.name.value, stmt)
             elif isinstance(stmt, (cst.If, cst.Try)):
@@ -501,13 +588,13 @@ def _top_level_bindings(module: cst.Module, package: str) -> dict[str, cst.Class
                         source = _import_source(small, package)
                         for alias in small.names:
                             name = get_full_name_for_node(alias.name) or ""
-                            local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
+                            local = _asname(alias) or name
                             out.setdefault(local, f"{source}.{name}")
                     elif isinstance(small, cst.Import):
                         for alias in small.names:
                             name = get_full_name_for_node(alias.name) or ""
-                            if alias.asname:
-                                out.setdefault(alias.asname.name.value, name)  # type: ignore[union-attr]
+                            if _asname(alias):
+                                out.setdefault(_asname(alias) or name, name)
                             else:
                                 out.setdefault(name.partition(".")[0], name.partition(".")[0])
 
@@ -515,19 +602,13 @@ def _top_level_bindings(module: cst.Module, package: str) -> dict[str, cst.Class
     return out
 
 
-def _child_bodies(stmt: cst.If | cst.Try) -> Iterator[object]:
-    if isinstance(stmt, cst.If):
-        yield stmt.body.body
-        if isinstance(stmt.orelse, cst.If):
-            yield from _child_bodies(stmt.orelse)
-        elif stmt.orelse is not None:
-            yield stmt.orelse.body.body
-    else:
-        yield stmt.body.body
-        for handler in stmt.handlers:
-            yield handler.body.body
-        if stmt.orelse is not None:
-            yield stmt.orelse.body.body
+def _child_bodies(stmt: cst.If | cst.Try) -> Iterator[Sequence[cst.BaseStatement]]:
+    """The statements of each block of an ``if`` (elif/else) or ``try`` (handlers, else)."""
+    for block in child_blocks(stmt):
+        if isinstance(block, cst.IndentedBlock):
+            yield block.body
+        elif isinstance(block, cst.SimpleStatementSuite):  # `if X: import y` on one line
+            yield [cst.SimpleStatementLine(block.body)]
 
 
 def _import_source(node: cst.ImportFrom, package: str) -> str:
@@ -558,9 +639,9 @@ def _own_attributes(classdef: cst.ClassDef, unknown: list[str]) -> set[str]:
         for node in m.findall(func, m.Call() | _ASSIGNING):
             if not isinstance(node, cst.Call):
                 attrs |= {
-                    t.attr.value  # type: ignore[attr-defined]
+                    t.attr.value
                     for t in _targets(node)
-                    if m.matches(t, m.Attribute(value=m.Name(self_name)))
+                    if isinstance(t, cst.Attribute) and m.matches(t.value, m.Name(self_name))
                 }
                 continue
             callee = get_full_name_for_node(node.func) or ""
@@ -570,15 +651,18 @@ def _own_attributes(classdef: cst.ClassDef, unknown: list[str]) -> set[str]:
                     unknown.append(f"{name} sets attributes with setattr()")
                 else:
                     attrs.add(literal)
-            elif callee.startswith(f"{self_name}.") and callee.rpartition(".")[2] in REGISTERING:
-                if literal is not None:
-                    attrs.add(literal)
+            elif (
+                callee.startswith(f"{self_name}.")
+                and callee.rpartition(".")[2] in REGISTERING
+                and literal is not None
+            ):
+                attrs.add(literal)
     return attrs
 
 
-def _methods(body: object) -> Iterator[cst.FunctionDef]:
+def _methods(body: Sequence[cst.BaseStatement]) -> Iterator[cst.FunctionDef]:
     """The functions a class body defines (also under ``if``/``try``)."""
-    for stmt in body:  # type: ignore[attr-defined]
+    for stmt in body:
         if isinstance(stmt, cst.FunctionDef):
             yield stmt
         elif isinstance(stmt, (cst.If, cst.Try)):
@@ -621,17 +705,23 @@ def _bound_by(stmt: cst.BaseStatement) -> set[str]:
                 targets = [t.target for t in small.targets]
             elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
                 targets = [small.target]
-            elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+            elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
+                small.names, cst.ImportStar
+            ):
                 for alias in small.names:
                     full = get_full_name_for_node(alias.name) or ""
-                    names.add(alias.asname.name.value if alias.asname else full.partition(".")[0])  # type: ignore[union-attr]
+                    names.add(_asname(alias) or full.partition(".")[0])
             for t in targets:
                 names |= {n.value for n in m.findall(t, m.Name()) if isinstance(n, cst.Name)}
     elif isinstance(stmt, (cst.If, cst.Try)):
         for body in _child_bodies(stmt):
-            for child in body:  # type: ignore[attr-defined]
+            for child in body:
                 names |= _bound_by(child)
     return names
+
+
+def _asname(alias: cst.ImportAlias) -> str | None:
+    return get_full_name_for_node(alias.asname.name) if alias.asname is not None else None
 
 
 def _first_string(call: cst.Call, index: int) -> str | None:

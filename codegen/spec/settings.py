@@ -28,6 +28,7 @@ from codegen.spec.vocabulary import (
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
 from codegen.upstream import UpstreamPin
 
+PRESET_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
 class SettingsReader(Reader):
@@ -102,8 +103,11 @@ class SettingsReader(Reader):
         presets: list[Preset] = []
         names = set(node.entries)
         for name, (key_pos, value) in node.entries.items():
-            if name in group_names:
+            if name.lower() in group_names:  # --otel-span-groups names both, case-insensitively
                 self.diags.error(key_pos, f"preset '{name}' has the name of a group")
+                continue
+            if not PRESET_NAME.match(name):
+                self.diags.error(key_pos, f"preset name '{name}' must be letters, digits, '_' or '-'")
                 continue
             description = ""
             members_node: YNode = value

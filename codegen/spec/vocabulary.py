@@ -11,7 +11,12 @@ from __future__ import annotations
 METRIC_KINDS = ("histogram", "gauge", "counter")
 
 # `lifecycle:` keys in telemetry.yaml -> the role a LifecycleSpan carries.
-LIFECYCLE_KEYS = {"startup": "startup", "pre_startup": "pre_startup", "phases": "phase", "interval": "interval"}
+LIFECYCLE_KEYS = {
+    "startup": "startup",
+    "pre_startup": "pre_startup",
+    "phases": "phase",
+    "interval": "interval",
+}
 LIFECYCLE_ROLES = ("startup", "phase", "pre_startup", "interval")
 
 EXPORTERS = ("otlp", "console", "none")

@@ -11,7 +11,7 @@ from codegen.cli import main
 from codegen.resolve.expressions import free_names
 from tests.generator.support import make_project
 
-SOURCE = '''\
+SOURCE = """\
 import os
 from collections import OrderedDict
 
@@ -64,8 +64,8 @@ class Mapping(OrderedDict):
             return key
 
         return inner()
-'''
-BASE = '''\
+"""
+BASE = """\
 import torch
 
 
@@ -78,7 +78,7 @@ class Grand(torch.nn.Module):
 class Base(Grand):
     def setup(self):
         self.from_base = 2
-'''
+"""
 
 
 def _run(tmp_path: Path, spec: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -118,7 +118,9 @@ def test_bound_names_pass(attributes: str, tmp_path: Path, capsys: pytest.Captur
     assert "warning" not in err
 
 
-def test_end_attributes_see_the_covered_statements(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_end_attributes_see_the_covered_statements(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spec = _span("Layer.forward", around="{for: item in args}", end_attributes="{demo.a: item + hidden}")
     code, err = _run(tmp_path, spec, capsys)
     assert code == 0, err
@@ -128,7 +130,9 @@ def test_end_attributes_see_the_covered_statements(tmp_path: Path, capsys: pytes
     assert "'item' is assigned in forward only after this point" in err
 
 
-def test_after_hook_sees_what_its_statement_assigns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_after_hook_sees_what_its_statement_assigns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     hook = "file: megatron/demo.py\nhooks:\n  - {function: Layer.forward, %s: {assign: out}, call: 'otel.mark(out)'}\n"
     code, err = _run(tmp_path, hook % "after", capsys)
     assert code == 0, err

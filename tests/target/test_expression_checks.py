@@ -18,7 +18,10 @@ def test_real_specs_check_clean(generation: Generation) -> None:
 
 
 def test_a_typo_in_self_attribute_is_a_located_error(
-    generation: Generation, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    generation: Generation,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
     specs = tmp_path / "specs"

@@ -11,7 +11,14 @@ from codegen.spec.reader import quote
 
 @pytest.mark.parametrize(
     "text",
-    ["plain", 'a "quote" and \\ backslash', "line\nbreak\r\n\ttab", "\x00\x1f\x7f\x85\u2028\u2029", "é ✓ 😀", ""],
+    [
+        "plain",
+        'a "quote" and \\ backslash',
+        "line\nbreak\r\n\ttab",
+        "\x00\x1f\x7f\x85\u2028\u2029",
+        "é ✓ 😀",
+        "",
+    ],
 )
 def test_quote_round_trips_on_one_line(text: str) -> None:
     literal = quote(text)
