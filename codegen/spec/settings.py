@@ -16,7 +16,7 @@ from codegen.spec.model import (
     Preset,
     Runtime,
 )
-from codegen.spec.reader import GROUP_NAME, SPAN_NAME, Reader, quote
+from codegen.spec.reader import DOTTED, GROUP_NAME, SPAN_NAME, Reader, quote
 from codegen.spec.vocabulary import (
     ENV_ROLES,
     EXPORTERS,
@@ -169,7 +169,15 @@ class SettingsReader(Reader):
         name = self._required_str(as_map, "name", f"lifecycle {role}")
         group = self._str(as_map.get("group"), "group") if "group" in as_map.entries else "job"
         if group is not None and group not in group_names:
-            self._unknown(as_map.get("group").pos, "group", group, sorted(group_names), "groups")  # type: ignore[union-attr]
+            where = as_map.get("group")
+            if where is not None:
+                self._unknown(where.pos, "group", group, sorted(group_names), "groups")
+            elif "groups" not in self.incomplete:
+                self.diags.error(
+                    as_map.pos,
+                    f"lifecycle {role} names no 'group' and its default group '{group}' is not declared "
+                    f"(declared: {', '.join(sorted(group_names)) or 'none'})",
+                )
             return None
         needs_times = role in ("phase", "pre_startup")
         start = self._required_str(as_map, "start", f"lifecycle {role}") if needs_times else None
@@ -314,6 +322,10 @@ class SettingsReader(Reader):
         file = self._required_str(node, "file", "flags")
         function = self._required_str(node, "function", "flags")
         parser = self._required_str(node, "parser", "flags")
+        if parser is not None and not DOTTED.match(parser):
+            where = node.get("parser").pos  # type: ignore[union-attr]
+            self.diags.error(where, f"parser '{parser}' must be the (dotted) name of the argparse parser or group")
+            parser = None
         before_node = node.get("before")
         before = self._selector(before_node) if before_node is not None else None
         if before_node is None:
