@@ -240,7 +240,7 @@ def _verify(args: argparse.Namespace) -> int:
             elif any(p.name == item for p in project.presets):
                 selected.update(project.expand_preset(item))
             else:
-                valid = ", ".join([p.name for p in project.presets] + sorted(names))
+                valid = ", ".join([p.name for p in project.presets] + sorted(names)) or "none declared"
                 print(f"error: --groups: unknown group or preset '{item}' (valid: {valid})", file=sys.stderr)
                 return EXIT_SPEC
         groups = frozenset(selected)
