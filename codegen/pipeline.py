@@ -15,7 +15,8 @@ from codegen.resolve.sites import Plan
 from codegen.spec.load import load_project
 from codegen.spec.model import Hook, Project, Selector, Span
 from codegen.transforms.module import transform_file
-from codegen.target import Failure, SourceMismatch, Tree, label, locate_tree, render_failures
+from codegen.target import Failure, ReleaseError, SourceMismatch, Tree, label, locate_tree, render_failures
+from codegen.upstream import UpstreamError
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 __all__ = ["Generation", "SourceMismatch", "Tree", "generate", "label", "plan_only", "render_failures"]
@@ -54,7 +55,7 @@ def plan_only(spec_dir: Path, source: Path | None = None, release: str | None = 
     transforming anything."""
     diags = Diagnostics()
     project = load_project(spec_dir, diags)
-    tree = locate_tree(project, source, release)
+    tree = _locate(project, source, release, diags)
     applied, _ = project.for_release(tree.release)
     plan, applied, _ = _place(applied, tree, diags, allow_missing=False)
     return applied, plan
@@ -68,7 +69,7 @@ def generate(
     ``allow_missing``: then what does not fit is left out and reported)."""
     diags = Diagnostics()
     full = load_project(spec_dir, diags)
-    tree = locate_tree(full, source, release)
+    tree = _locate(full, source, release, diags)
     applied, excluded = full.for_release(tree.release)
     plan, project, missing = _place(applied, tree, diags, allow_missing)
     root = tree.root
@@ -96,6 +97,17 @@ def generate(
         report,
         tuple(diags.render_warnings()),
     )
+
+
+def _locate(project: Project, source: Path | None, release: str | None, diags: Diagnostics) -> Tree:
+    """The tree to instrument; when it cannot be had and the specs already have errors (an invalid
+    pin, say), those errors are the cause to report, not the failure they lead to."""
+    try:
+        return locate_tree(project, source, release)
+    except (UpstreamError, ReleaseError):
+        if diags:
+            raise SpecError(diags) from None
+        raise
 
 
 def _place(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from codegen.cli import main
-from tests.generator.support import DEMO, make_project
+from tests.generator.support import DEMO, make_project, pin_fixture_tree
 
 SPEC = """\
 file: megatron/demo.py
@@ -227,7 +227,7 @@ def test_out_inside_the_cache_is_refused(project: tuple[Path, Path], tmp_path: P
     assert "inside the cache" in capsys.readouterr().err
 
 
-def test_multi_line_help_is_folded_and_escaped(tmp_path: Path) -> None:
+def test_multi_line_help_is_folded_and_escaped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """argparse folds the whitespace of help text; so does the generated call, which compiles."""
     spec = SPEC + (
         "env:\n  - {name: DEMO_ON, role: enabled}\n"
@@ -236,8 +236,10 @@ def test_multi_line_help_is_folded_and_escaped(tmp_path: Path) -> None:
         '      help: "Line one, \\"quoted\\" \\\\ back.\\nLine\\ttwo."\n'
     )
     specs, root = make_project(tmp_path, spec, SOURCE)
+    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
+    pin_fixture_tree(tmp_path / "cache", root)  # the pinned release: generated/ is written too
     fork = tmp_path / "fork"
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0
+    assert main(["apply", str(specs), "--out", str(fork)]) == 0
     text = (fork / DEMO).read_text()
     assert 'help="Line one, \\"quoted\\" \\\\ back. Line two."' in text
     compile(text, DEMO, "exec")
