@@ -30,7 +30,7 @@ def test_a_typo_in_self_attribute_is_a_located_error(
     text = layers.read_text(encoding="utf-8")
     line = next(i for i, row in enumerate(text.splitlines(), 1) if "self.layer_number" in row)
     layers.write_text(text.replace("self.layer_number", "self.layer_numbr", 1), encoding="utf-8")
-    code = main(["validate", str(specs), "--source", str(generation.source_root)])
+    code = main(["validate", str(specs)])  # the pinned release (the generation fixture fetched it)
     err = capsys.readouterr().err
     assert code == 2, err
     errors = [row for row in err.splitlines() if ": error: " in row]
