@@ -14,7 +14,7 @@ from codegen.cache import store as store_cached
 from codegen.diagnostics import SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
 from codegen.target import ReleaseError, SourceMismatch
-from codegen.upstream import PACKAGE_INFO, UpstreamError
+from codegen.upstream import PACKAGE_INFO, UpstreamError, default_cache_dir
 
 EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
@@ -141,6 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_SOURCE
     except SpecError as exc:
+        for warning in exc.diagnostics.render_warnings():
+            print(warning, file=sys.stderr)
         print(exc.diagnostics.render(), file=sys.stderr)
         count = len(set(exc.diagnostics.items))
         print(f"{count} error{'s' if count != 1 else ''}", file=sys.stderr)
@@ -187,16 +189,17 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
         f"{e.pos}: note: {label(e)} is not in megatron-core {tree.release}: {e.releases.why_not()}"  # type: ignore[union-attr]
         for e in generation.excluded
     ]
-    warnings = []
+    warnings = list(generation.warnings)  # what the checks could not know (expressions)
     if generation.missing:
         count = len(generation.missing)
-        warnings = [
+        warnings += [
             render_failures(generation.missing, "warning"),
             f"left out {count} entr{'ies' if count != 1 else 'y'} that cannot be placed in {tree.root} "
             f"({tree.describe()}) (--allow-missing)",
         ]
     source_root = generation.source_root
-    files = sorted(generation.plan.files) + ([PACKAGE_INFO] if (source_root / PACKAGE_INFO).is_file() else [])
+    files = sorted({*generation.plan.files, *generation.plan.also_read})
+    files += [PACKAGE_INFO] if (source_root / PACKAGE_INFO).is_file() else []
     return CachedRun(
         str(source_root),
         generation.generated_tree(),
@@ -237,7 +240,7 @@ def _verify(args: argparse.Namespace) -> int:
             elif any(p.name == item for p in project.presets):
                 selected.update(project.expand_preset(item))
             else:
-                valid = ", ".join([p.name for p in project.presets] + sorted(names))
+                valid = ", ".join([p.name for p in project.presets] + sorted(names)) or "none declared"
                 print(f"error: --groups: unknown group or preset '{item}' (valid: {valid})", file=sys.stderr)
                 return EXIT_SPEC
         groups = frozenset(selected)
@@ -314,9 +317,13 @@ def _apply(args: argparse.Namespace) -> int:
         if args.out is None or args.check:
             return _default_generated_refused(args, generated_dir, reason)
         use_generated = False
-    protected = [specs_dir, Path.cwd()] + ([args.source] if args.source else [])
+    cache_dir = default_cache_dir()  # the pristine trees every later run instruments
+    protected = [specs_dir, Path.cwd(), cache_dir] + ([args.source] if args.source else [])
     checks: list[tuple[Path, str, Callable[[Path], bool], list[Path]]] = []
     if not args.check and use_generated:
+        if generated_dir.resolve() == cache_dir.resolve() or cache_dir.resolve() in generated_dir.resolve().parents:
+            print(f"error: --generated {generated_dir}: inside the cache {cache_dir}", file=sys.stderr)
+            return EXIT_SPEC
         checks.append(
             (
                 generated_dir,
@@ -331,6 +338,13 @@ def _apply(args: argparse.Namespace) -> int:
         if any(out == p or p in out.parents for p in inside):
             print(
                 f"error: --out {out}: inside --source or --generated, it would copy itself", file=sys.stderr
+            )
+            return EXIT_SPEC
+        if out == cache_dir.resolve() or cache_dir.resolve() in out.parents:
+            print(
+                f"error: --out {out}: inside the cache {cache_dir}, which holds the pristine sources "
+                "every later run instruments",
+                file=sys.stderr,
             )
             return EXIT_SPEC
         # an existing fork (it carries the marker) is ours as a whole; else it must be new or empty

@@ -24,9 +24,10 @@ class Diagnostic:
     pos: Pos
     message: str
     notes: tuple[str, ...] = ()
+    severity: str = "error"  # or "warning": reported, but the run goes on
 
     def render(self) -> str:
-        lines = [f"{self.pos}: error: {self.message}"]
+        lines = [f"{self.pos}: {self.severity}: {self.message}"]
         lines.extend(f"    {note}" for note in self.notes)
         return "\n".join(lines)
 
@@ -36,15 +37,23 @@ class Diagnostics:
     """Collects every problem of a run so that all of them are reported at once."""
 
     items: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
 
     def error(self, pos: Pos, message: str, notes: tuple[str, ...] | list[str] = ()) -> None:
         self.items.append(Diagnostic(pos, message, tuple(notes)))
 
+    def warning(self, pos: Pos, message: str, notes: tuple[str, ...] | list[str] = ()) -> None:
+        self.warnings.append(Diagnostic(pos, message, tuple(notes), "warning"))
+
     def __bool__(self) -> bool:
+        """Whether there are errors (warnings alone let the run go on)."""
         return bool(self.items)
 
     def render(self) -> str:
         return "\n".join(d.render() for d in sorted(set(self.items)))
+
+    def render_warnings(self) -> list[str]:
+        return [d.render() for d in sorted(set(self.warnings))]
 
 
 class SpecError(Exception):

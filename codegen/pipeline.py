@@ -14,8 +14,9 @@ from codegen.resolve.plan import build_plan
 from codegen.resolve.sites import Plan
 from codegen.spec.load import load_project
 from codegen.spec.model import Hook, Project, Selector, Span
+from codegen.target import Failure, ReleaseError, SourceMismatch, Tree, label, locate_tree, render_failures
 from codegen.transforms.module import transform_file
-from codegen.target import Failure, SourceMismatch, Tree, label, locate_tree, render_failures
+from codegen.upstream import UpstreamError
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 __all__ = ["Generation", "SourceMismatch", "Tree", "generate", "label", "plan_only", "render_failures"]
@@ -33,6 +34,7 @@ class Generation:
     excluded: tuple[Span | Hook, ...] = ()  # their ``releases:`` leave them out of this release
     missing: tuple[Failure, ...] = ()  # could not be placed, left out by --allow-missing
     report: str = ""  # what was placed, excluded and left out (written beside a fork)
+    warnings: tuple[str, ...] = ()  # rendered: ``path:line:col: warning: message``
 
     def patches(self) -> dict[str, str]:
         return write_patch_set(
@@ -53,7 +55,7 @@ def plan_only(spec_dir: Path, source: Path | None = None, release: str | None = 
     transforming anything."""
     diags = Diagnostics()
     project = load_project(spec_dir, diags)
-    tree = locate_tree(project, source, release)
+    tree = _locate(project, source, release, diags)
     applied, _ = project.for_release(tree.release)
     plan, applied, _ = _place(applied, tree, diags, allow_missing=False)
     return applied, plan
@@ -67,7 +69,7 @@ def generate(
     ``allow_missing``: then what does not fit is left out and reported)."""
     diags = Diagnostics()
     full = load_project(spec_dir, diags)
-    tree = locate_tree(full, source, release)
+    tree = _locate(full, source, release, diags)
     applied, excluded = full.for_release(tree.release)
     plan, project, missing = _place(applied, tree, diags, allow_missing)
     root = tree.root
@@ -84,8 +86,28 @@ def generate(
     docs = render_docs(project, plan, TEMPLATES_DIR, full)
     report = render_report(TEMPLATES_DIR, tree, project, excluded, missing)
     return Generation(
-        project, root, plan, dict(sorted(changes.items())), docs, tree, excluded, missing, report
+        project,
+        root,
+        plan,
+        dict(sorted(changes.items())),
+        docs,
+        tree,
+        excluded,
+        missing,
+        report,
+        tuple(diags.render_warnings()),
     )
+
+
+def _locate(project: Project, source: Path | None, release: str | None, diags: Diagnostics) -> Tree:
+    """The tree to instrument; when it cannot be had and the specs already have errors (an invalid
+    pin, say), those errors are the cause to report, not the failure they lead to."""
+    try:
+        return locate_tree(project, source, release)
+    except (UpstreamError, ReleaseError):
+        if diags:
+            raise SpecError(diags) from None
+        raise
 
 
 def _place(
@@ -152,6 +174,8 @@ def _positions(entry: Span | Hook) -> set[Pos]:
         add(region.last)
     if isinstance(entry, Hook):
         add(entry.selector)
+        positions.update(p for p in (entry.call_pos, entry.enter_pos, entry.exit_pos) if p is not None)
     else:
         positions.update(a.pos for a in (*entry.attributes, *entry.end_attributes))
+        positions.update(p for p in (entry.when_pos, entry.name_expr_pos) if p is not None)
     return positions

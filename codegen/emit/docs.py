@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +27,8 @@ class SpanRow:
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|")
+    """Text for one table cell: pipes escaped, line breaks (which would end the row) folded."""
+    return re.sub(r"\s*\n\s*", " ", text).replace("|", "\\|")
 
 
 def _code(text: str) -> str:

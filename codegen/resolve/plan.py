@@ -18,6 +18,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.resolve.alternatives import concrete
 from codegen.resolve.bindings import Bindings, Shadow
+from codegen.resolve.expressions import check_expressions
 from codegen.resolve.functions import collect_functions, import_aliases, suggest
 from codegen.resolve.hooks import resolve_insert, resolve_rewrite
 from codegen.resolve.regions import early_exit, parameters, resolve_region
@@ -63,6 +64,7 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
     for entry in (*project.spans, *project.hooks):
         by_file.setdefault(entry.file, []).append(entry)
     root = source_root.resolve()
+    trees: dict[str, cst.Module | None] = {}  # modules parsed for the expression checks
     for rel, spans in sorted(by_file.items()):
         path = (root / rel).resolve()
         if not path.is_relative_to(root):
@@ -102,10 +104,14 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
         plan = FilePlan(rel, source, module)
         _resolve_file(project, plan, spans, lines.start, lines.end, diags)
         _check_overlaps(plan, lines.start, lines.end, diags)
+        trees[rel] = module
+        check_expressions(
+            plan, project.runtime.alias, root, diags, trees, lambda n, end: (lines.end if end else lines.start)(n)
+        )
         files[rel] = plan
     if diags:
         raise SpecError(diags)
-    return Plan(files)
+    return Plan(files, tuple(sorted(rel for rel, tree in trees.items() if tree is not None and rel not in files)))
 
 
 def _resolve_file(

@@ -70,6 +70,8 @@ class FilePlan:
 @dataclass
 class Plan:
     files: dict[str, FilePlan]
+    # other source files the checks read (base classes of instrumented methods), for the cache
+    also_read: tuple[str, ...] = ()
 
     def as_resolved(self, entry: Span | Hook) -> Span | Hook:
         """``entry`` as it was bound: its ``any`` selectors replaced by the chosen alternatives."""

@@ -79,7 +79,7 @@ class HookReader(SelectorReader, ReleasesReader):
             if guard_name is None:
                 return None
             if guard_name not in group_names and guard_name != "metrics":
-                self._unknown(node.get("guard").pos, "guard", guard_name, sorted(group_names) + ["metrics"])  # type: ignore[union-attr]
+                self._unknown(node.get("guard").pos, "guard", guard_name, sorted(group_names) + ["metrics"], "groups")  # type: ignore[union-attr]
                 return None
             guard = guard_name.upper()
         call = None
@@ -119,7 +119,7 @@ class HookReader(SelectorReader, ReleasesReader):
                 return None
             for attr in attrs:
                 if attr.key not in metric_names:
-                    self._unknown(attr.pos, "metric", attr.key, sorted(metric_names))
+                    self._unknown(attr.pos, "metric", attr.key, sorted(metric_names), "metrics")
                     return None
             guard = guard or "METRICS"
             call = (
@@ -205,12 +205,17 @@ class HookReader(SelectorReader, ReleasesReader):
         )
 
     def _placement(self, node: YMap, file_pos: Pos | None) -> dict[str, Any]:
-        """The keyword arguments every hook shares: its note and where it names file and function."""
+        """The keyword arguments every hook shares: its note and where it names file, function and
+        the expressions it inserts."""
+        payload = next((node.get(k) for k in ("call", "record", "stamp", "wrap") if k in node.entries), None)
         return {
             "note": (self._str(node.get("note"), "note") or "") if "note" in node.entries else "",
             "file_pos": file_pos,
             "function_pos": node.get("function").pos,  # type: ignore[union-attr]
             "releases": self._releases(node),
+            "call_pos": payload.pos if payload is not None else None,
+            "enter_pos": node.get("enter").pos if "enter" in node.entries else None,  # type: ignore[union-attr]
+            "exit_pos": node.get("exit").pos if "exit" in node.entries else None,  # type: ignore[union-attr]
         }
 
     def _call(self, node: YNode | None, what: str) -> str | None:

@@ -20,7 +20,7 @@ from codegen.spec.model import (
 from codegen.spec.releases import ReleasesReader
 from codegen.spec.settings import SettingsReader
 from codegen.spec.spans import SpanReader
-from codegen.spec.yaml_nodes import YMap, YNode, YSeq, load_yaml
+from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq, load_yaml
 from codegen.upstream import UpstreamPin
 
 TOP_KEYS = (
@@ -40,10 +40,13 @@ TOP_KEYS = (
 SINGLETON_KEYS = ("runtime", "upstream", "groups", "presets", "lifecycle", "metrics", "env", "flags")
 
 
+SPEC_SUFFIXES = (".yaml", ".yml")
+
+
 def spec_files(spec_dir: Path) -> list[Path]:
     if spec_dir.is_file():
         return [spec_dir]
-    return sorted(p for p in spec_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    return sorted(p for p in spec_dir.iterdir() if p.suffix in SPEC_SUFFIXES and p.is_file())
 
 
 def load_project(spec_dir: Path, diags: Diagnostics | None = None) -> Project:
@@ -52,12 +55,22 @@ def load_project(spec_dir: Path, diags: Diagnostics | None = None) -> Project:
     Without ``diags``, any problem raises :class:`SpecError`. With it, problems are added there and
     the spans that are valid are still returned, so that later stages can report theirs too; only
     a project missing its declarations raises.
+
+    A file that does not load (invalid YAML, not UTF-8, not a mapping) is reported once: references
+    to names it may declare (groups, metrics, variables when their declaration is missing; parent
+    spans always) are not checked until it loads, so its error is not buried under follow-on ones.
     """
     collect = diags is not None
     diags = diags if diags is not None else Diagnostics()
+    if spec_dir.is_file() and spec_dir.suffix not in SPEC_SUFFIXES:
+        diags.error(
+            Pos(_display_path(spec_dir), 1, 1),
+            "not a spec file: SPECS is a directory of *.yaml spec files or one *.yaml file",
+        )
+        raise SpecError(diags)
     files = spec_files(spec_dir)
     if not files:
-        diags.error(Pos(str(spec_dir), 1, 1), "no spec files (*.yaml) found")
+        diags.error(Pos(_display_path(spec_dir), 1, 1), "no spec files (*.yaml) found")
         raise SpecError(diags)
     builder = _Builder(diags)
     for path in files:
@@ -66,9 +79,12 @@ def load_project(spec_dir: Path, diags: Diagnostics | None = None) -> Project:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             diags.error(Pos(display, 1, 1), f"not UTF-8 text (byte {exc.start})")
+            builder.broken.append(display)
             continue
         root = load_yaml(display, text, diags)
-        if root is not None:
+        if root is None:
+            builder.broken.append(display)
+        else:
             builder.add_file(display, root)
     project = builder.finish(tuple(_display_path(p) for p in files))
     if project is None or (diags and not collect):
@@ -90,13 +106,18 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader):
         self.span_nodes: list[tuple[YMap, tuple[str, Pos] | None]] = []
         self.default_forms: dict[int, str] = {}  # id(span node) -> the file's default form
         self.hook_nodes: list[tuple[YMap, tuple[str, Pos] | None]] = []
-        self.first_pos: Pos | None = None
+        self.broken: list[str] = []  # files that did not load: what they declare is unknown
+        self.ambiguous: set[str] = set()  # declarations made twice
 
     def add_file(self, path: str, root: YNode) -> None:
-        if self.first_pos is None:
-            self.first_pos = Pos(path, 1, 1)
         if not isinstance(root, YMap):
             self.diags.error(root.pos, "a spec file must be a mapping")
+            self.broken.append(path)
+            return
+        if not root.entries:
+            self.diags.error(
+                root.pos, "empty spec file: it declares nothing (spans, hooks or the project settings)"
+            )
             return
         self._check_keys(root, TOP_KEYS, "spec file")
         for key in SINGLETON_KEYS:
@@ -108,6 +129,7 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader):
                 self.diags.error(
                     root.key_pos(key), f"'{key}' is already declared at {first.ref(root.key_pos(key))}"
                 )
+                self.ambiguous.add(key)  # which one is meant is unknown: no follow-on errors
                 continue
             self.singletons[key] = (path, node)
         default_file = None
@@ -132,10 +154,13 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader):
                     self.diags.error(item.pos, f"each of '{key}' must be a mapping")
 
     def finish(self, files: tuple[str, ...]) -> Project | None:
-        assert self.first_pos is not None
+        if self.broken:
+            missing = {key for key in SINGLETON_KEYS if key not in self.singletons}
+            self.incomplete = frozenset({"spans", *missing})
+        self.incomplete |= self.ambiguous
         for key in ("runtime", "upstream", "groups"):
-            if key not in self.singletons:
-                self.diags.error(self.first_pos, f"missing '{key}': declare it in one spec file")
+            if key not in self.singletons and not self.broken:
+                self.diags.error(Pos(files[0], 1, 1), f"missing '{key}': declare it in one spec file")
         runtime = self._runtime()
         upstream = self._upstream()
         supported = self._supported_releases(upstream)
@@ -150,11 +175,13 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader):
         alias = runtime.alias if runtime is not None else "otel"
         hooks = self._hooks(group_names, {m.name for m in metrics}, alias) + flag_hooks
         self._check_unique_names(spans, lifecycle)
+        # every name a span declares, valid or not: an invalid span has its own error already
         known = {n for s in spans for n in (s.names or (s.name,))} | {s.name for s in lifecycle}
+        known |= self._declared_names()
         for span in spans:
             for parent in {*span.parents, *(p for _, ps in span.name_parents for p in ps)}:
                 if parent not in known:
-                    self._unknown(span.pos, "parent span", parent, sorted(known))
+                    self._unknown(span.pos, "parent span", parent, sorted(known), "spans")
         if runtime is None or upstream is None:
             return None
         return Project(
@@ -173,6 +200,14 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader):
             self.supported_versions = tuple(sorted(versions, key=lambda v: version_key(v) or ()))
         return supported
 
+    def _declared_names(self) -> set[str]:
+        names: set[str] = set()
+        for node, _ in self.span_nodes:
+            for item in (node.get("name"), *_items(node.get("names"))):
+                if isinstance(item, YScalar) and isinstance(item.value, str):
+                    names.add(item.value)
+        return names
+
     def _check_unique_names(self, spans: tuple[Span, ...], lifecycle: tuple[LifecycleSpan, ...]) -> None:
         code_names = {n for s in spans for n in (s.names or (s.name,))}
         seen: set[str] = set()
@@ -180,3 +215,7 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader):
             if span.name in code_names or span.name in seen:
                 self.diags.error(span.pos, f"lifecycle span '{span.name}' is declared twice")
             seen.add(span.name)
+
+
+def _items(node: YNode | None) -> tuple[YNode, ...]:
+    return node.items if isinstance(node, YSeq) else ()

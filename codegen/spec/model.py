@@ -168,6 +168,8 @@ class Span(_Placed):
     name_expr: str | None = None  # chooses among ``names`` at run time
     names: tuple[str, ...] = ()  # every name the span can take (``name`` is the first)
     releases: Releases | None = None  # the upstream releases it applies to (None: every one)
+    when_pos: Pos | None = None
+    name_expr_pos: Pos | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,10 @@ class Hook(_Placed):
     file_pos: Pos | None = None
     function_pos: Pos | None = None
     releases: Releases | None = None  # the upstream releases it applies to (None: every one)
+    # where the spec writes the expressions: call/record/stamp, enter, exit, with (for errors)
+    call_pos: Pos | None = None
+    enter_pos: Pos | None = None
+    exit_pos: Pos | None = None
 
 
 @dataclass(frozen=True)

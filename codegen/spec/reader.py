@@ -20,11 +20,25 @@ DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+_WHERE = {
+    "group": ": declare groups in telemetry.yaml",
+    "group or preset": ": declare groups in telemetry.yaml",
+    "guard": ": declare groups in telemetry.yaml",
+    "metric": ": declare metrics in telemetry.yaml",
+    "environment variable": ": declare env in telemetry.yaml",
+    "parent span": "",
+}
+
+
 class Reader:
     """Reports problems into ``diags`` and returns None instead of raising."""
 
     def __init__(self, diags: Diagnostics) -> None:
         self.diags = diags
+        # Kinds of names ("groups", "metrics", "env", "spans", ...) whose declarations may sit in a
+        # spec file that failed to load: a reference to an unknown one is a follow-on error of
+        # that file's, not reported until it loads.
+        self.incomplete: frozenset[str] = frozenset()
 
     def _entry_file(
         self, node: YMap, default_file: tuple[str, Pos] | None, what: str
@@ -52,10 +66,17 @@ class Reader:
             if key not in allowed:
                 self._unknown(node.key_pos(key), f"key in {what}", key, list(allowed))
 
-    def _unknown(self, pos: Pos, what: str, name: str, valid: list[str]) -> None:
+    def _unknown(
+        self, pos: Pos, what: str, name: str, valid: list[str], declared_in: str | None = None
+    ) -> None:
+        """Report an unknown name with the close matches and the valid ones; nothing when the
+        names of its kind (``declared_in``) are incomplete because a spec file failed to load."""
+        if declared_in is not None and declared_in in self.incomplete:
+            return
         close = difflib.get_close_matches(name, valid, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        self.diags.error(pos, f"unknown {what} '{name}'{hint} (valid: {', '.join(valid)})")
+        listed = f"valid: {', '.join(valid)}" if valid else f"none declared{_WHERE.get(what, '')}"
+        self.diags.error(pos, f"unknown {what} '{name}'{hint} ({listed})")
 
     def _typed(
         self, node: YNode | None, what: str, check: Callable[[object], bool], expected: str
@@ -148,4 +169,15 @@ class Reader:
 
 
 def quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A double-quoted Python string literal of ``text``: quotes, backslashes, newlines and every
+    other non-printable character escaped, so that no text from a spec can end the literal or the
+    line it is on."""
+    return '"' + "".join(_ESCAPES.get(ch) or (ch if ch.isprintable() else _escape(ch)) for ch in text) + '"'
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from codegen.diagnostics import Pos
 from codegen.spec.model import (
     EnvVar,
     Flag,
@@ -15,22 +16,19 @@ from codegen.spec.model import (
     Preset,
     Runtime,
 )
-from codegen.spec.reader import GROUP_NAME, SPAN_NAME, Reader, quote
+from codegen.spec.reader import DOTTED, GROUP_NAME, SPAN_NAME, Reader, quote
+from codegen.spec.vocabulary import (
+    ENV_ROLES,
+    EXPORTERS,
+    LIFECYCLE_KEYS,
+    METRIC_KINDS,
+    RESERVED_GROUP_NAMES,
+    env_role,
+)
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
 from codegen.upstream import UpstreamPin
 
-LIFECYCLE_ROLES = ("startup", "pre_startup", "phases", "interval")
-ENV_ROLES = (
-    "enabled",
-    "span_groups",
-    "exporter",
-    "traces_enabled",
-    "metrics_enabled",
-    "export_rank",
-    "sigterm_flush_timeout",
-    "service_name",
-)
-METRIC_KINDS = ("histogram", "gauge", "counter")
+PRESET_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
 class SettingsReader(Reader):
@@ -84,6 +82,13 @@ class SettingsReader(Reader):
             if not GROUP_NAME.match(name):
                 self.diags.error(key_pos, f"group name '{name}' must be lower_snake_case")
                 continue
+            if name in RESERVED_GROUP_NAMES:
+                self.diags.error(
+                    key_pos,
+                    f"group name '{name}' is reserved: the runtime already uses {name.upper()} "
+                    f"(reserved: {', '.join(sorted(RESERVED_GROUP_NAMES))})",
+                )
+                continue
             description = self._str(value, f"description of group '{name}'") or ""
             groups.append(Group(name, description, key_pos))
         return tuple(groups)
@@ -98,8 +103,11 @@ class SettingsReader(Reader):
         presets: list[Preset] = []
         names = set(node.entries)
         for name, (key_pos, value) in node.entries.items():
-            if name in group_names:
+            if name.lower() in group_names:  # --otel-span-groups names both, case-insensitively
                 self.diags.error(key_pos, f"preset '{name}' has the name of a group")
+                continue
+            if not PRESET_NAME.match(name):
+                self.diags.error(key_pos, f"preset name '{name}' must be letters, digits, '_' or '-'")
                 continue
             description = ""
             members_node: YNode = value
@@ -113,7 +121,7 @@ class SettingsReader(Reader):
                 if member is None:
                     continue
                 if member != "*" and member not in group_names and member not in names:
-                    self._unknown(item.pos, "group or preset", member, sorted(group_names | names))
+                    self._unknown(item.pos, "group or preset", member, sorted(group_names | names), "groups")
                     continue
                 if member == name:
                     self.diags.error(item.pos, f"preset '{name}' includes itself")
@@ -129,15 +137,15 @@ class SettingsReader(Reader):
         node = self._map(entry[1], "lifecycle")
         if node is None:
             return ()
-        self._check_keys(node, LIFECYCLE_ROLES, "lifecycle")
+        self._check_keys(node, tuple(LIFECYCLE_KEYS), "lifecycle")
         out: list[LifecycleSpan] = []
-        for role in LIFECYCLE_ROLES:
-            value = node.get(role)
+        for key, role in LIFECYCLE_KEYS.items():
+            value = node.get(key)
             if value is None:
                 continue
-            items = self._seq(value, "phases") if role == "phases" else (value,)
+            items = self._seq(value, key) if key == "phases" else (value,)
             for item in items:
-                span = self._lifecycle_span("phase" if role == "phases" else role, item, group_names)
+                span = self._lifecycle_span(role, item, group_names)
                 if span is not None:
                     out.append(span)
         return tuple(out)
@@ -161,7 +169,15 @@ class SettingsReader(Reader):
         name = self._required_str(as_map, "name", f"lifecycle {role}")
         group = self._str(as_map.get("group"), "group") if "group" in as_map.entries else "job"
         if group is not None and group not in group_names:
-            self._unknown(as_map.get("group").pos, "group", group, sorted(group_names))  # type: ignore[union-attr]
+            where = as_map.get("group")
+            if where is not None:
+                self._unknown(where.pos, "group", group, sorted(group_names), "groups")
+            elif "groups" not in self.incomplete:
+                self.diags.error(
+                    as_map.pos,
+                    f"lifecycle {role} names no 'group' and its default group '{group}' is not declared "
+                    f"(declared: {', '.join(sorted(group_names)) or 'none'})",
+                )
             return None
         needs_times = role in ("phase", "pre_startup")
         start = self._required_str(as_map, "start", f"lifecycle {role}") if needs_times else None
@@ -182,7 +198,8 @@ class SettingsReader(Reader):
         entry = self.singletons.get("metrics")
         if entry is None:
             return ()
-        out = []
+        out: list[Metric] = []
+        seen: dict[str, Metric] = {}
         for item in self._seq(entry[1], "metrics"):
             as_map = self._map(item, "metric")
             if as_map is None:
@@ -195,15 +212,25 @@ class SettingsReader(Reader):
             if kind is not None and kind not in METRIC_KINDS:
                 self._unknown(as_map.get("kind").pos, "metric kind", kind, list(METRIC_KINDS))  # type: ignore[union-attr]
                 continue
+            if name in seen:
+                first = seen[name].pos
+                self.diags.error(
+                    as_map.get("name").pos,  # type: ignore[union-attr]
+                    f"metric '{name}' is already declared at {first.ref(as_map.pos)}",
+                )
+                continue
             if name and kind and unit:
-                out.append(Metric(name, kind, unit, description, as_map.pos))
+                seen[name] = Metric(name, kind, unit, description, as_map.pos)
+                out.append(seen[name])
         return tuple(out)
 
     def _env(self) -> tuple[EnvVar, ...]:
         entry = self.singletons.get("env")
         if entry is None:
             return ()
-        out = []
+        out: list[EnvVar] = []
+        names: dict[str, EnvVar] = {}
+        roles: dict[str, EnvVar] = {}
         for item in self._seq(entry[1], "env"):
             as_map = self._map(item, "environment variable")
             if as_map is None:
@@ -242,9 +269,45 @@ class SettingsReader(Reader):
                 role = None
             if choices and default and default not in choices:
                 self.diags.error(default_node.pos, f"default '{default}' is not one of {', '.join(choices)}")  # type: ignore[union-attr]
-            if name:
-                out.append(EnvVar(name, default, description, as_map.pos, choices, timestamp, role))
+            if not name:
+                continue
+            var = EnvVar(name, default, description, as_map.pos, choices, timestamp, role)
+            if self._env_clash(var, as_map, names, roles):
+                continue
+            out.append(var)
         return tuple(out)
+
+    def _env_clash(
+        self, var: EnvVar, node: YMap, names: dict[str, EnvVar], roles: dict[str, EnvVar]
+    ) -> bool:
+        """Report a second variable of the same name or role, or exporters the runtime lacks."""
+        where = node.get("name").pos  # type: ignore[union-attr]
+        if var.name in names:
+            self.diags.error(
+                where, f"environment variable '{var.name}' is already declared at {names[var.name].pos.ref(where)}"
+            )
+            return True
+        names[var.name] = var
+        role = env_role(var.name, var.role)
+        if role is None:
+            return False
+        if role in roles:
+            implied = "" if var.role else f" (implied by its name {var.name})"
+            self.diags.error(
+                node.get("role").pos if var.role else where,  # type: ignore[union-attr]
+                f"a second variable with role '{role}'{implied}: {roles[role].name} has it at "
+                f"{roles[role].pos.ref(where)}",
+            )
+            return True
+        roles[role] = var
+        unknown = [c for c in var.choices if c not in EXPORTERS] if role == "exporter" else []
+        if unknown:
+            self.diags.error(
+                node.get("choices").pos,  # type: ignore[union-attr]
+                f"unsupported exporter(s) {', '.join(unknown)} (the runtime supports {', '.join(EXPORTERS)})",
+            )
+            return True
+        return False
 
     def _flags(
         self, env: tuple[EnvVar, ...], presets: tuple[Preset, ...], groups: tuple[Group, ...]
@@ -259,12 +322,17 @@ class SettingsReader(Reader):
         file = self._required_str(node, "file", "flags")
         function = self._required_str(node, "function", "flags")
         parser = self._required_str(node, "parser", "flags")
+        if parser is not None and not DOTTED.match(parser):
+            where = node.get("parser").pos  # type: ignore[union-attr]
+            self.diags.error(where, f"parser '{parser}' must be the (dotted) name of the argparse parser or group")
+            parser = None
         before_node = node.get("before")
         before = self._selector(before_node) if before_node is not None else None
         if before_node is None:
             self.diags.error(node.pos, "flags is missing 'before' (the statement the flags go before)")
         env_names = {e.name for e in env}
         flags: list[Flag] = []
+        options: dict[str, Pos] = {}
         for item in self._seq(node.get("options") or YSeq((), node.pos), "options"):
             as_map = self._map(item, "flag")
             if as_map is None:
@@ -279,13 +347,20 @@ class SettingsReader(Reader):
                 self.diags.error(as_map.get("option").pos, f"option '{option}' must look like --otel-enabled")  # type: ignore[union-attr]
                 continue
             if env_name is not None and env_name not in env_names:
-                self._unknown(as_map.get("env").pos, "environment variable", env_name, sorted(env_names))  # type: ignore[union-attr]
+                self._unknown(as_map.get("env").pos, "environment variable", env_name, sorted(env_names), "env")  # type: ignore[union-attr]
                 continue
             if action not in (None, "store_true"):
                 self.diags.error(as_map.get("action").pos, "action must be 'store_true' or absent")  # type: ignore[union-attr]
                 continue
             if option is None or help_text is None:
                 continue
+            if option in options:
+                where = as_map.get("option").pos  # type: ignore[union-attr]
+                self.diags.error(where, f"option '{option}' is already declared at {options[option].ref(where)}")
+                continue
+            options[option] = as_map.get("option").pos  # type: ignore[union-attr]
+            # argparse shows help text with its whitespace folded; so do the generated call and docs
+            help_text = " ".join(help_text.split())
             try:
                 help_text = help_text.format(
                     presets=", ".join(p.name for p in presets), groups=", ".join(g.name for g in groups)

@@ -73,7 +73,7 @@ class SpanReader(SelectorReader, ReleasesReader):
             ok = False
         group = self._required_str(node, "group", "span")
         if group is not None and group not in group_names:
-            self._unknown(node.get("group").pos, "group", group, sorted(group_names))  # type: ignore[union-attr]
+            self._unknown(node.get("group").pos, "group", group, sorted(group_names), "groups")  # type: ignore[union-attr]
             ok = False
         file, file_pos = self._entry_file(node, default_file, "span")
         if file is None:
@@ -165,6 +165,8 @@ class SpanReader(SelectorReader, ReleasesReader):
             function_pos=node.get("function").pos,  # type: ignore[union-attr]
             when=when,
             name_expr=name_expr,
+            when_pos=node.get("when").pos if "when" in node.entries else None,  # type: ignore[union-attr]
+            name_expr_pos=node.get("name_expr").pos if "name_expr" in node.entries else None,  # type: ignore[union-attr]
             names=names,
             form=form,  # type: ignore[arg-type]
             parents=parents,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from codegen.cli import main
-from tests.generator.support import DEMO, make_project
+from tests.generator.support import DEMO, make_project, pin_fixture_tree
 
 SPEC = """\
 file: megatron/demo.py
@@ -188,3 +188,60 @@ def test_generated_and_out_guards(project: tuple[Path, Path], tmp_path: Path, ca
     generated = specs.parent / "generated"
     assert main(["apply", str(specs), "--source", str(root), "--out", str(generated)]) == 2
     assert not (root / "fork").exists()
+
+
+def test_specs_naming_a_file_that_is_not_a_spec_is_exit_2(tmp_path: Path, capsys) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# Title\n\nText: with a colon\n- and a list\n")
+    assert main(["apply", str(readme)]) == 2
+    err = capsys.readouterr().err
+    assert "README.md:1:1: error: not a spec file" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "generated").exists()
+
+
+def test_a_directory_where_no_spec_file_loads_is_exit_2(tmp_path: Path, capsys) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "a.yaml").write_text("a: [\n")
+    (specs / "b.yaml").write_text("- a list\n")
+    assert main(["validate", str(specs)]) == 2
+    err = capsys.readouterr().err
+    assert "a.yaml:2:1: error: invalid YAML" in err and "b.yaml:1:1: error: a spec file must be a mapping" in err
+    assert err.count(": error: ") == 2, "no follow-on errors (missing runtime, upstream, groups)"
+
+
+def test_out_inside_the_cache_is_refused(project: tuple[Path, Path], tmp_path: Path, monkeypatch, capsys) -> None:
+    """The cache holds the pristine trees every later run instruments: no fork may land there."""
+    cache = tmp_path / "cache"
+    pristine = cache / "megatron-core-0.19.2-8e3e486f13f5"
+    (pristine / "megatron").mkdir(parents=True)
+    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(cache))
+    specs, root = project
+    for out in (pristine / "fork", pristine / "megatron", cache):
+        assert main(["apply", str(specs), "--source", str(root), "--out", str(out)]) == 2
+        assert "inside the cache" in capsys.readouterr().err or out == cache
+    assert sorted(p.name for p in pristine.iterdir()) == ["megatron"]
+    assert not any((pristine / "megatron").iterdir())
+    assert main(["apply", str(specs), "--source", str(root), "--generated", str(cache / "gen")]) == 2
+    assert "inside the cache" in capsys.readouterr().err
+
+
+def test_multi_line_help_is_folded_and_escaped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """argparse folds the whitespace of help text; so does the generated call, which compiles."""
+    spec = SPEC + (
+        "env:\n  - {name: DEMO_ON, role: enabled}\n"
+        "flags:\n  file: megatron/demo.py\n  function: work\n  parser: x\n  before: {return: x + 1}\n"
+        "  options:\n    - option: --otel-on\n      env: DEMO_ON\n"
+        '      help: "Line one, \\"quoted\\" \\\\ back.\\nLine\\ttwo."\n'
+    )
+    specs, root = make_project(tmp_path, spec, SOURCE)
+    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
+    pin_fixture_tree(tmp_path / "cache", root)  # the pinned release: generated/ is written too
+    fork = tmp_path / "fork"
+    assert main(["apply", str(specs), "--out", str(fork)]) == 0
+    text = (fork / DEMO).read_text()
+    assert 'help="Line one, \\"quoted\\" \\\\ back. Line two."' in text
+    compile(text, DEMO, "exec")
+    docs = (specs.parent / "generated" / "docs" / "configuration.md").read_text()
+    assert "| Line one, \"quoted\" \\ back. Line two. |" in docs

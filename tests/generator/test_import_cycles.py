@@ -20,7 +20,7 @@ THIRD_PARTY = {"opentelemetry", "pynvml"}  # the optional SDK, NVML for the reso
 
 def test_the_runtime_imports_only_the_standard_library_the_sdk_and_itself() -> None:
     project = load_project(REPO / "specs", Diagnostics())
-    for path, text in render_runtime(project, TEMPLATES_DIR).items():
+    for path, text in render_runtime(project).items():
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]

@@ -5,16 +5,18 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
+from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
-
-from codegen.emit.runtime import render_runtime
-from codegen.spec.model import EnvVar, LifecycleSpan, Metric, Project
 from runtime_pkg_support import POS, make_project
+
+from codegen.diagnostics import SpecError
+from codegen.spec.load import load_project
+from codegen.spec.model import EnvVar, Project
 
 
 @pytest.fixture
@@ -171,19 +173,29 @@ def test_env_table_comes_from_the_specs(importable, unique_top: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("change", "message"),
+    ("telemetry", "message"),
     [
-        ({"lifecycle": (LifecycleSpan("bogus", "x", "job", POS),)}, "unknown role 'bogus'"),
-        ({"lifecycle": (LifecycleSpan("phase", "x", "job", POS),)}, "needs start and end"),
-        ({"lifecycle": (LifecycleSpan("interval", "x", "nope", POS),)}, "unknown group 'nope'"),
-        ({"metrics": (Metric("m", "summary", "1", "", POS),)}, "unknown kind 'summary'"),
-        ({"env": (EnvVar("MEGATRON_OTEL_EXPORTER", "otlp", "", POS, ("zipkin",)),)}, "zipkin"),
+        ("lifecycle:\n  shutdown: {name: x, group: layer}\n", "unknown key in lifecycle 'shutdown'"),
+        (
+            "lifecycle:\n  phases:\n    - {name: x, group: layer, start: a}\n",
+            "lifecycle phase is missing 'end'",
+        ),
+        ("lifecycle:\n  interval: {name: x, group: nope}\n", "unknown group 'nope'"),
+        ("metrics:\n  - {name: m, kind: summary, unit: '1'}\n", "unknown metric kind 'summary'"),
+        ("env:\n  - {name: MEGATRON_OTEL_EXPORTER, default: otlp, choices: [otlp, zipkin]}\n", "zipkin"),
     ],
 )
-def test_render_rejects_what_the_runtime_cannot_do(change: dict, message: str) -> None:
-    project = make_project("megatron/core/otel")
-    with pytest.raises(ValueError, match=message):
-        render_runtime(Project(**{**project.__dict__, **change}))
+def test_what_the_runtime_cannot_do_is_a_spec_error(telemetry: str, message: str, tmp_path) -> None:
+    """Checked in spec/ with the spec location, before anything is rendered (no ValueError from
+    the renderer)."""
+    fixture = (Path(__file__).resolve().parents[1] / "fixtures" / "telemetry.yaml").read_text()
+    if telemetry.startswith("metrics:"):
+        fixture = fixture.split("metrics:\n")[0]  # the fixture's own metrics close the file
+    (tmp_path / "telemetry.yaml").write_text(fixture + telemetry)
+    with pytest.raises(SpecError) as raised:
+        load_project(tmp_path)
+    assert message in raised.value.diagnostics.render()
+    assert "telemetry.yaml:" in raised.value.diagnostics.render()
 
 
 # --- metrics -----------------------------------------------------------------------------------

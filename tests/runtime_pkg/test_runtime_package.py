@@ -15,10 +15,12 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-
-from codegen.emit.runtime import HEADER, TAXONOMY, render_runtime, runtime_sources
-from codegen.spec.model import Group, Project
 from runtime_pkg_support import Rendered, make_project, render_into
+
+from codegen.diagnostics import SpecError
+from codegen.emit.runtime import HEADER, TAXONOMY, render_runtime, runtime_sources
+from codegen.spec.load import load_project
+from codegen.spec.model import Project
 
 
 @pytest.fixture
@@ -102,18 +104,18 @@ def test_rendered_runtime_is_black_formatted(group_count: int, telemetry: bool) 
     assert black.format_str(taxonomy, mode=mode) == taxonomy
 
 
-def test_group_that_cannot_be_a_flag_is_rejected() -> None:
-    project = make_project("megatron/core/otel")
-    for bad in ("spans", "per-step"):
-        broken = Project(
-            runtime=project.runtime,
-            upstream=project.upstream,
-            groups=project.groups + (Group(bad, "", project.groups[0].pos),),
-            presets=(),
-            spans=(),
-        )
-        with pytest.raises(ValueError, match=bad):
-            render_runtime(broken)
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [("spans", "is reserved: the runtime already uses SPANS"), ("per-step", "lower_snake_case")],
+)
+def test_group_that_cannot_be_a_flag_is_rejected(bad: str, message: str, tmp_path: Path) -> None:
+    """Checked in spec/ with the spec location, before anything is rendered."""
+    fixture = (Path(__file__).resolve().parents[1] / "fixtures" / "telemetry.yaml").read_text()
+    (tmp_path / "telemetry.yaml").write_text(fixture.replace("  io: I/O.", f"  {bad}: Bad."))
+    with pytest.raises(SpecError) as raised:
+        load_project(tmp_path)
+    assert f"telemetry.yaml:14:3: error: group name '{bad}' " in raised.value.diagnostics.render()
+    assert message in raised.value.diagnostics.render()
 
 
 # --- generated constants -----------------------------------------------------------------------

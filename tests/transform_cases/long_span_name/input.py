@@ -1,4 +1,7 @@
 class Model:
+    def __init__(self, layer_number):
+        self.layer_number = layer_number
+
     def forward(self, x):
         """Forward."""
         y = self.mlp(x)

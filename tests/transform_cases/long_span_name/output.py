@@ -2,6 +2,9 @@ from megatron import otel
 
 
 class Model:
+    def __init__(self, layer_number):
+        self.layer_number = layer_number
+
     def forward(self, x):
         """Forward."""
         _otel_span = otel.LAYER and otel.start_span(

@@ -1,3 +1,6 @@
+from megatron.core.num_microbatches_calculator import get_num_microbatches
+
+
 def train_step(config, optimizer):
     """One step."""
     losses = config.forward_backward()

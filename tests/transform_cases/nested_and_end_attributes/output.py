@@ -1,4 +1,5 @@
 from megatron import otel
+from megatron.core.num_microbatches_calculator import get_num_microbatches
 
 
 def train_step(config, optimizer):
