@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import bisect
 
 import libcst as cst
 import libcst.matchers as m
 
 from codegen.resolve.sites import FilePlan
-from codegen.spec.model import Project
+from codegen.spec.model import Project, Span
 from codegen.transforms.blocks import BlockEditor
 from codegen.transforms.render import LINE_LENGTH
 
@@ -21,8 +22,26 @@ def transform_file(project: Project, plan: FilePlan) -> str:
         project, plan.wraps, plan.inserts, plan.decorations, plan.module.default_indent, plan.rewrites
     )
     module = plan.module.visit(editor)
-    module = add_runtime_import(project, module)
+    if _uses_runtime(project, plan):
+        module = add_runtime_import(project, module)
     return module.code
+
+
+def _uses_runtime(project: Project, plan: FilePlan) -> bool:
+    """Whether the code planned for this file refers to the runtime's name: spans always do (their
+    guard), hooks only when their expressions do (an inserted ``parser.add_argument(...)`` does
+    not, and an import nothing uses would be a flake8 F401 finding)."""
+    if plan.decorations or any(isinstance(w.entry, Span) for w in plan.wraps):
+        return True
+    hooks = [w.entry for w in plan.wraps] + [i.hook for i in plan.inserts] + [r.hook for r in plan.rewrites]
+    alias = project.runtime.alias
+    for hook in hooks:
+        if hook.guard:  # rendered as ``alias.GUARD and ...``
+            return True
+        for text in (hook.call, hook.enter, hook.exit, hook.wrapper):
+            if text and any(isinstance(n, ast.Name) and n.id == alias for n in ast.walk(ast.parse(text))):
+                return True
+    return False
 
 
 def add_runtime_import(project: Project, module: cst.Module) -> cst.Module:
