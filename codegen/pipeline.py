@@ -14,6 +14,7 @@ from codegen.resolve.plan import build_plan
 from codegen.resolve.sites import Plan
 from codegen.spec.load import load_project
 from codegen.spec.model import Hook, Project, Selector, Span
+from codegen.spec.schema import SCHEMA_PATH, render_schema
 from codegen.transforms.module import transform_file
 from codegen.target import Failure, SourceMismatch, Tree, label, locate_tree, render_failures
 
@@ -40,9 +41,10 @@ class Generation:
         )
 
     def generated_tree(self) -> dict[str, str]:
-        """Everything under ``generated/``: the patch set and the docs."""
+        """Everything under ``generated/``: the patch set, the docs, the spec files' JSON Schema."""
         tree = {f"patches/{name}": text for name, text in self.patches().items()}
         tree.update({f"docs/{name}": text for name, text in self.docs.items()})
+        tree[SCHEMA_PATH] = render_schema()
         if self.tree is not None and not self.tree.pinned:
             tree["docs/report.md"] = self.report
         return tree
