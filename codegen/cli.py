@@ -11,7 +11,7 @@ from pathlib import Path
 from codegen.cache import CachedRun, input_state, run_key
 from codegen.cache import load as load_cached
 from codegen.cache import store as store_cached
-from codegen.diagnostics import SpecError
+from codegen.diagnostics import Diagnostics, SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
 from codegen.target import ReleaseError, SourceMismatch
 from codegen.upstream import PACKAGE_INFO, UpstreamError
@@ -102,6 +102,11 @@ def _allow_missing(parser: argparse.ArgumentParser) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("specs", type=Path, metavar="SPECS", help="a spec directory (or one spec file)")
     parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="treat spec warnings (semconv naming rules, attributes without a type) as errors",
+    )
+    parser.add_argument(
         "--source",
         type=Path,
         metavar="DIR",
@@ -122,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.specs}: error: no such spec directory or file", file=sys.stderr)
         return EXIT_SPEC
     try:
+        if args.command != "verify" and not _spec_warnings(args):
+            return EXIT_SPEC
         if args.command == "validate":
             return _validate(args)
         if args.command == "verify":
@@ -211,6 +218,24 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
         len(generation.missing),
         generation.report,
     )
+
+
+def _spec_warnings(args: argparse.Namespace) -> bool:
+    """Print the specs' warnings (as errors with --strict); False when --strict found any."""
+    from codegen.emit.registry import spec_warnings
+    from codegen.spec.load import load_project
+
+    try:  # errors are the run's to report, all at once: here only the valid entries count
+        found = spec_warnings(load_project(args.specs, Diagnostics()))
+    except SpecError:
+        return True
+    kind = "error" if args.strict else "warning"
+    for pos, message in found:
+        print(f"{pos}: {kind}: {message}", file=sys.stderr)
+    if found and args.strict:
+        print(f"{len(found)} error{'s' if len(found) != 1 else ''} (--strict)", file=sys.stderr)
+        return False
+    return True
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from codegen.spec.attributes import ATTRIBUTE_KEYS, ATTRIBUTE_TYPES
 from codegen.spec.hooks import HOOK_KEYS, WRAP_KEYS
 from codegen.spec.load import TOP_KEYS
 from codegen.spec.model import SELECTOR_KINDS, SPAN_FORMS
@@ -179,6 +180,18 @@ _SETTINGS = {
                 "role": _STR,
             },
             required=["name"],
+        ),
+    },
+    "attributes": {
+        "type": "object",
+        "propertyNames": {"pattern": _NAME["pattern"]},
+        "additionalProperties": _object(
+            ATTRIBUTE_KEYS,
+            {
+                "type": _describe({"enum": list(ATTRIBUTE_TYPES)}, "The attribute's type (semconv names)."),
+                "brief": _describe(_STR, "A one-line description."),
+                "note": _describe(_STR, "More description."),
+            },
         ),
     },
     "flags": _object(

@@ -69,9 +69,10 @@ def test_structural_bad_spec_is_rejected_by_the_schema(case: str, validator) -> 
         {"metrics": [{"name": "m.x", "kind": "summary", "unit": "s"}]},
         {"upstream": {"distribution": "d", "version": "1", "filename": "d.whl", "sha256": "ABC"}},
         {"flags": {"options": [{"option": "otel-x"}]}},
+        {"attributes": {"a.b": {"type": "integer"}}},
     ],
     ids=["top_key", "form", "occurrence", "names_without_name_expr", "name", "two_placements",
-         "metric_kind", "sha256", "flag_option"],
+         "metric_kind", "sha256", "flag_option", "attribute_type"],
 )
 def test_schema_rejects_structural_mistakes(document: dict, validator) -> None:
     assert _errors(validator, document)
@@ -92,6 +93,7 @@ _PROBES = {
     "env": ({"env": [{"zzz": 1}]}, spec_schema.ENV_KEYS),
     "flags": ({"flags": {"zzz": 1}}, spec_schema.FLAGS_KEYS),
     "flag": ({"flags": {"options": [{"zzz": 1}]}}, spec_schema.FLAG_KEYS),
+    "attribute 'a.b'": ({"attributes": {"a.b": {"zzz": 1}}}, spec_schema.ATTRIBUTE_KEYS),
 }
 
 
