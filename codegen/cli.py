@@ -386,7 +386,7 @@ def _apply(args: argparse.Namespace) -> int:
         return EXIT_OK
     if use_generated:
         write_tree(generated_dir, tree)
-        docs = sum(1 for name in tree if name.startswith("docs/"))
+        docs = sum(1 for name in tree if name.startswith("docs/") and name.endswith(".md"))
         print(f"wrote {generated_dir}: {len(run.changes)} patched or added files, {docs} docs pages")
     if args.out is not None:
         fork = dict(run.changes)
