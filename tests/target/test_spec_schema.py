@@ -25,7 +25,16 @@ HEADER = "# yaml-language-server: $schema=../generated/schema/spec.schema.json"
 BAD_SPECS = REPO / "tests" / "bad_specs"
 # Cases of the bad-spec corpus whose mistake is structural (a key, a type, a required key, the
 # one-placement rule): the schema alone rejects them, so an editor flags them while typing.
-STRUCTURAL = ("unknown_key", "wrong_type", "missing_required", "recursive_alias", "hook_without_placement")
+STRUCTURAL = (
+    "unknown_key",
+    "wrong_type",
+    "missing_required",
+    "recursive_alias",
+    "hook_without_placement",
+    "any_malformed",
+    "releases_mapping_keys",
+    "releases_not_a_specifier",
+)
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +79,12 @@ def test_structural_bad_spec_is_rejected_by_the_schema(case: str, validator) -> 
         {"upstream": {"distribution": "d", "version": "1", "filename": "d.whl", "sha256": "ABC"}},
         {"flags": {"options": [{"option": "otel-x"}]}},
         {"attributes": {"a.b": {"type": "integer"}}},
+        {"spans": [{"name": "a.b", "group": "g", "function": "f", "around": {"any": [{"call": "x"}]}}]},
+        {"hooks": [{"function": "f", "before": {"any": [{"call": "x"}, {"call": "y"}], "occurrence": 1}, "call": "c()"}]},
     ],
     ids=["top_key", "form", "occurrence", "names_without_name_expr", "name", "two_placements",
-         "metric_kind", "sha256", "flag_option", "attribute_type"],
+         "metric_kind", "sha256", "flag_option", "attribute_type", "any_one_alternative",
+         "any_with_other_keys"],
 )
 def test_schema_rejects_structural_mistakes(document: dict, validator) -> None:
     assert _errors(validator, document)
@@ -94,6 +106,7 @@ _PROBES = {
     "flags": ({"flags": {"zzz": 1}}, spec_schema.FLAGS_KEYS),
     "flag": ({"flags": {"options": [{"zzz": 1}]}}, spec_schema.FLAG_KEYS),
     "attribute 'a.b'": ({"attributes": {"a.b": {"zzz": 1}}}, spec_schema.ATTRIBUTE_KEYS),
+    "releases": ({"spans": [{"releases": {"versions": ">=0.1", "zzz": 1}}]}, spec_schema.RELEASES_KEYS),
 }
 
 
