@@ -9,12 +9,14 @@ from codegen.diagnostics import Diagnostic, Diagnostics, Pos, SpecError
 from codegen.emit.coverage import render_report
 from codegen.emit.docs import render_docs
 from codegen.emit.patch import make_patch, write_patch_set
+from codegen.emit.registry import render_registry
 from codegen.emit.runtime import render_runtime
 from codegen.resolve.plan import build_plan
 from codegen.resolve.sites import Plan
 from codegen.spec.load import load_project
 from codegen.spec.model import Hook, Project, Selector, Span
 from codegen.target import Failure, ReleaseError, SourceMismatch, Tree, label, locate_tree, render_failures
+from codegen.spec.schema import SCHEMA_PATH, render_schema
 from codegen.transforms.module import transform_file
 from codegen.upstream import UpstreamError
 
@@ -42,9 +44,12 @@ class Generation:
         )
 
     def generated_tree(self) -> dict[str, str]:
-        """Everything under ``generated/``: the patch set and the docs."""
+        """Everything under ``generated/``: the patch set, the docs, the spec files' JSON Schema,
+        the semantic-convention registry."""
         tree = {f"patches/{name}": text for name, text in self.patches().items()}
         tree.update({f"docs/{name}": text for name, text in self.docs.items()})
+        tree[SCHEMA_PATH] = render_schema()
+        tree.update({f"registry/{name}": text for name, text in render_registry(self.project).items()})
         if self.tree is not None and not self.tree.pinned:
             tree["docs/report.md"] = self.report
         return tree

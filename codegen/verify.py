@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codegen.emit.registry import attribute_types
 from codegen.resolve.hierarchy import parents_of
 from codegen.resolve.sites import Plan
 from codegen.spec.model import Project
@@ -76,11 +78,29 @@ def expectations(project: Project, plan: Plan) -> dict[str, Expectation]:
     return out
 
 
+_SCALARS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "double": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+}
+
+
+def value_has_type(value: Any, declared: str) -> bool:
+    """Whether a captured attribute value fits its registry type (``int``, ``string[]``, ...)."""
+    if declared.endswith("[]"):
+        check = _SCALARS.get(declared[:-2])
+        return check is None or (isinstance(value, (list, tuple)) and all(check(v) for v in value))
+    check = _SCALARS.get(declared)
+    return check is None or check(value)
+
+
 def verify(
     project: Project, plan: Plan, captured: list[CapturedSpan], groups: frozenset[str] | None
 ) -> Report:
     """``groups``: the groups whose every documented span must appear; None means the groups seen."""
     expected = expectations(project, plan)
+    types = attribute_types(project)
     report = Report(spans=len(captured))
     by_id = {s.span_id: s for s in captured}
     seen_groups: set[str] = set()
@@ -103,6 +123,12 @@ def verify(
         missing = [key for key in want.required if key not in span.attributes]
         if missing:
             report.findings.append(f"span '{span.name}' lacks attribute(s) {', '.join(missing)}")
+        for key, value in sorted(span.attributes.items()):
+            declared = types.get(key)
+            if declared is not None and not value_has_type(value, declared):
+                report.findings.append(
+                    f"span '{span.name}' attribute '{key}' is {value!r}; the registry says {declared}"
+                )
     checked = groups if groups is not None else frozenset(seen_groups)
     for name, want in expected.items():
         if want.group in checked and name not in report.names:

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codegen.emit.coverage import coverage_context
+from codegen.emit.svg import hierarchy_svg
 from codegen.emit.templating import environment
 from codegen.resolve.hierarchy import parents_of
 from codegen.resolve.sites import Plan
 from codegen.spec.model import Attribute, Project, Span
 
 DOC_SUFFIX = ".md.j2"
+HIERARCHY_SVG = "hierarchy.svg"  # the picture hierarchy.md shows
 
 
 @dataclass(frozen=True)
@@ -115,9 +117,12 @@ def render_docs(
         for parent in found:
             children.setdefault(parent, []).append(name)
     tree: list[str] = []
+    picture: list[tuple[int, str, str]] = []
+    group_of = {r.name: r.group for r in rows}
 
     def walk(name: str, depth: int, path: tuple[str, ...]) -> None:
         tree.append(f"{'  ' * depth}- `{name}`")
+        picture.append((depth, name, group_of.get(name, "")))
         for child in dict.fromkeys(children.get(name, [])):
             if child not in path:
                 walk(child, depth + 1, path + (child,))
@@ -140,4 +145,5 @@ def render_docs(
     out: dict[str, str] = {}
     for template in sorted(p.name for p in docs_dir.iterdir() if p.name.endswith(DOC_SUFFIX)):
         out[template[: -len(".j2")]] = env.get_template(f"docs/{template}").render(context)
+    out[HIERARCHY_SVG] = hierarchy_svg(picture, [g.name for g in project.groups])
     return out

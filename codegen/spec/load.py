@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from codegen.diagnostics import Diagnostics, Pos, SpecError
+from codegen.spec.attributes import AttributeReader
 from codegen.spec.hooks import HookReader
 from codegen.spec.model import (
     LifecycleSpan,
@@ -36,8 +37,11 @@ TOP_KEYS = (
     "form",
     "spans",
     "hooks",
+    "attributes",
 )
-SINGLETON_KEYS = ("runtime", "upstream", "groups", "presets", "lifecycle", "metrics", "env", "flags")
+SINGLETON_KEYS = (
+    "runtime", "upstream", "groups", "presets", "lifecycle", "metrics", "env", "flags", "attributes"
+)
 
 
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -99,7 +103,7 @@ def _display_path(path: Path) -> str:
         return str(path)
 
 
-class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader):
+class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, AttributeReader):
     def __init__(self, diags: Diagnostics) -> None:
         super().__init__(diags)
         self.singletons: dict[str, tuple[str, YNode]] = {}
@@ -185,7 +189,8 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader):
         if runtime is None or upstream is None:
             return None
         return Project(
-            runtime, upstream, groups, presets, spans, files, lifecycle, metrics, env, flags, hooks, supported
+            runtime, upstream, groups, presets, spans, files, lifecycle, metrics, env, flags, hooks, supported,
+            attributes=self._attribute_decls(),
         )
 
     def _supported_releases(self, upstream: UpstreamPin | None) -> tuple[UpstreamPin, ...]:

@@ -297,6 +297,17 @@ class Flag:
 
 
 @dataclass(frozen=True)
+class AttributeDecl:
+    """An entry of ``attributes:``: the type (Weaver's names) and description of an attribute key."""
+
+    key: str
+    type: str | None
+    brief: str
+    pos: Pos
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Project:
     runtime: Runtime
     upstream: UpstreamPin
@@ -311,6 +322,7 @@ class Project:
     hooks: tuple[Hook, ...] = ()
     # the other releases the specs support (the pinned ``upstream`` is supported too)
     supported: tuple[UpstreamPin, ...] = ()
+    attributes: tuple[AttributeDecl, ...] = ()  # declared attribute types (telemetry.yaml)
 
     def releases(self) -> tuple[UpstreamPin, ...]:
         """Every supported release, the pinned one included, oldest first."""

@@ -224,8 +224,9 @@ def _place_new_import(
     body = list(module.body)
     target = project.runtime.parent_module
     top = target.split(".")[0]
-    # only the leading imports: a late import below a function would come after its decorators
-    header = body[:limit]
+    # only the leading imports: a late import below a function would come after its decorators,
+    # and one below other module-level code would be a flake8 E402 finding
+    header = body[: min(limit, _first_code(body))]
     imports = [(i, name) for i, s in enumerate(header) if (name := _module_name(s)) is not None]
     if not imports:
         index = _after_header(body)
@@ -253,6 +254,23 @@ def _place_new_import(
 def _first_definition(body: list[cst.BaseStatement]) -> int:
     """Index of the first top-level function or class: the leading import block ends there."""
     return next((i for i, s in enumerate(body) if isinstance(s, (cst.FunctionDef, cst.ClassDef))), len(body))
+
+
+def _first_code(body: list[cst.BaseStatement]) -> int:
+    """Index of the first statement after which a new import would be flake8's E402 (module level
+    import not at top of file): pycodestyle allows the docstring, ``__dunder__`` assignments and
+    ``if``/``try``/``with`` blocks before imports, and nothing else."""
+    for index, stmt in enumerate(body):
+        if isinstance(stmt, (cst.If, cst.Try, cst.With)) or _module_name(stmt) is not None:
+            continue
+        if m.matches(stmt, m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())])):
+            continue
+        if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
+            name = stmt.body[0].targets[0].target.value  # type: ignore[attr-defined]
+            if name.startswith("__") and name.endswith("__"):
+                continue
+        return index
+    return len(body)
 
 
 def _is_from(stmt: cst.BaseStatement) -> bool:

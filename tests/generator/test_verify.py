@@ -121,3 +121,19 @@ def test_empty_capture_never_passes(tmp_path: Path, capsys) -> None:
 def test_unreadable_capture_is_exit_3(tmp_path: Path, capsys) -> None:
     assert _verify(tmp_path, _specs(tmp_path), "{not json") == 3
     assert "capture.json:1:2: error: not JSON" in capsys.readouterr().err
+
+
+def test_attribute_value_of_the_wrong_type_fails(capture, tmp_path: Path, capsys) -> None:
+    """Captured values are checked against the registry types declared under ``attributes:``."""
+
+    def declare(kind: str):
+        return lambda t: t + f"attributes:\n  demo.layer_number: {{type: {kind}, brief: The layer.}}\n"
+
+    text = otlp_json(capture)
+    assert _verify(tmp_path, _specs(tmp_path / "int", declare("int")), text) == 0
+    capsys.readouterr()
+    assert _verify(tmp_path, _specs(tmp_path / "str", declare("string")), text) == 1
+    out = capsys.readouterr().out
+    assert "span 'demo.layer.forward' attribute 'demo.layer_number' is 7; the registry says string" in out
+    # the console exporter's output carries the types as well
+    assert _verify(tmp_path, _specs(tmp_path / "str2", declare("string")), console(capture)) == 1

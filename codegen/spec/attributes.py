@@ -1,0 +1,67 @@
+"""`attributes:` (telemetry.yaml): the type and description of each span attribute key, and the
+types that need no declaration because the expression shows them (a literal, ``len(...)``, ...).
+
+Used by the semantic-convention registry export (``generated/registry/``) and by ``codegen
+verify``, which checks captured values against these types.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from codegen.spec.model import AttributeDecl
+from codegen.spec.reader import SPAN_NAME, Reader
+
+# Weaver's attribute types (semconv registry format v1), the ones a span attribute can hold.
+ATTRIBUTE_TYPES = ("string", "int", "double", "boolean", "string[]", "int[]", "double[]", "boolean[]")
+ATTRIBUTE_KEYS = ("type", "brief", "note")
+
+
+_CALL_TYPES = {"len": "int", "int": "int", "round": "int", "float": "double", "str": "string",
+               "repr": "string", "bool": "boolean", "isinstance": "boolean"}  # fmt: skip
+
+
+def infer_type(expr: str) -> str | None:
+    """The attribute type an expression evidently has, or None when only a declaration can say."""
+    try:
+        node = ast.parse(expr.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if isinstance(node, ast.Constant) and not isinstance(node.value, bytes) and node.value is not None:
+        return {bool: "boolean", int: "int", float: "double", str: "string"}.get(type(node.value))
+    if isinstance(node, ast.JoinedStr):
+        return "string"
+    if isinstance(node, ast.Compare) or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)):
+        return "boolean"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return _CALL_TYPES.get(node.func.id)
+    return None
+
+
+class AttributeReader(Reader):
+    singletons: dict
+
+    def _attribute_decls(self) -> tuple[AttributeDecl, ...]:
+        entry = self.singletons.get("attributes")
+        if entry is None:
+            return ()
+        node = self._map(entry[1], "attributes")
+        if node is None:
+            return ()
+        out = []
+        for key, (key_pos, value) in node.entries.items():
+            if not SPAN_NAME.match(key):
+                self.diags.error(key_pos, f"attribute key '{key}' must be dotted identifiers")
+                continue
+            as_map = self._map(value, f"attribute '{key}'")
+            if as_map is None:
+                continue
+            self._check_keys(as_map, ATTRIBUTE_KEYS, f"attribute '{key}'")
+            kind = self._str(as_map.get("type"), "type") if "type" in as_map.entries else None
+            if kind is not None and kind not in ATTRIBUTE_TYPES:
+                self._unknown(as_map.get("type").pos, "attribute type", kind, list(ATTRIBUTE_TYPES))  # type: ignore[union-attr]
+                continue
+            brief = self._str(as_map.get("brief"), "brief") or "" if "brief" in as_map.entries else ""
+            note = self._str(as_map.get("note"), "note") or "" if "note" in as_map.entries else ""
+            out.append(AttributeDecl(key, kind, brief, key_pos, note))
+        return tuple(out)
