@@ -34,6 +34,10 @@ megatron is patched; everything is done in this process):
 
 ``--sigterm-at N`` sends this process SIGTERM in the first microbatch of iteration N (0-based:
 the iteration that ends as N + 1), mid-iteration.
+
+``--device cuda`` (``tests/gpu/``) runs on a GPU as ``pretrain_gpt.py`` would: none of the CPU
+redirects, megatron's stock layer spec for ``--transformer-impl``, ``initialize_megatron`` sets the
+process groups up itself; only the dataset helpers are still provided.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ _PROGRAM_START = time.time()
 
 import argparse  # noqa: E402
 import atexit  # noqa: E402
+import contextlib  # noqa: E402
 import functools  # noqa: E402
 import inspect  # noqa: E402
 import json  # noqa: E402
@@ -106,14 +111,18 @@ class Telemetry:
         self.meter_provider.force_flush()
 
 
-def install_cpu_redirects(helpers: str | None) -> None:
+def install_dataset_helpers(helpers: str | None) -> None:
     import megatron.core.datasets as datasets
     import megatron.core.datasets.utils as dataset_utils
-    from megatron.training import training
 
     if helpers:
         datasets.__path__.append(helpers)
     dataset_utils.compile_helpers = lambda: None
+
+
+def install_cpu_redirects() -> None:
+    from megatron.training import training
+
     training.initialize_megatron = functools.partial(training.initialize_megatron, allow_no_cuda=True)
 
 
@@ -125,9 +134,18 @@ def model_provider(pre_process=True, post_process=True, vp_stage=None, config=No
     args = get_args()
     if config is None:
         config = core_transformer_config_from_args(args)
+    if _DEVICE == "cuda":
+        from megatron.core.models.gpt import gpt_layer_specs
+
+        if args.transformer_impl == "transformer_engine":
+            spec = gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec()
+        else:
+            spec = gpt_layer_specs.get_gpt_layer_local_spec()
+    else:
+        spec = base.layer_spec()
     return GPTModel(
         config=config,
-        transformer_layer_spec=base.layer_spec(),
+        transformer_layer_spec=spec,
         vocab_size=args.padded_vocab_size,
         max_sequence_length=args.max_position_embeddings,
         pre_process=pre_process,
@@ -165,6 +183,7 @@ def datasets_provider(train_val_test_num_samples, vp_stage=None):
 datasets_provider.is_distributed = True
 
 _SIGTERM_AT: int | None = None
+_DEVICE = "cpu"
 _microbatches = 0
 _DATA_ITERATOR: dict[str, Any] = {}
 
@@ -243,7 +262,7 @@ def record_training_log(results: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    global _SIGTERM_AT
+    global _SIGTERM_AT, _DEVICE
     main_entry = time.time()
     argv = sys.argv[1:] if argv is None else argv
     split = argv.index("--") if "--" in argv else len(argv)
@@ -255,12 +274,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--telemetry", default="off")
     parser.add_argument("--helpers")
     parser.add_argument("--sigterm-at", type=int)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     options = parser.parse_args(argv[:split])
+    _DEVICE = options.device
     megatron_argv = argv[split + 1 :]
     _SIGTERM_AT = options.sigterm_at
     out = Path(options.out)
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    if options.device == "cpu":
+        torch.set_num_threads(1)
+        torch.use_deterministic_algorithms(True)
     os.environ.update(
         RANK=str(options.rank),
         LOCAL_RANK=str(options.rank),
@@ -301,18 +323,21 @@ def main(argv: list[str] | None = None) -> None:
     # pretrain() ends the process with sys.exit() after --exit-signal-handler: write at exit too,
     # after the runtime's own exit hook (atexit runs hooks last-registered first).
     atexit.register(write_results)
-    install_cpu_redirects(options.helpers)
+    install_dataset_helpers(options.helpers)
+    if options.device == "cpu":
+        install_cpu_redirects()
     record_training_log(results)
     training.set_startup_timestamps(program_start=_PROGRAM_START, main_entry=main_entry)
 
     sys.argv = ["pretrain_gpt.py", *megatron_argv]
-    with cuda_on_cpu():
+    with cuda_on_cpu() if options.device == "cpu" else contextlib.nullcontext():
         args = parse_and_validate_args()
-        dist.init_process_group("gloo", rank=options.rank, world_size=options.world_size)
-        parallel_state.initialize_model_parallel(
-            tensor_model_parallel_size=args.tensor_model_parallel_size,
-            pipeline_model_parallel_size=args.pipeline_model_parallel_size,
-        )
+        if options.device == "cpu":
+            dist.init_process_group("gloo", rank=options.rank, world_size=options.world_size)
+            parallel_state.initialize_model_parallel(
+                tensor_model_parallel_size=args.tensor_model_parallel_size,
+                pipeline_model_parallel_size=args.pipeline_model_parallel_size,
+            )
         config = pretrain_cfg_container_from_args(args)
         training.pretrain(
             config,

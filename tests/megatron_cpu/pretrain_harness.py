@@ -363,37 +363,38 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 
 CHECKPOINT_DUMP = """\
-import sys, torch
+import json, sys, torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
-src, dest = sys.argv[1], sys.argv[2]
-dcp_to_torch_save(src, dest + ".full")
-state = torch.load(dest + ".full", weights_only=False)
-tensors = {}
-def walk(prefix, value):
-    if isinstance(value, torch.Tensor):
-        tensors[prefix] = value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            walk(f"{prefix}/{key}", item)
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            walk(f"{prefix}/{index}", item)
-walk("", state)
-torch.save(tensors, dest)
+for src, dest in json.loads(sys.argv[1]):
+    dcp_to_torch_save(src, dest + ".full")
+    state = torch.load(dest + ".full", weights_only=False)
+    tensors = {}
+    def walk(prefix, value):
+        if isinstance(value, torch.Tensor):
+            tensors[prefix] = value
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(f"{prefix}/{key}", item)
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                walk(f"{prefix}/{index}", item)
+    walk("", state)
+    torch.save(tensors, dest)
 """
 
 
-def checkpoint_tensors(root: Path, directory: Path, dest: Path) -> dict[str, Any]:
-    """Every tensor of a ``torch_dist`` checkpoint, read with torch.distributed.checkpoint (in a
-    subprocess: the checkpoint pickles megatron classes, so megatron must be importable)."""
+def checkpoint_tensors(root: Path, directories: dict[str, Path], dest: Path) -> dict[str, dict[str, Any]]:
+    """Every tensor of each ``torch_dist`` checkpoint, read with torch.distributed.checkpoint in one
+    subprocess (the checkpoints pickle megatron classes, so megatron must be importable there)."""
     import torch
 
+    pairs = [(str(directory), str(dest / f"{name}.pt")) for name, directory in directories.items()]
     subprocess.run(
-        [sys.executable, "-c", CHECKPOINT_DUMP, str(directory), str(dest)],
+        [sys.executable, "-c", CHECKPOINT_DUMP, json.dumps(pairs)],
         check=True,
         env=environment(root, {}),
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,
     )
-    return torch.load(dest, weights_only=False)
+    return {name: torch.load(dest / f"{name}.pt", weights_only=False) for name in directories}

@@ -148,12 +148,24 @@ def _run(pretrain_runs, name: str):
 
 
 @pytest.fixture(scope="module")
-def taxonomy() -> set[str]:
+def project_and_plan():
     from codegen.pipeline import plan_only
+
+    return plan_only(SPECS, None)
+
+
+@pytest.fixture(scope="module")
+def taxonomy(project_and_plan) -> set[str]:
     from codegen.verify import expectations
 
-    project, plan = plan_only(SPECS, None)
-    return set(expectations(project, plan))
+    return set(expectations(*project_and_plan))
+
+
+def _verify(project_and_plan, capture: Path, groups: frozenset[str]):
+    """What ``codegen verify SPECS CAPTURE --groups ...`` reports (its code, the plan built once)."""
+    from codegen.verify import read_capture, read_metrics, verify
+
+    return verify(*project_and_plan, read_capture(capture), groups, read_metrics(capture))
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,16 +195,23 @@ def test_pretrain_returns_after_training(pretrain_runs, name):
 # every span accounted for
 
 
-@pytest.mark.parametrize("name", TELEMETRY_RUNS)
-def test_codegen_verify_passes_on_each_capture(pretrain_runs, name, capsys):
-    """No unknown names, every span with its documented group, parent and attributes, every
-    metric declared, with its unit and kind."""
+def test_codegen_verify_cli_passes_on_the_proof_capture(pretrain_runs, capsys):
     from codegen.cli import main
 
-    run = _run(pretrain_runs, name)
+    run = _run(pretrain_runs, "fresh")
     assert main(["verify", str(SPECS), str(run.capture), "--groups", ""]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
-    assert ": 0 findings" in out and " metric names checked" in out
+    assert ", 6 metric names checked: 0 findings" in out
+
+
+@pytest.mark.parametrize("name", TELEMETRY_RUNS)
+def test_codegen_verify_passes_on_each_capture(pretrain_runs, project_and_plan, name):
+    """No unknown names, every span with its documented group, parent and attributes, every
+    metric declared, with its unit and kind."""
+    run = _run(pretrain_runs, name)
+    report = _verify(project_and_plan, run.capture, frozenset())
+    assert report.clean, report.render()
+    assert report.spans > 0 and report.metrics
 
 
 @pytest.mark.parametrize("name", TELEMETRY_RUNS)
@@ -207,20 +226,19 @@ def test_every_taxonomy_span_is_observed_or_unreachable_on_cpu(taxonomy):
     assert taxonomy - observed == set(UNREACHABLE_ON_CPU)
 
 
-def test_verify_finds_only_the_unreachable_spans_missing(pretrain_runs, tmp_path, capsys):
-    """The proof runs' captures together, checked for completeness over every group."""
-    from codegen.cli import main
-
+def test_verify_finds_only_the_unreachable_spans_missing(pretrain_runs, project_and_plan):
+    """The proof runs' captures, checked for completeness over every group."""
+    project, _ = project_and_plan
+    every_group = frozenset(group.name for group in project.groups)
     # span ids restart from megatron's seed in every process: check each capture on its own and
     # intersect what each misses
     missing = []
     for name in TELEMETRY_RUNS:
         if CONFIGS[name].telemetry != "all":
             continue
-        main(["verify", str(SPECS), str(_run(pretrain_runs, name).capture), "--groups", "all"])
-        lines = capsys.readouterr().out.splitlines()
-        assert all(line.endswith("was never seen") for line in lines[:-1]), lines
-        missing.append({line.split("'")[1] for line in lines[:-1]})
+        report = _verify(project_and_plan, _run(pretrain_runs, name).capture, every_group)
+        assert all(f.endswith("was never seen") for f in report.findings), report.render()
+        missing.append({f.split("'")[1] for f in report.findings})
     assert set.intersection(*missing) == set(UNREACHABLE_ON_CPU)
 
 
@@ -521,12 +539,10 @@ def test_losses_and_grad_norms_bit_identical(pretrain_runs):
 
 
 def test_saved_checkpoint_tensors_bit_identical(pretrain_runs, pristine_root, tmp_path):
-    tensors = {}
-    for name in IDENTICAL_RUNS:
-        run = _run(pretrain_runs, name)
-        tensors[name] = checkpoint_tensors(
-            pristine_root, run.checkpoints / f"iter_{TRAIN_ITERS:07d}", tmp_path / f"{name}.pt"
-        )
+    directories = {
+        name: _run(pretrain_runs, name).checkpoints / f"iter_{TRAIN_ITERS:07d}" for name in IDENTICAL_RUNS
+    }
+    tensors = checkpoint_tensors(pristine_root, directories, tmp_path)
     expected = tensors["pristine"]
     params = [key for key in expected if "decoder.layers" in key or "embedding" in key]
     assert len(params) >= NUM_LAYERS and any("optimizer" in key for key in expected), sorted(expected)[:20]
