@@ -333,7 +333,7 @@ def gpu_step_note(data: dict) -> str:
 
 
 def _steps(args, raw: dict, rows: list, notes: list) -> None:
-    shapes = [] if args.no_step else (["tiny"] if args.quick or args.no_step_layer else ["tiny", "layer"])
+    shapes = [] if args.no_step else (["tiny", "layer"] if args.step_layer and not args.quick else ["tiny"])
     if not shapes:
         return
     try:
@@ -357,7 +357,7 @@ def _steps(args, raw: dict, rows: list, notes: list) -> None:
                 notes.append(gpu_step_note(data))
 
 
-STEP_ROUNDS = {"tiny": 60, "layer": 6}
+STEP_ROUNDS = {"tiny": 60, "layer": 4}
 
 
 def print_table(rows: list[Row]) -> None:
@@ -403,8 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-lens-install", action="store_true", help="use nemo-lens only if already installed")
     parser.add_argument("--lens-python", help="a Python that can import nemo.lens and the OTel SDK")
     parser.add_argument("--no-step", action="store_true", help="skip the training-step rows (they need torch)")
-    parser.add_argument("--no-step-layer", action="store_true", help="training step: the tiny GPT only")
-    parser.add_argument("--step-rounds", type=int, help="interleaved rounds per arm (default tiny 60, layer 6)")
+    parser.add_argument("--step-layer", action="store_true",
+                        help="training step: also the layer-shaped GPT (hidden 1024, seq 1024; minutes on CPU)")
+    parser.add_argument("--step-rounds", type=int, help="interleaved rounds per arm (default tiny 60, layer 4)")
     parser.add_argument("--json", type=Path, help="also write the raw measurements here")
     args = parser.parse_args(argv)
     rounds = args.rounds or (12 if args.quick else 40)
