@@ -252,7 +252,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from codegen.pipeline import plan_only
-    from codegen.verify import CaptureError, read_capture, verify
+    from codegen.verify import CaptureError, read_capture, read_metrics, verify
 
     project, plan = plan_only(args.specs, args.source, args.release)
     groups = None
@@ -271,10 +271,11 @@ def _verify(args: argparse.Namespace) -> int:
         groups = frozenset(selected)
     try:
         captured = read_capture(args.capture)
+        metrics = read_metrics(args.capture)
     except CaptureError as exc:
         print(exc, file=sys.stderr)
         return EXIT_SOURCE
-    report = verify(project, plan, captured, groups)
+    report = verify(project, plan, captured, groups, metrics)
     print(report.render())
     return EXIT_OK if report.clean else EXIT_STALE
 

@@ -3,7 +3,9 @@
 Reads a capture in the OTLP JSON file format (one ``ExportTraceServiceRequest`` per line or one
 document, as the collector's file exporter writes) or the SDK console exporter's output (a stream
 of JSON objects), and reports: names not in the taxonomy, documented spans never seen (within the
-checked groups), spans whose group or parent differs from the docs, and missing attributes.
+checked groups), spans whose group or parent differs from the docs, and missing attributes. A
+capture may also hold metrics (``resourceMetrics`` documents in the OTLP JSON file format): each
+must be a declared instrument, with its declared unit and kind.
 """
 
 from __future__ import annotations
@@ -37,6 +39,18 @@ class CapturedSpan:
 
 
 @dataclass(frozen=True)
+class CapturedMetric:
+    name: str
+    unit: str
+    kind: str  # the OTLP data field: "histogram", "sum" or "gauge"
+    points: int
+
+
+# Instrument kind (telemetry.yaml) -> the OTLP data field its points are exported in.
+METRIC_DATA = {"histogram": "histogram", "counter": "sum", "gauge": "gauge"}
+
+
+@dataclass(frozen=True)
 class Expectation:
     group: str
     parents: tuple[str, ...]
@@ -48,11 +62,13 @@ class Report:
     spans: int = 0
     names: Counter[str] = field(default_factory=Counter)
     findings: list[str] = field(default_factory=list)
+    metrics: Counter[str] = field(default_factory=Counter)
 
     def render(self) -> str:
         lines = [f"finding: {f}" for f in self.findings]
+        metrics = f", {len(self.metrics)} metric names" if self.metrics else ""
         lines.append(
-            f"{self.spans} spans, {len(self.names)} distinct names checked: "
+            f"{self.spans} spans, {len(self.names)} distinct names{metrics} checked: "
             f"{len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}"
         )
         return "\n".join(lines)
@@ -96,14 +112,24 @@ def value_has_type(value: Any, declared: str) -> bool:
 
 
 def verify(
-    project: Project, plan: Plan, captured: list[CapturedSpan], groups: frozenset[str] | None
+    project: Project,
+    plan: Plan,
+    captured: list[CapturedSpan],
+    groups: frozenset[str] | None,
+    metrics: list[CapturedMetric] = (),  # type: ignore[assignment]
 ) -> Report:
-    """``groups``: the groups whose every documented span must appear; None means the groups seen."""
+    """``groups``: the groups whose every documented span must appear; None means the groups seen.
+
+    ``metrics``: metric streams from the same capture, checked against the declared instruments.
+    """
     expected = expectations(project, plan)
     types = attribute_types(project)
     report = Report(spans=len(captured))
     by_id = {s.span_id: s for s in captured}
     seen_groups: set[str] = set()
+    # Groups that recorded in this capture: a span whose documented parent's group did not record
+    # runs inside the nearest documented ancestor that did.
+    recording = {expected[s.name].group for s in captured if s.name in expected}
     for span in captured:
         report.names[span.name] += 1
         want = expected.get(span.name)
@@ -115,7 +141,11 @@ def verify(
         if group != want.group:
             report.findings.append(f"span '{span.name}' has group {group!r}; the docs say '{want.group}'")
         parent = by_id.get(span.parent_id or "")
-        if parent is not None and parent.name in expected and parent.name not in want.parents:
+        if (
+            parent is not None
+            and parent.name in expected
+            and parent.name not in _allowed_parents(span.name, expected, recording)
+        ):
             allowed = ", ".join(want.parents) or "none (a root)"
             report.findings.append(
                 f"span '{span.name}' runs inside '{parent.name}'; the docs allow: {allowed}"
@@ -135,18 +165,58 @@ def verify(
             report.findings.append(f"span '{name}' (group {want.group}) is documented but was never seen")
     if not captured:
         report.findings.append("the capture holds no spans")
+    declared = {m.name: m for m in project.metrics}
+    for metric in metrics:
+        if metric.name in report.metrics:
+            report.metrics[metric.name] += metric.points
+            continue
+        report.metrics[metric.name] += metric.points
+        want = declared.get(metric.name)
+        if want is None:
+            report.findings.append(f"metric '{metric.name}' is not declared")
+            continue
+        if metric.unit != want.unit:
+            report.findings.append(f"metric '{metric.name}' has unit {metric.unit!r}; the docs say {want.unit!r}")
+        if metric.kind != METRIC_DATA.get(want.kind, want.kind):
+            report.findings.append(
+                f"metric '{metric.name}' is exported as a {metric.kind}; the docs declare a {want.kind}"
+            )
     return report
+
+
+def _allowed_parents(name: str, expected: dict[str, Expectation], recording: set[str]) -> set[str]:
+    """The documented parents of ``name``, and through parents whose group did not record, theirs."""
+    allowed: set[str] = set()
+    todo = list(expected[name].parents)
+    while todo:
+        parent = todo.pop()
+        if parent in allowed:
+            continue
+        allowed.add(parent)
+        want = expected.get(parent)
+        if want is not None and want.group not in recording:
+            todo.extend(want.parents)
+    return allowed
 
 
 # -- reading captures -------------------------------------------------------------------------
 
 
 def read_capture(path: Path) -> list[CapturedSpan]:
+    return [item for item in _read(path) if isinstance(item, CapturedSpan)]
+
+
+def read_metrics(path: Path) -> list[CapturedMetric]:
+    """The metric streams of an OTLP JSON capture (none in a console-exporter capture)."""
+    return [item for item in _read(path) if isinstance(item, CapturedMetric)]
+
+
+def _read(path: Path) -> list[CapturedSpan | CapturedMetric]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise CaptureError(f"{path}: cannot read: {exc.strerror}") from exc
-    spans: list[CapturedSpan] = []
+    spans: list[CapturedSpan | CapturedMetric] = []
     decoder = json.JSONDecoder()
     index = 0
     while True:
@@ -162,7 +232,14 @@ def read_capture(path: Path) -> list[CapturedSpan]:
     return spans
 
 
-def _spans_of(document: Any, path: Path) -> list[CapturedSpan]:
+def _spans_of(document: Any, path: Path) -> list[CapturedSpan | CapturedMetric]:
+    if isinstance(document, dict) and "resourceMetrics" in document:
+        return [
+            _otlp_metric(raw)
+            for resource in document["resourceMetrics"]
+            for scope in resource.get("scopeMetrics", [])
+            for raw in scope.get("metrics", [])
+        ]
     if isinstance(document, dict) and "resourceSpans" in document:
         return [
             _otlp_span(raw)
@@ -180,7 +257,7 @@ def _spans_of(document: Any, path: Path) -> list[CapturedSpan]:
                 dict(document.get("attributes") or {}),
             )
         ]
-    raise CaptureError(f"{path}: error: neither OTLP JSON (resourceSpans) nor console-exporter spans")
+    raise CaptureError(f"{path}: error: neither OTLP JSON (resourceSpans, resourceMetrics) nor console-exporter spans")
 
 
 def _hex(value: Any) -> str:
@@ -204,3 +281,9 @@ def _otlp_span(raw: dict[str, Any]) -> CapturedSpan:
     return CapturedSpan(
         raw["name"], _hex(raw.get("spanId")), _hex(raw.get("parentSpanId")) or None, attributes
     )
+
+
+def _otlp_metric(raw: dict[str, Any]) -> CapturedMetric:
+    kind = next((key for key in ("histogram", "sum", "gauge", "exponentialHistogram", "summary") if key in raw), "")
+    points = len((raw.get(kind) or {}).get("dataPoints", [])) if kind else 0
+    return CapturedMetric(raw["name"], raw.get("unit", ""), kind, points)

@@ -137,3 +137,61 @@ def test_attribute_value_of_the_wrong_type_fails(capture, tmp_path: Path, capsys
     assert "span 'demo.layer.forward' attribute 'demo.layer_number' is 7; the registry says string" in out
     # the console exporter's output carries the types as well
     assert _verify(tmp_path, _specs(tmp_path / "str2", declare("string")), console(capture)) == 1
+
+
+def _metrics_document(*metrics: tuple[str, str, str]) -> str:
+    """An OTLP JSON ``resourceMetrics`` request with one data point per (name, unit, kind)."""
+    raw = []
+    for name, unit, kind in metrics:
+        point = {"timeUnixNano": "1", "asDouble": 1.5}
+        data = {"dataPoints": [point]}
+        if kind == "sum":
+            data.update(aggregationTemporality=2, isMonotonic=True)
+        raw.append({"name": name, "unit": unit, kind: data})
+    return json.dumps({"resourceMetrics": [{"scopeMetrics": [{"metrics": raw}]}]}) + "\n"
+
+
+def test_declared_metrics_with_their_units_pass(capture, tmp_path: Path, capsys) -> None:
+    text = otlp_json(capture) + _metrics_document(("demo.loss", "1", "gauge"), ("demo.learning_rate", "1", "gauge"))
+    assert _verify(tmp_path, _specs(tmp_path), text) == 0
+    assert "4 spans, 4 distinct names, 2 metric names checked: 0 findings" in capsys.readouterr().out
+
+
+def test_undeclared_metric_wrong_unit_or_kind_fails(capture, tmp_path: Path, capsys) -> None:
+    metrics = _metrics_document(
+        ("demo.loss", "1", "sum"), ("demo.learning_rate", "ms", "gauge"), ("demo.tokens", "1", "gauge")
+    )
+    assert _verify(tmp_path, _specs(tmp_path), otlp_json(capture) + metrics) == 1
+    out = capsys.readouterr().out
+    assert "metric 'demo.loss' is exported as a sum; the docs declare a gauge" in out
+    assert "metric 'demo.learning_rate' has unit 'ms'; the docs say '1'" in out
+    assert "metric 'demo.tokens' is not declared" in out
+
+
+def test_metrics_alone_are_not_a_clean_capture(tmp_path: Path, capsys) -> None:
+    assert _verify(tmp_path, _specs(tmp_path), _metrics_document(("demo.loss", "1", "gauge"))) == 1
+    assert "the capture holds no spans" in capsys.readouterr().out
+
+
+def test_parent_may_be_the_nearest_documented_ancestor_whose_group_records(tmp_path: Path, capsys) -> None:
+    """demo.staged (io) documented under demo.failing (layer, here), itself under demo.step (step):
+    with the layer group not recording, demo.staged runs inside demo.step."""
+
+    def edit(text: str) -> str:
+        text = text.replace("name: demo.failing\n    group: step", "name: demo.failing\n    group: layer\n    parents: [demo.step]")
+        return text.replace("name: demo.staged\n    group: io", "name: demo.staged\n    group: io\n    parents: [demo.failing]")
+
+    def span(name: str, span_id: str, parent: str, group: str) -> dict[str, object]:
+        attributes = [{"key": "megatron.span_group", "value": {"stringValue": group}}]
+        if name == "demo.layer.forward":
+            attributes.append({"key": "demo.layer_number", "value": {"intValue": "7"}})
+        return {"spanId": span_id, "parentSpanId": parent, "name": name, "attributes": attributes}
+
+    spans = [span("demo.step", "01", "", "step"), span("demo.staged", "02", "01", "io")]
+    document = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+    specs = _specs(tmp_path, edit)
+    assert _verify(tmp_path, specs, json.dumps(document), "--groups", "") == 0, capsys.readouterr().out
+    capsys.readouterr()
+    spans.append(span("demo.layer.forward", "03", "", "layer"))  # now the layer group records
+    assert _verify(tmp_path, specs, json.dumps(document), "--groups", "") == 1
+    assert "span 'demo.staged' runs inside 'demo.step'; the docs allow: demo.failing" in capsys.readouterr().out

@@ -137,3 +137,34 @@ def p2p_results(fork_root, tmp_path_factory) -> list[dict[str, Any]]:
     ]
     _finish(procs, "p2p")
     return [_load(work / f"rank{rank}.pt") for rank in (0, 1)]
+
+
+@pytest.fixture(scope="session")
+def dataset_helpers(pristine_root, tmp_path_factory) -> Path:
+    """megatron-core's dataset helpers (``helpers.cpp``) built once for this Python with pybind11."""
+    from tests.megatron_cpu.pretrain_harness import build_dataset_helpers
+
+    source = pristine_root / "megatron/core/datasets/helpers.cpp"
+    return build_dataset_helpers(source, tmp_path_factory.mktemp("helpers"))
+
+
+@pytest.fixture(scope="session")
+def pretrain_runs(pristine_root, fork_root, dataset_helpers, tmp_path_factory):
+    """Every configuration of ``pretrain_harness.CONFIGS``, run once per session.
+
+    ``MEGATRON_CPU_PRETRAIN_DIR=DIR`` keeps the runs in DIR and, when DIR already holds them,
+    checks those again instead of running (for working on the tests, never set in CI).
+    """
+    from tests.megatron_cpu.pretrain_harness import load_runs, run_all
+
+    keep = os.environ.get("MEGATRON_CPU_PRETRAIN_DIR")
+    if keep:
+        work = Path(keep)
+        runs = load_runs(work)
+        if runs is not None:
+            return runs
+        work.mkdir(parents=True, exist_ok=True)
+    else:
+        work = tmp_path_factory.mktemp("pretrain")
+    roots = {"pristine": pristine_root, "fork": fork_root}
+    return run_all(roots, dataset_helpers, work, free_port)

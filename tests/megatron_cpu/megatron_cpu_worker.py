@@ -36,7 +36,6 @@ warnings.filterwarnings("ignore")
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-from torch.overrides import TorchFunctionMode  # noqa: E402
 
 SEED = 1234
 NUM_LAYERS = 2
@@ -48,15 +47,7 @@ MICRO_BATCH = 2
 NUM_MICROBATCHES = 2
 
 
-class CudaFactoriesOnCpu(TorchFunctionMode):
-    """Tensor factories called with ``device="cuda"`` (or a cuda device) create CPU tensors."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        device = kwargs.get("device")
-        if device is not None and torch.device(device).type == "cuda":
-            kwargs = {**kwargs, "device": "cpu"}
-        return func(*args, **kwargs)
+from cuda_on_cpu import CudaFactoriesOnCpu  # noqa: E402,F401  (this script's directory is sys.path[0])
 
 
 def init_distributed(rank: int, world_size: int, port: int, pipeline_size: int) -> None:

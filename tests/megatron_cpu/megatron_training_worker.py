@@ -85,24 +85,15 @@ ARGV = [
 ]
 
 
-@contextlib.contextmanager
-def cpu_shims():
-    synchronize, current_device = torch.cuda.synchronize, torch.cuda.current_device
-    torch.cuda.synchronize = lambda *args, **kwargs: None
-    torch.cuda.current_device = lambda: "cpu"
-    try:
-        with base.CudaFactoriesOnCpu():
-            yield
-    finally:
-        torch.cuda.synchronize, torch.cuda.current_device = synchronize, current_device
+from cuda_on_cpu import cpu_shims  # noqa: E402,F401  (shared with the other workers)
 
 
-def init_megatron(port: int):
+def init_megatron(port: int, megatron_argv: list[str] = ARGV):
     from megatron.training.arguments import parse_args, validate_args
     from megatron.training.global_vars import set_global_variables
 
     argv = sys.argv
-    sys.argv = ["pretrain", *ARGV]
+    sys.argv = ["pretrain", *megatron_argv]
     try:
         args = parse_args()
     finally:
