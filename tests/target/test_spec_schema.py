@@ -99,7 +99,7 @@ _PROBES = {
     "runtime": ({"runtime": {"zzz": 1}}, spec_schema.RUNTIME_KEYS),
     "upstream": ({"upstream": {"zzz": 1}}, spec_schema.UPSTREAM_KEYS),
     "preset 'p'": ({"presets": {"p": {"zzz": 1}}}, spec_schema.PRESET_KEYS),
-    "lifecycle": ({"lifecycle": {"zzz": 1}}, spec_schema.LIFECYCLE_ROLES),
+    "lifecycle": ({"lifecycle": {"zzz": 1}}, tuple(spec_schema.LIFECYCLE_KEYS)),
     "lifecycle startup": ({"lifecycle": {"startup": {"zzz": 1, "group": "layer"}}}, spec_schema.LIFECYCLE_SPAN_KEYS),
     "metric": ({"metrics": [{"zzz": 1}]}, spec_schema.METRIC_KEYS),
     "env": ({"env": [{"zzz": 1}]}, spec_schema.ENV_KEYS),
