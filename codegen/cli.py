@@ -44,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
         "--out",
         type=Path,
         metavar="DIR",
-        help="write the whole instrumented source tree to DIR (replaced atomically)",
+        help="write the whole instrumented source tree to DIR (replaced atomically); for a supported "
+        "release other than the pinned one given alone, default: build/megatron-core-X.Y.Z/ beside the "
+        "specs directory",
     )
     apply.add_argument(
         "--generated",
@@ -387,8 +389,20 @@ def _apply(args: argparse.Namespace) -> int:
     run = _run(args, use_cache=not args.no_cache)
     if args.generated is None and use_generated and not run.pinned:
         reason = f"megatron-core {run.release} is not the pinned release"
-        if args.out is None or args.check:
+        if args.check:
             return _default_generated_refused(args, generated_dir, reason)
+        if args.out is None:
+            # Another supported release with no destination named: its fork goes to build/, never
+            # over the reviewed patch set of the pinned release.
+            out = specs_dir.resolve().parent / "build" / f"megatron-core-{run.release}"
+            problem = _destination_problem(
+                out, "--out", lambda p: (out / FORK_MARKER).is_file(), protected + [generated_dir]
+            )
+            if problem:
+                print(f"error: {problem}", file=sys.stderr)
+                return EXIT_SPEC
+            print(f"note: {reason}: {generated_dir} is left alone (--out DIR to choose where the fork goes)")
+            args.out = out
         use_generated = False
     tree = run.tree
     if args.check:

@@ -300,9 +300,13 @@ def test_other_release_writes_only_where_told(
     assert main(["apply", str(specs)]) == 0  # the pinned release: the default generated/
     pinned = {p: p.read_bytes() for p in generated.rglob("*") if p.is_file()}
     assert main(["apply", str(specs), "--release", "0.0.0"]) == 0
-    assert main(["apply", str(specs), "--release", "0.0.1"]) == 2
+    assert main(["apply", str(specs), "--release", "0.0.1", "--check"]) == 2
     err = capsys.readouterr().err
     assert "megatron-core 0.0.1 is not the pinned release" in err
+    # alone, the fork goes to build/ beside the specs, the pinned generated/ is left alone
+    assert main(["apply", str(specs), "--release", "0.0.1"]) == 0
+    assert 'otel.start_span("demo.new")' in (specs.parent / "build" / "megatron-core-0.0.1" / DEMO).read_text()
+    assert "is left alone" in capsys.readouterr().out
     fork = tmp_path / "fork"
     assert main(["apply", str(specs), "--release", "0.0.1", "--out", str(fork)]) == 0
     assert 'otel.start_span("demo.new")' in (fork / DEMO).read_text()

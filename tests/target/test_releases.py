@@ -149,3 +149,25 @@ def test_older_releases_place_every_span_whose_code_exists(fork: types.SimpleNam
         assert [s.name for s in excluded] == ["megatron.startup.sniff_test"]
     else:
         assert excluded == []
+
+
+def test_release_alone_writes_its_fork_to_build_and_leaves_generated_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`codegen apply specs/ --release X` (the issue's done-when command, no --out): the fork of a
+    non-pinned release goes to build/megatron-core-X/ beside the specs, never to generated/."""
+    version = next(v for v in RELEASES if v != PROJECT.upstream.version)
+    _tree(version)
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    for path in SPECS.glob("*.yaml"):
+        (specs / path.name).write_bytes(path.read_bytes())
+    assert main(["apply", str(specs), "--release", version, "--no-cache"]) == 0
+    fork = tmp_path / "build" / f"megatron-core-{version}"
+    assert (fork / FORK_REPORT).is_file()
+    assert (fork / "megatron" / "core" / "otel" / "__init__.py").is_file()
+    assert not (tmp_path / "generated").exists()
+    assert "is left alone" in capsys.readouterr().out
+    # a second run replaces its own fork; --check still refuses the default generated/
+    assert main(["apply", str(specs), "--release", version, "--no-cache"]) == 0
+    assert main(["apply", str(specs), "--release", version, "--check"]) == 2
