@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._config import env_timestamps
 from ._spans import NO_ATTRIBUTES, SPAN_ATTRIBUTES, disable, end_open_spans
-from ._state import STATE, LifecycleEntry, flag, log_once, set_flag, warn_once
+from ._state import STATE, flag, log_once, set_flag, warn_once
 from ._taxonomy import INTERVAL, PHASES, PRE_STARTUP, STARTUP
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Tracer
+
+    from ._state import LifecycleEntry
 
 try:
     from opentelemetry import context as otel_context

@@ -10,7 +10,7 @@ from ._state import STATE, Recorder, flag, log_once
 from ._taxonomy import INSTRUMENTS
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import CallbackOptions, Meter, Observation
+    from opentelemetry.metrics import CallbackOptions, Meter
 
 LM_LOSS_KEY = "lm loss"
 

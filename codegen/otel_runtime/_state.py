@@ -24,10 +24,11 @@ if TYPE_CHECKING:
     from ._config import Settings
     from ._spans import StartedSpan
 
+    LifecycleEntry = tuple[Span, Token[Context]]  # a lifecycle span and its context token
+
 LOG = logging.getLogger(__name__.rpartition(".")[0])
 NAMESPACE: dict[str, Any] = vars(sys.modules[__name__.rpartition(".")[0]])
 Recorder = Callable[[Any], Any]
-LifecycleEntry = tuple["Span", "Token[Context]"]  # a lifecycle span and its context token
 
 
 class OpenSpans(threading.local):

@@ -131,7 +131,8 @@ BOUND = [
 def test_bound_names_pass(attributes: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run(tmp_path, _span("Layer.forward", attributes=attributes), capsys)
     assert code == 0, err
-    assert "warning" not in err
+    # only the registry's reminder that these ad-hoc attributes have no declared type
+    assert [line for line in err.splitlines() if "warning" in line and "has no type" not in line] == []
 
 
 def test_end_attributes_see_the_covered_statements(
