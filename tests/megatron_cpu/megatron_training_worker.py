@@ -157,13 +157,41 @@ def evaluate_once(spec: str, provider) -> dict[str, Any]:
     }
 
 
-def train_once(spec: str, provider) -> dict[str, Any]:
+def build_trainer():
+    """The tiny GPT in megatron's DDP wrapper, its optimizer and scheduler (under ``cpu_shims``)."""
     from megatron.core.distributed import (
         DistributedDataParallel,
         DistributedDataParallelConfig,
     )
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+
+    model = base.build_model()
+    config = model.config
+    ddp = DistributedDataParallel(config, DistributedDataParallelConfig(), model)
+    optimizer = get_megatron_optimizer(
+        OptimizerConfig(
+            optimizer="adam", lr=1e-3, params_dtype=torch.float32, clip_grad=0.0
+        ),
+        [ddp],
+    )
+    scheduler = OptimizerParamScheduler(
+        optimizer,
+        init_lr=0.0,
+        max_lr=1e-3,
+        min_lr=0.0,
+        lr_warmup_steps=0,
+        lr_decay_steps=100,
+        lr_decay_style="constant",
+        start_wd=0.0,
+        end_wd=0.0,
+        wd_incr_steps=100,
+        wd_incr_style="constant",
+    )
+    return model, ddp, optimizer, scheduler
+
+
+def train_once(spec: str, provider) -> dict[str, Any]:
     from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
     from megatron.training import training
 
@@ -171,28 +199,8 @@ def train_once(spec: str, provider) -> dict[str, Any]:
     steps = []
     enabled: list[str] = []
     with cpu_shims():
-        model = base.build_model()
+        model, ddp, optimizer, scheduler = build_trainer()
         config = model.config
-        ddp = DistributedDataParallel(config, DistributedDataParallelConfig(), model)
-        optimizer = get_megatron_optimizer(
-            OptimizerConfig(
-                optimizer="adam", lr=1e-3, params_dtype=torch.float32, clip_grad=0.0
-            ),
-            [ddp],
-        )
-        scheduler = OptimizerParamScheduler(
-            optimizer,
-            init_lr=0.0,
-            max_lr=1e-3,
-            min_lr=0.0,
-            lr_warmup_steps=0,
-            lr_decay_steps=100,
-            lr_decay_style="constant",
-            start_wd=0.0,
-            end_wd=0.0,
-            wd_incr_steps=100,
-            wd_incr_style="constant",
-        )
         with telemetry(spec, provider, enabled):
             for iteration in range(TRAIN_STEPS):
                 result = training.train_step(

@@ -1,0 +1,243 @@
+"""The instrumented fork exporting through the runtime's real OTLP path; a subprocess of the tests.
+
+    python otlp_worker.py train --out FILE --port P [--steps N] [--evaluate] [--phases A,B,...]
+                                [--end normal|exception|sigterm]
+    python otlp_worker.py spans --out FILE --count N [--more M] [--end ...]
+
+Telemetry is configured the way a production job configures it: ``otel.configure(args)`` with
+nothing but the environment the test sets (``MEGATRON_OTEL_ENABLED=1``,
+``MEGATRON_OTEL_EXPORTER=otlp``, the standard ``OTEL_EXPORTER_OTLP_*`` variables pointing at the
+test's receiver, ``OTEL_SERVICE_NAME``, SLURM identity); the runtime builds its own providers,
+batch processors, metric reader and OTLP exporters, and flushes at exit through its own exit hooks.
+
+``train``: megatron's global state as in ``megatron_training_worker.py``; ``otel.configure(args)``
+and ``otel.startup(...)`` as ``pretrain()`` calls them; ``--evaluate`` runs
+``megatron.training.training.evaluate`` once; then ``train_step`` (megatron's, on the tiny GPT in
+megatron's DDP with megatron's optimizer) runs inside the runtime calls that ``train()``'s
+generated instrumentation makes around it (``begin_training``, ``train_iteration``, the
+``megatron.train.iteration`` / ``first_iteration`` spans, ``training_log``'s ``record_metrics``):
+``train()`` itself needs CUDA. Each iteration is timed, telemetry calls included.
+
+``--phases``: the steps run in phases; before each the worker prints ``PHASE <name>`` and waits
+for a line on stdin (the test switches its receiver's mode meanwhile), so one process measures
+every mode against the same model and exporter.
+
+``spans``: no model; ``--count`` spans as fast as the runtime takes them (a long run with the
+collector away, compressed), sampling this process's resident memory and the span queue; with
+``--more``, prints ``HALF``, waits for a line on stdin, then records ``--more`` spans (numbered from
+1,000,000) and ends: the test brings its receiver back meanwhile.
+
+``--end``: ``normal`` (returns), ``exception`` (an exception escapes the script) or ``sigterm``
+(prints ``WAITING`` and sleeps until the test sends SIGTERM). ``END <epoch seconds>`` is printed
+when the script's own work is done, so the test measures how long exiting takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+PROCESS_START = time.time()
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def span_queues(otel: Any) -> list[Any]:
+    """The batch span processors' queues the runtime created (SDK internals, for measuring)."""
+    queues = []
+    for provider in getattr(otel._lifecycle, "_owned", []):
+        active = getattr(provider, "_active_span_processor", None)
+        for processor in getattr(active, "_span_processors", ()):
+            batch = getattr(processor, "_batch_processor", None)
+            if batch is not None:
+                queues.append(batch._queue)
+    return queues
+
+
+def wait_for_go(label: str) -> None:
+    print(label, flush=True)
+    if not sys.stdin.readline():
+        raise SystemExit("stdin closed")
+
+
+def end(how: str, results: dict[str, Any], out: str) -> None:
+    with open(out, "w", encoding="utf-8") as handle:
+        json.dump(results, handle)
+    if how == "sigterm":
+        print("WAITING", flush=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise SystemExit("no SIGTERM came")
+    print(f"END {time.time():.6f}", flush=True)
+    if how == "exception":
+        raise RuntimeError("the training script failed (injected by the test)")
+
+
+def main_train(options: argparse.Namespace) -> None:
+    import megatron_training_worker as training_worker
+    import torch
+    import torch.distributed as dist
+    from megatron.core import otel, parallel_state
+    from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
+    from megatron.training import training
+
+    base = training_worker.base
+    args = training_worker.init_megatron(options.port)
+    groups = sorted(otel.configure(args))
+    otel.startup(
+        {
+            "program_start": PROCESS_START,
+            "main_entry": PROCESS_START + 0.01,
+            "pretrain_entry": PROCESS_START + 0.02,
+            "initialize_megatron": time.time(),
+        },
+        lambda: {"megatron.model_type": "ModelType.encoder_or_decoder"},
+    )
+    results: dict[str, Any] = {"groups": groups, "phases": {}, "losses": []}
+    data = itertools.cycle(training_worker.make_batches(4 * base.NUM_MICROBATCHES, base.SEED + 20))
+    try:
+        with training_worker.cpu_shims():
+            model, ddp, optimizer, scheduler = training_worker.build_trainer()
+            config = model.config
+            forward_backward = get_forward_backward_func()
+            phases = options.phases.split(",") if options.phases else ["run"]
+            iteration = 0
+            otel.begin_training(iteration, options.save_interval)
+            if options.evaluate:  # train() evaluates inside the training interval
+                batches = training_worker.make_batches(
+                    training_worker.EVAL_ITERS * base.NUM_MICROBATCHES, base.SEED + 10
+                )
+                training.evaluate(base.forward_step_func, iter(batches), [model], None, config)
+            for phase in phases:
+                if options.phases:
+                    wait_for_go(f"PHASE {phase}")
+                times = results["phases"].setdefault(phase, [])
+                for _ in range(options.steps):
+                    started = time.perf_counter()
+                    otel.train_iteration(iteration)
+                    step = otel.STEP and otel.start_span(
+                        "megatron.train.iteration", lambda: {"megatron.iteration": iteration}
+                    )
+                    first = (
+                        otel.FIRST_ITERATION
+                        and otel.first_time("megatron.train.first_iteration")
+                        and otel.start_span(
+                            "megatron.train.first_iteration", lambda: {"megatron.iteration": iteration}
+                        )
+                    )
+                    loss, skipped, _c, _e, _x, grad_norm, _z, _l = training.train_step(
+                        base.forward_step_func,
+                        data,
+                        [ddp],
+                        optimizer,
+                        scheduler,
+                        config,
+                        forward_backward,
+                        iteration=iteration,
+                    )
+                    first and first.end()
+                    step and step.set_attributes(lambda: {"megatron.skipped": skipped})
+                    step and step.end()
+                    elapsed = time.perf_counter() - started
+                    lm_loss = loss["lm loss"]
+                    otel.METRICS and otel.record_metrics(
+                        lambda: {
+                            "megatron.training.step_duration_ms": elapsed * 1000.0,
+                            "megatron.training.loss": otel.interval_loss(
+                                {"lm loss": lm_loss, "iters": 1}, "iters"
+                            ),
+                            "megatron.training.tokens_per_sec": (
+                                training_worker.GLOBAL_BATCH * base.SEQ / elapsed
+                            ),
+                            "megatron.training.grad_norm": grad_norm,
+                            "megatron.training.skipped_iters": skipped,
+                            "megatron.training.learning_rate": scheduler.get_lr(
+                                optimizer.param_groups[0]
+                            ),
+                            "megatron.training.memory_allocated_gb": otel.max_memory_allocated_gb(),
+                        }
+                    )
+                    times.append(time.perf_counter() - started)
+                    results["losses"].append(float(lm_loss))
+                    iteration += 1
+            otel.end_training()
+    finally:
+        parallel_state.destroy_model_parallel()
+        dist.destroy_process_group()
+    results["iterations"] = iteration
+    del torch
+    end(options.end, results, options.out)
+
+
+def main_spans(options: argparse.Namespace) -> None:
+    from megatron.core import otel
+
+    results: dict[str, Any] = {"groups": sorted(otel.configure())}
+    queues = span_queues(otel)
+    rss = [rss_bytes()]
+    queued: list[int] = []
+    every = max(1, options.count // 20)
+
+    def record(count: int, offset: int) -> None:
+        for index in range(count):
+            span = otel.STEP and otel.start_span(
+                "megatron.train.iteration", lambda: {"megatron.iteration": offset + index}
+            )
+            span and span.end()
+            if index % every == every - 1:
+                rss.append(rss_bytes())
+                queued.append(max((len(q) for q in queues), default=-1))
+
+    started = time.perf_counter()
+    record(options.count, 0)
+    results["seconds"] = time.perf_counter() - started
+    results["rss"] = rss
+    results["queued"] = queued
+    if options.more:
+        wait_for_go("HALF")
+        record(options.more, 1_000_000)
+    end(options.end, results, options.out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train")
+    train.add_argument("--port", type=int, required=True)
+    train.add_argument("--steps", type=int, default=3)
+    train.add_argument("--evaluate", action="store_true")
+    train.add_argument("--phases", default="")
+    train.add_argument("--save-interval", type=int, default=2)
+    spans = sub.add_parser("spans")
+    spans.add_argument("--count", type=int, required=True)
+    spans.add_argument("--more", type=int, default=0)
+    for command in (train, spans):
+        command.add_argument("--out", required=True)
+        command.add_argument("--end", choices=("normal", "exception", "sigterm"), default="normal")
+    options = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if options.command == "train":
+        import torch
+
+        torch.set_num_threads(1)
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        main_train(options)
+    else:
+        main_spans(options)
+
+
+if __name__ == "__main__":
+    main()
