@@ -247,6 +247,11 @@ class OtlpReceiver:
         if self.protocol == "http":
             server.shutdown()
             server.server_close()
+            for connection in list(server.connections):  # keep-alive connections too: gone
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
         else:
             server.stop(grace=None).wait(5)
 
@@ -283,6 +288,14 @@ class OtlpReceiver:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             timeout = 30  # seconds a client may take to send its request
+
+            def setup(self) -> None:
+                super().setup()
+                self.server.connections.add(self.connection)
+
+            def finish(self) -> None:
+                self.server.connections.discard(self.connection)
+                super().finish()
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 entry = HTTP_PATHS.get(self.path.split("?")[0])
@@ -330,8 +343,10 @@ class OtlpReceiver:
         class Server(ThreadingHTTPServer):
             daemon_threads = True
             allow_reuse_address = True
+            connections: set[socket.socket]
 
         server = Server((HOST, self.port), Handler)
+        server.connections = set()
         threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name="otlp-http"
         ).start()

@@ -11,30 +11,35 @@ test's receiver, ``OTEL_SERVICE_NAME``, SLURM identity); the runtime builds its 
 batch processors, metric reader and OTLP exporters, and flushes at exit through its own exit hooks.
 
 ``train``: megatron's global state as in ``megatron_training_worker.py``; ``otel.configure(args)``
-and ``otel.startup(...)`` as ``pretrain()`` calls them; ``--evaluate`` runs
-``megatron.training.training.evaluate`` once; then ``train_step`` (megatron's, on the tiny GPT in
-megatron's DDP with megatron's optimizer) runs inside the runtime calls that ``train()``'s
-generated instrumentation makes around it (``begin_training``, ``train_iteration``, the
+and ``otel.startup(...)`` as ``pretrain()`` calls them; then ``train_step`` (megatron's, on the
+tiny GPT in megatron's DDP with megatron's optimizer) runs inside the runtime calls that
+``train()``'s generated instrumentation makes around it (``begin_training``, ``train_iteration``, the
 ``megatron.train.iteration`` / ``first_iteration`` spans, ``training_log``'s ``record_metrics``):
-``train()`` itself needs CUDA. Each iteration is timed, telemetry calls included.
+``train()`` itself needs CUDA. Each iteration is timed (wall clock, and the training thread's CPU time), telemetry calls
+included. ``--evaluate`` runs
+``megatron.training.training.evaluate`` once, inside the training interval as ``train()`` does.
 
 ``--phases``: the steps run in phases; before each the worker prints ``PHASE <name>`` and waits
-for a line on stdin (the test switches its receiver's mode meanwhile), so one process measures
-every mode against the same model and exporter.
+for a line on stdin (the test switches its receiver's mode meanwhile), then runs ``--steps`` steps
+and for at least ``--phase-seconds``, so one process measures every mode against the same model
+and exporter.
 
 ``spans``: no model; ``--count`` spans as fast as the runtime takes them (a long run with the
 collector away, compressed), sampling this process's resident memory and the span queue; with
 ``--more``, prints ``HALF``, waits for a line on stdin, then records ``--more`` spans (numbered from
-1,000,000) and ends: the test brings its receiver back meanwhile.
+1,000,000), prints ``MORE`` and waits for another line before it ends: the test brings its
+receiver back meanwhile and watches the later spans arrive while the run goes on.
 
 ``--end``: ``normal`` (returns), ``exception`` (an exception escapes the script) or ``sigterm``
 (prints ``WAITING`` and sleeps until the test sends SIGTERM). ``END <epoch seconds>`` is printed
-when the script's own work is done, so the test measures how long exiting takes.
+when the script's own work is done and ``EXITED <epoch seconds>`` by an exit hook that runs after
+the runtime's, so the test measures how long the runtime's exit takes.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import itertools
 import json
 import os
@@ -125,8 +130,10 @@ def main_train(options: argparse.Namespace) -> None:
                 if options.phases:
                     wait_for_go(f"PHASE {phase}")
                 times = results["phases"].setdefault(phase, [])
-                for _ in range(options.steps):
-                    started = time.perf_counter()
+                cpu = results.setdefault("cpu", {}).setdefault(phase, [])
+                phase_ends = time.monotonic() + options.phase_seconds
+                while len(times) < options.steps or time.monotonic() < phase_ends:
+                    started, cpu_started = time.perf_counter(), time.thread_time()
                     otel.train_iteration(iteration)
                     step = otel.STEP and otel.start_span(
                         "megatron.train.iteration", lambda: {"megatron.iteration": iteration}
@@ -171,6 +178,7 @@ def main_train(options: argparse.Namespace) -> None:
                         }
                     )
                     times.append(time.perf_counter() - started)
+                    cpu.append(time.thread_time() - cpu_started)
                     results["losses"].append(float(lm_loss))
                     iteration += 1
             otel.end_training()
@@ -186,6 +194,7 @@ def main_spans(options: argparse.Namespace) -> None:
     from megatron.core import otel
 
     results: dict[str, Any] = {"groups": sorted(otel.configure())}
+    otel.METRICS and otel.record_metrics(lambda: {"megatron.training.loss": 2.5})
     queues = span_queues(otel)
     rss = [rss_bytes()]
     queued: list[int] = []
@@ -209,6 +218,7 @@ def main_spans(options: argparse.Namespace) -> None:
     if options.more:
         wait_for_go("HALF")
         record(options.more, 1_000_000)
+        wait_for_go("MORE")
     end(options.end, results, options.out)
 
 
@@ -220,6 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     train.add_argument("--steps", type=int, default=3)
     train.add_argument("--evaluate", action="store_true")
     train.add_argument("--phases", default="")
+    train.add_argument("--phase-seconds", type=float, default=0.0)
     train.add_argument("--save-interval", type=int, default=2)
     spans = sub.add_parser("spans")
     spans.add_argument("--count", type=int, required=True)
@@ -229,6 +240,8 @@ def main(argv: list[str] | None = None) -> None:
         command.add_argument("--end", choices=("normal", "exception", "sigterm"), default="normal")
     options = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Registered before the runtime's exit hook, so it runs after it (atexit is last in, first out).
+    atexit.register(lambda: print(f"EXITED {time.time():.6f}", flush=True))
     if options.command == "train":
         import torch
 

@@ -157,11 +157,13 @@ def test_absent_listens_nowhere_until_it_comes_back_on_the_same_port(protocol):
         assert receiver.requests() == []
         receiver.set_mode("accept")
         assert send_spans(exporter) == SpanExportResult.SUCCESS
-        receiver.set_mode("absent")
+        receiver.set_mode("absent")  # the exporter's open keep-alive connection goes too
+        assert send_spans(exporter) == SpanExportResult.FAILURE
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", receiver.port), timeout=2).close()
         exporter.shutdown()
     assert receiver.span_count() == 1
+    assert [r.mode for r in receiver.requests()] == ["accept"]
 
 
 def test_bounded_requests_and_duration():
