@@ -72,7 +72,15 @@ class Request:
     mode: str  # the receiver's mode when the request arrived
     status: str  # "ok", "refused", "too large", "bad request", "over limit"
     at: float  # time.monotonic() when it arrived
-    document: dict[str, Any] | None = field(default=None, repr=False)  # OTLP JSON, when stored
+    message: Any = field(default=None, repr=False)  # the decoded export request, when stored
+    _document: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def document(self) -> dict[str, Any] | None:
+        """The request as OTLP JSON (converted when first asked: no receiver work during a run)."""
+        if self._document is None and self.message is not None:
+            self._document = to_otlp_json(self.message)
+        return self._document
 
 
 def free_port() -> int:
@@ -268,14 +276,14 @@ class OtlpReceiver:
             status = "refused" if decode is not None else "bad request"
         else:
             status = "ok"
-        document = None
+        message = None
         if status == "ok":
             try:
-                document = to_otlp_json(decode())
+                message = decode()
             except Exception:  # noqa: BLE001 - a malformed body is answered 400
                 status = "bad request"
         with self._lock:
-            self._requests.append(Request(signal, self.protocol, mode, status, at, document))
+            self._requests.append(Request(signal, self.protocol, mode, status, at, message))
         return status, (self.delay_s if mode == "slow" and status == "ok" else 0.0)
 
     def _delay(self, seconds: float) -> None:
