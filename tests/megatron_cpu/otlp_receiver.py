@@ -133,7 +133,8 @@ class OtlpReceiver:
         self._lock = threading.Lock()
         self._requests: list[Request] = []
         self._server: Any = None
-        self._stopped = threading.Event()
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()  # set once nothing listens any more
         self._timer: threading.Timer | None = None
         self._answered = 0
 
@@ -149,10 +150,11 @@ class OtlpReceiver:
 
     def stop(self) -> None:
         """Stop listening and release waiting requests; idempotent."""
-        self._stopped.set()
+        self._stopping.set()  # releases slow answers
         if self._timer is not None:
             self._timer.cancel()
         self._close()
+        self._stopped.set()
 
     def __enter__(self) -> OtlpReceiver:
         return self.start()
@@ -174,7 +176,7 @@ class OtlpReceiver:
             previous, self._mode = self._mode, mode
         if mode == "absent" and previous != "absent":
             self._close()
-        elif previous == "absent" and mode != "absent" and not self.stopped:
+        elif previous == "absent" and mode != "absent" and not self._stopping.is_set():
             self._listen()
 
     @property
@@ -270,7 +272,7 @@ class OtlpReceiver:
             self._answered += 1
             over = self._answered > self.max_requests
         at = time.monotonic()
-        if over or self.stopped:
+        if over or self._stopping.is_set():
             status = "over limit"
         elif mode == "refuse" or decode is None:
             status = "refused" if decode is not None else "bad request"
@@ -288,7 +290,7 @@ class OtlpReceiver:
 
     def _delay(self, seconds: float) -> None:
         if seconds > 0:
-            self._stopped.wait(seconds)
+            self._stopping.wait(seconds)
 
     def _http_server(self) -> ThreadingHTTPServer:
         receiver = self
