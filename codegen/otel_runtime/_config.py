@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._spans import resolve
@@ -18,6 +18,19 @@ from ._taxonomy import ENV, ENV_TIMESTAMPS, FLAG_OVERRIDES
 
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True}
 _BOOLEANS.update({"0": False, "false": False, "no": False, "off": False})
+
+
+@dataclass(frozen=True)
+class ExportLimits:
+    """How long exporting may take and how much may wait for it (see ``_export``)."""
+
+    export_timeout: float = 10.0  # seconds for one export, the exporter's retries included
+    export_timeout_given: bool = False  # set explicitly: wins over OTEL_EXPORTER_OTLP_*TIMEOUT
+    flush_timeout: float = 5.0  # seconds for flush and shutdown at the end of the run, in all
+    span_queue_size: int = 2048  # ended spans waiting for export, at most
+    span_batch_size: int = 512  # spans per export, at most
+    span_schedule_delay_ms: float = 5000.0  # the longest a span waits for its batch
+    metric_export_interval_ms: float = 60000.0
 
 
 @dataclass(frozen=True)
@@ -32,6 +45,7 @@ class Settings:
     export_rank: int  # -1: the last rank
     sigterm_flush_timeout: float  # seconds; 0: no flush on SIGTERM
     service_name: str
+    export: ExportLimits = field(default_factory=ExportLimits)
 
     def exporting_rank(self, world_size: int) -> int:
         """The rank that records and exports in a world of ``world_size``; ``ValueError`` when
@@ -75,6 +89,7 @@ def read_settings(args: Any = None, environ: Mapping[str, str] | None = None) ->
         export_rank=_export_rank(*raw["export_rank"]),
         sigterm_flush_timeout=_seconds(*raw["sigterm_flush_timeout"]),
         service_name=raw["service_name"][0],
+        export=_export_limits(raw, environ),
     )
 
 
@@ -138,12 +153,56 @@ def _export_rank(value: str, where: str) -> int:
     return rank
 
 
+def _export_limits(raw: Mapping[str, tuple[str, str]], environ: Mapping[str, str]) -> ExportLimits:
+    queue, batch = _count(*raw["span_queue_size"]), _count(*raw["span_batch_size"])
+    if batch > queue:
+        raise ValueError(
+            f"{raw['span_batch_size'][1]}={batch} is not valid; valid values: "
+            f"at most {raw['span_queue_size'][1]}={queue}"
+        )
+    timeout = _seconds(*raw["export_timeout"])
+    if timeout <= 0:
+        raise ValueError(
+            f"{raw['export_timeout'][1]}={raw['export_timeout'][0]!r} is not valid; "
+            "valid values: seconds > 0"
+        )
+    return ExportLimits(
+        export_timeout=timeout,
+        export_timeout_given=bool(environ.get(ENV["export_timeout"][0], "").strip()),
+        flush_timeout=_seconds(*raw["flush_timeout"]),
+        span_queue_size=queue,
+        span_batch_size=batch,
+        span_schedule_delay_ms=_milliseconds(*raw["span_schedule_delay"]),
+        metric_export_interval_ms=_milliseconds(*raw["metric_export_interval"]),
+    )
+
+
+def _count(value: str, where: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise ValueError(f"{where}={value!r} is not valid; valid values: an integer > 0")
+    return number
+
+
+def _milliseconds(value: str, where: str) -> float:
+    try:
+        millis = float(value)
+    except ValueError:
+        millis = 0.0
+    if not 0 < millis < float("inf"):
+        raise ValueError(f"{where}={value!r} is not valid; valid values: milliseconds > 0")
+    return millis
+
+
 def _seconds(value: str, where: str) -> float:
     try:
         seconds = float(value)
     except ValueError:
         seconds = -1.0
-    if not seconds >= 0:
+    if not 0 <= seconds < float("inf"):
         raise ValueError(f"{where}={value!r} is not valid; valid values: seconds >= 0")
     return seconds
 

@@ -21,6 +21,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._config import env_timestamps
+from ._export import flush_providers, shutdown_providers
 from ._spans import NO_ATTRIBUTES, SPAN_ATTRIBUTES, disable, end_open_spans
 from ._state import STATE, flag, log_once, set_flag, warn_once
 from ._taxonomy import INTERVAL, PHASES, PRE_STARTUP, STARTUP
@@ -172,7 +173,8 @@ def in_context(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def shutdown() -> None:
-    """End every open lifecycle span, flush, and shut down the providers the runtime created.
+    """End every open lifecycle span, flush, and shut down the providers the runtime created,
+    within the flush timeout (``MEGATRON_OTEL_FLUSH_TIMEOUT_S``) in all.
 
     Once per run; never raises.
     """
@@ -186,10 +188,7 @@ def shutdown() -> None:
     disable()
     STATE.tracer = None
     set_flag("METRICS", False)
-    for provider in STATE.owned + STATE.borrowed:
-        _call(provider, "force_flush")
-    for provider in STATE.owned:
-        _call(provider, "shutdown")
+    shutdown_providers(STATE.owned, STATE.borrowed, STATE.flush_timeout)
 
 
 def reset() -> None:
@@ -242,9 +241,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
                 if entry is not None:
                     _end(entry, False)
             STATE.interval = STATE.startup = None
-            millis = int(STATE.sigterm_timeout * 1000)
-            for provider in STATE.owned + STATE.borrowed:
-                _call(provider, "force_flush", millis)
+            flush_providers(STATE.owned + STATE.borrowed, STATE.sigterm_timeout)
         except Exception:
             log_once("sigterm-drain", "draining on SIGTERM failed", exc_info=True)
     previous = STATE.previous_sigterm
@@ -322,13 +319,6 @@ def _benign(error: BaseException) -> bool:
     if isinstance(error, SystemExit):
         return error.code is None or error.code == 0
     return isinstance(error, GeneratorExit)
-
-
-def _call(provider: Any, method: str, *args: Any) -> None:
-    try:
-        getattr(provider, method)(*args)
-    except Exception:
-        log_once(f"{method}:{id(provider)}", "%s failed", method, exc_info=True)
 
 
 def _ns(seconds: float) -> int:

@@ -3,13 +3,13 @@ and the bootstrap that sets telemetry up in the async checkpoint worker."""
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import _lifecycle, _metrics
-from ._config import Settings, rank_and_world, read_settings
+from . import _export, _lifecycle, _metrics
+from ._config import ExportLimits, Settings, rank_and_world, read_settings
 from ._resource import resource_attributes
 from ._spans import OTEL_INSTALLED, enable, enabled_groups
 from ._state import STATE, flag, log_once, set_flag
@@ -49,6 +49,7 @@ def worker_bootstrap() -> dict[str, Any]:
         "exporter": settings.exporter,
         "service_name": settings.service_name,
         "resource": dict(STATE.resource),
+        "export": dataclasses.asdict(settings.export),
         "environ": {k: v for k, v in os.environ.items() if k.startswith("OTEL_")},
     }
 
@@ -96,6 +97,7 @@ def setup_worker(bootstrap: Mapping[str, Any]) -> None:
             export_rank=-1,
             sigterm_flush_timeout=0.0,
             service_name=bootstrap["service_name"],
+            export=ExportLimits(**dict(bootstrap.get("export") or {})),
         )
         if _lifecycle.active():
             _lifecycle.reset()
@@ -126,14 +128,14 @@ def _start(
     if groups:
         provider, owned = tracer_provider, False
         if provider is None:
-            provider, owned = _tracer_provider(settings.exporter, sdk_resource), True
+            provider, owned = _export.tracer_provider(settings, sdk_resource), True
         if provider is not None:
             _lifecycle.adopt(provider, owned)
         groups = enable(groups, tracer_provider=provider)
     if settings.metrics:
         provider, owned = meter_provider, False
         if provider is None:
-            provider, owned = _meter_provider(settings.exporter, sdk_resource), True
+            provider, owned = _export.meter_provider(settings, sdk_resource), True
         try:
             if provider is None:
                 from opentelemetry import metrics
@@ -147,6 +149,7 @@ def _start(
         except Exception:
             log_once("instruments", "creating metric instruments failed", exc_info=True)
     if groups or flag("METRICS"):
+        STATE.flush_timeout = settings.export.flush_timeout
         _lifecycle.install_exit_hooks(settings.sigterm_flush_timeout)
     return groups
 
@@ -157,61 +160,3 @@ def _sdk_resource(service_name: str, attributes: dict[str, Any]) -> Any:
     except ImportError:
         return None
     return Resource.create({**attributes, "service.name": service_name})
-
-
-def _tracer_provider(exporter: str, resource: Any) -> Any:
-    try:
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
-    except ImportError:
-        log_once("sdk", "opentelemetry-sdk is not installed: using the global providers")
-        return None
-    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-    span_exporter = (
-        ConsoleSpanExporter() if exporter == "console" else _otlp(exporter, "trace", "Span")
-    )
-    if span_exporter is not None:
-        provider.add_span_processor(BatchSpanProcessor(span_exporter))
-    return provider
-
-
-def _meter_provider(exporter: str, resource: Any) -> Any:
-    try:
-        from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import (
-            ConsoleMetricExporter,
-            PeriodicExportingMetricReader,
-        )
-    except ImportError:
-        log_once("sdk", "opentelemetry-sdk is not installed: using the global providers")
-        return None
-    metric_exporter = (
-        ConsoleMetricExporter() if exporter == "console" else _otlp(exporter, "metric", "Metric")
-    )
-    readers = [PeriodicExportingMetricReader(metric_exporter)] if metric_exporter else []
-    return MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
-
-
-def _otlp(exporter: str, signal: str, kind: str) -> Any:
-    """The OTLP exporter for ``signal``, over the protocol OTEL_EXPORTER_OTLP_*PROTOCOL names."""
-    if exporter != "otlp":
-        return None
-    protocol = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}S_PROTOCOL") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"
-    )
-    order = ("http", "grpc") if protocol.startswith("http") else ("grpc", "http")
-    for transport in order:
-        module = f"opentelemetry.exporter.otlp.proto.{transport}.{signal}_exporter"
-        try:
-            return getattr(importlib.import_module(module), f"OTLP{kind}Exporter")()
-        except ImportError:
-            continue
-        except Exception:
-            log_once(f"otlp-{signal}", "creating the OTLP exporter failed", exc_info=True)
-            return None
-    log_once(
-        f"otlp-{signal}",
-        "no OTLP exporter installed (opentelemetry-exporter-otlp): %ss are not exported",
-        signal,
-    )
-    return None

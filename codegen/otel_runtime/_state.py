@@ -50,6 +50,7 @@ class State:
     sigterm_installed: bool = False
     previous_sigterm: Any = None
     sigterm_timeout: float = 0.0
+    flush_timeout: float = 5.0  # seconds for flush and shutdown at the end of a run, in all
     meters: dict[int, tuple[Any, dict[str, Recorder]]] = field(default_factory=dict)
     gauge_values: dict[str, Any] = field(default_factory=dict)
     # The current configuration: the tracer (None while no span records), the current meter's

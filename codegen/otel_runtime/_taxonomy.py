@@ -137,6 +137,12 @@ ENV: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "export_rank": ("MEGATRON_OTEL_EXPORT_RANK", "-1", ()),
     "sigterm_flush_timeout": ("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "0", ()),
     "service_name": ("OTEL_SERVICE_NAME", "megatron-lm", ()),
+    "export_timeout": ("MEGATRON_OTEL_EXPORT_TIMEOUT_S", "10", ()),
+    "flush_timeout": ("MEGATRON_OTEL_FLUSH_TIMEOUT_S", "5", ()),
+    "span_queue_size": ("OTEL_BSP_MAX_QUEUE_SIZE", "2048", ()),
+    "span_batch_size": ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "512", ()),
+    "span_schedule_delay": ("OTEL_BSP_SCHEDULE_DELAY", "5000", ()),
+    "metric_export_interval": ("OTEL_METRIC_EXPORT_INTERVAL", "60000", ()),
 }
 # Variables that give a startup timestamp (epoch seconds) -> the timestamp key.
 ENV_TIMESTAMPS: dict[str, str] = {

@@ -33,6 +33,14 @@ ENV_ROLES: dict[str, tuple[str, str]] = {
     "export_rank": ("MEGATRON_OTEL_EXPORT_RANK", "-1"),
     "sigterm_flush_timeout": ("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "0"),
     "service_name": ("OTEL_SERVICE_NAME", "megatron-lm"),
+    # Export limits: one export's timeout (retries included), flush + shutdown at the end of the
+    # run, the batch span processor's queue and batches, the metric reader's interval.
+    "export_timeout": ("MEGATRON_OTEL_EXPORT_TIMEOUT_S", "10"),
+    "flush_timeout": ("MEGATRON_OTEL_FLUSH_TIMEOUT_S", "5"),
+    "span_queue_size": ("OTEL_BSP_MAX_QUEUE_SIZE", "2048"),
+    "span_batch_size": ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "512"),
+    "span_schedule_delay": ("OTEL_BSP_SCHEDULE_DELAY", "5000"),
+    "metric_export_interval": ("OTEL_METRIC_EXPORT_INTERVAL", "60000"),
 }
 ROLE_BY_NAME = {name: role for role, (name, _) in ENV_ROLES.items()}
 

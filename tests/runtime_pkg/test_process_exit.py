@@ -222,7 +222,7 @@ def test_worker_bootstrap_round_trips_through_pickle_in_a_spawned_process(
         assert "WORKER (['checkpoint', 'job', 'layer', 'step'], True)" in result.stdout
         assert names == ["megatron.checkpoint.save.io_write"]  # exported by the worker
         assert (
-            "BOOTSTRAP ['enabled', 'environ', 'exporter', 'resource', 'service_name', 'span_groups']"
+            "BOOTSTRAP ['enabled', 'environ', 'export', 'exporter', 'resource', 'service_name', 'span_groups']"
             in result.stdout
         )
     else:

@@ -1,0 +1,279 @@
+"""Export: the SDK providers, exporters, batch span processor and metric reader the runtime builds,
+with the configured timeouts and queue limits; the bounded flush and shutdown; span accounting.
+
+Nothing here runs on a training thread but ``on_end`` (a length check and a queue append): the
+SDK's batch thread exports spans, the metric reader's thread exports metrics. When the collector is
+down, slow or refusing:
+
+- an export (the exporter's retries included) gives up after ``export_timeout`` seconds;
+- at most ``span_queue_size`` ended spans wait in memory; a span ended while the queue is full is
+  dropped and counted: logged once when the queue first fills, the totals once at shutdown;
+- shutdown (the end of the run, interpreter exit) flushes and shuts the providers down within
+  ``flush_timeout`` seconds in all, then gives up what is still queued; a flush on SIGTERM is
+  bounded by its own timeout.
+
+The bound at exit needs no new thread (Python 3.12 refuses to start one during interpreter exit):
+the SDK's own batch and reader threads do the exporting, and shutting them down joins them for
+at most the time left.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ._state import LOG, log_once
+
+_PROCESSOR_CLASS: Any = None
+# Standard variables that give the OTLP exporters a timeout of their own (the SDK reads them).
+_STANDARD_TIMEOUTS = ("OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_{SIGNAL}_TIMEOUT")
+
+
+def tracer_provider(settings: Any, resource: Any) -> Any:
+    """An SDK TracerProvider exporting through a bounded batch processor; None without the SDK."""
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+    except ImportError:
+        log_once("sdk", "opentelemetry-sdk is not installed: using the global providers")
+        return None
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    if settings.exporter == "console":
+        exporter = ConsoleSpanExporter()
+    else:
+        exporter = otlp_exporter(settings, "trace", "Span")
+    if exporter is not None:
+        limits = settings.export
+        processor = _processor_class()(
+            exporter,
+            max_queue_size=limits.span_queue_size,
+            schedule_delay_millis=limits.span_schedule_delay_ms,
+            max_export_batch_size=limits.span_batch_size,
+            export_timeout_millis=limits.export_timeout * 1000,
+        )
+        provider.add_span_processor(processor)
+        provider._megatron_processors = [processor]  # shut down with a timeout (shutdown_providers)
+    return provider
+
+
+def meter_provider(settings: Any, resource: Any) -> Any:
+    """An SDK MeterProvider with a periodic reader at the configured interval; None without the
+    SDK."""
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import (
+            ConsoleMetricExporter,
+            PeriodicExportingMetricReader,
+        )
+    except ImportError:
+        log_once("sdk", "opentelemetry-sdk is not installed: using the global providers")
+        return None
+    if settings.exporter == "console":
+        exporter = ConsoleMetricExporter()
+    else:
+        exporter = otlp_exporter(settings, "metric", "Metric")
+    readers = []
+    if exporter is not None:
+        limits = settings.export
+        readers.append(
+            PeriodicExportingMetricReader(
+                exporter,
+                export_interval_millis=limits.metric_export_interval_ms,
+                export_timeout_millis=limits.export_timeout * 1000,
+            )
+        )
+    return MeterProvider(resource=resource, metric_readers=readers, shutdown_on_exit=False)
+
+
+def otlp_exporter(settings: Any, signal: str, kind: str) -> Any:
+    """The OTLP exporter for ``signal``, over the protocol OTEL_EXPORTER_OTLP_*PROTOCOL names.
+
+    Its timeout is ``export_timeout`` unless only a standard OTEL_EXPORTER_OTLP_*TIMEOUT is set.
+    """
+    if settings.exporter != "otlp":
+        return None
+    protocol = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}S_PROTOCOL") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"
+    )
+    order = ("http", "grpc") if protocol.startswith("http") else ("grpc", "http")
+    options: dict[str, Any] = {}
+    standard = [name.format(SIGNAL=signal.upper() + "S") for name in _STANDARD_TIMEOUTS]
+    if settings.export.export_timeout_given or not any(os.environ.get(n) for n in standard):
+        options["timeout"] = settings.export.export_timeout
+    for transport in order:
+        module = f"opentelemetry.exporter.otlp.proto.{transport}.{signal}_exporter"
+        try:
+            return getattr(importlib.import_module(module), f"OTLP{kind}Exporter")(**options)
+        except ImportError:
+            continue
+        except Exception:
+            log_once(f"otlp-{signal}", "creating the OTLP exporter failed", exc_info=True)
+            return None
+    log_once(
+        f"otlp-{signal}",
+        "no OTLP exporter installed (opentelemetry-exporter-otlp): %ss are not exported",
+        signal,
+    )
+    return None
+
+
+def shutdown_providers(owned: Sequence[Any], borrowed: Sequence[Any], timeout: float) -> None:
+    """Flush ``borrowed`` and shut ``owned`` down (which exports what they hold) within ``timeout``
+    seconds in all; then log what was not exported. Never raises."""
+    deadline = time.monotonic() + timeout
+    if borrowed:
+        flush_providers(borrowed, timeout)
+    for provider in owned:
+        remaining_ms = max(0.0, deadline - time.monotonic()) * 1000
+        processors = getattr(provider, "_megatron_processors", ())
+        for processor in processors:
+            _call(processor, "shutdown", remaining_ms)
+        if hasattr(provider, "get_meter"):  # a MeterProvider: its shutdown takes a timeout
+            # at least a moment: with none left it raises instead of returning
+            _call(provider, "shutdown", max(remaining_ms, 1.0))
+        else:
+            _call(provider, "shutdown")
+        for processor in processors:
+            processor.report(timeout)
+
+
+def flush_providers(providers: Sequence[Any], timeout: float) -> bool:
+    """Flush ``providers`` on a helper thread for at most ``timeout`` seconds; False when that was
+    not enough (the flush goes on in the background) or no thread could be started."""
+    millis = int(timeout * 1000)
+
+    def flush() -> None:
+        for provider in providers:
+            _call(provider, "force_flush", millis)
+
+    try:
+        thread = threading.Thread(target=flush, name="megatron-otel-flush", daemon=True)
+        thread.start()
+    except RuntimeError:  # interpreter exit (Python >= 3.12): no new threads
+        log_once("flush-thread", "cannot flush the given providers during interpreter exit")
+        return False
+    thread.join(timeout)
+    if thread.is_alive():
+        log_once(
+            "flush-timeout",
+            "flushing did not finish within %.1f s: the collector is slow or unreachable",
+            timeout,
+        )
+        return False
+    return True
+
+
+def span_queue_lengths(providers: Sequence[Any]) -> list[int]:
+    """How many spans wait in each bounded batch processor of ``providers`` (for measuring)."""
+    return [
+        processor.queued()
+        for provider in providers
+        for processor in getattr(provider, "_megatron_processors", ())
+    ]
+
+
+def _call(target: Any, method: str, *args: Any) -> None:
+    try:
+        getattr(target, method)(*args)
+    except Exception:
+        log_once(f"{method}:{id(target)}", "%s failed", method, exc_info=True)
+
+
+def _processor_class() -> Any:
+    """``BoundedBatchSpanProcessor``, defined on first use (the SDK is optional)."""
+    global _PROCESSOR_CLASS
+    if _PROCESSOR_CLASS is None:
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        class BoundedBatchSpanProcessor(BatchSpanProcessor):
+            """The SDK's BatchSpanProcessor, accounting for every span it does not export.
+
+            A span ended while the queue is full is dropped and counted (the SDK would drop the
+            oldest one and log a warning per span, on the training thread); exports that fail
+            are counted; ``shutdown`` takes a timeout; ``report`` logs the totals once.
+            """
+
+            def __init__(self, exporter: Any, **limits: Any) -> None:
+                self.capacity = int(limits["max_queue_size"])
+                self.dropped = 0
+                self.counter = _ExportCounter(exporter)
+                super().__init__(self.counter, **limits)
+                batch = getattr(self, "_batch_processor", None)
+                self._queue = getattr(batch, "_queue", None)  # SDK internals, checked below
+                if not hasattr(self._queue, "__len__"):
+                    self._queue = None
+                self._reported = False
+
+            def on_end(self, span: Any) -> None:
+                queue = self._queue
+                if queue is not None and len(queue) >= self.capacity:
+                    self.dropped += 1
+                    if self.dropped == 1:
+                        LOG.warning(
+                            "telemetry: the span queue is full (%d spans): spans are dropped "
+                            "until the exporter catches up (the collector is slow or "
+                            "unreachable); the number dropped is logged at shutdown",
+                            self.capacity,
+                        )
+                    return
+                super().on_end(span)
+
+            def queued(self) -> int:
+                return len(self._queue) if self._queue is not None else 0
+
+            def shutdown(self, timeout_millis: float | None = None) -> None:
+                batch = getattr(self, "_batch_processor", None)
+                if timeout_millis is None or batch is None:
+                    super().shutdown()
+                else:
+                    batch.shutdown(timeout_millis=max(0.0, timeout_millis))
+
+            def report(self, timeout: float) -> None:
+                """Log, once, how many spans were not exported and why."""
+                if self._reported:
+                    return
+                self._reported = True
+                left = self.queued() + self.counter.in_flight
+                if self.dropped or self.counter.failed or left:
+                    LOG.warning(
+                        "telemetry: %d spans dropped while the span queue was full, %d lost in "
+                        "failed exports, %d still queued when the flush timeout (%.1f s) ran out",
+                        self.dropped,
+                        self.counter.failed,
+                        left,
+                        timeout,
+                    )
+
+        _PROCESSOR_CLASS = BoundedBatchSpanProcessor
+    return _PROCESSOR_CLASS
+
+
+class _ExportCounter:
+    """A span exporter that counts the spans of failed exports and those being exported."""
+
+    def __init__(self, exporter: Any) -> None:
+        self.exporter = exporter
+        self.failed = 0
+        self.in_flight = 0
+
+    def export(self, spans: Sequence[Any]) -> Any:
+        self.in_flight = len(spans)
+        ok = False
+        try:
+            result = self.exporter.export(spans)
+            ok = getattr(result, "name", "") == "SUCCESS"
+            return result
+        finally:
+            if not ok:
+                self.failed += len(spans)
+            self.in_flight = 0
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.exporter.force_flush(timeout_millis))

@@ -1,0 +1,230 @@
+"""Export limits: exporter timeouts, queue sizes, the bounded shutdown and flush, span accounting.
+
+No network: a stand-in for the OTLP/HTTP exporter module records how the runtime built its
+exporters, and its exporters behave like a collector that never answers (``export`` blocks until
+``shutdown``). The live-receiver tests in ``tests/megatron_cpu/test_otlp_export.py`` measure the
+same bounds over the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import threading
+import time
+from types import ModuleType
+
+import pytest
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+MODULE = "opentelemetry.exporter.otlp.proto.http.{signal}_exporter"
+
+
+class StuckExporter:
+    """An OTLP exporter whose collector never answers: ``export`` blocks until ``shutdown``."""
+
+    made: list[StuckExporter] = []
+
+    def __init__(self, **options: object) -> None:
+        self.options = options
+        self.released = threading.Event()
+        self.exports = 0
+        StuckExporter.made.append(self)
+
+    def export(self, batch: object, **kwargs: object) -> SpanExportResult:
+        self.exports += 1
+        self.released.wait(60)
+        return SpanExportResult.FAILURE
+
+    def shutdown(self, **kwargs: object) -> None:
+        self.released.set()
+
+    def force_flush(self, timeout_millis: float = 30000) -> bool:
+        return True
+
+
+class StuckMetricExporter(MetricExporter, StuckExporter):
+    """The same for metrics (the metric reader needs the SDK's MetricExporter attributes)."""
+
+    def __init__(self, **options: object) -> None:
+        MetricExporter.__init__(self)
+        StuckExporter.__init__(self, **options)
+
+    def export(self, metrics_data: object, timeout_millis: float = 10_000, **kwargs: object) -> object:
+        StuckExporter.export(self, metrics_data)
+        return MetricExportResult.FAILURE
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
+        self.released.set()
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+
+@pytest.fixture
+def stuck(monkeypatch: pytest.MonkeyPatch) -> list[StuckExporter]:
+    """OTLP over HTTP to a collector that never answers; spans only, every group."""
+    StuckExporter.made = []
+    for signal, kind, exporter in (
+        ("trace", "Span", StuckExporter),
+        ("metric", "Metric", StuckMetricExporter),
+    ):
+        module = ModuleType(MODULE.format(signal=signal))
+        setattr(module, f"OTLP{kind}Exporter", exporter)
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    for name, value in {
+        "MEGATRON_OTEL_ENABLED": "1",
+        "MEGATRON_OTEL_EXPORTER": "otlp",
+        "MEGATRON_OTEL_SPAN_GROUPS": "all",
+        "MEGATRON_OTEL_METRICS_ENABLED": "0",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+    }.items():
+        monkeypatch.setenv(name, value)
+    return StuckExporter.made
+
+
+def record(otel: ModuleType, count: int) -> None:
+    for _ in range(count):
+        span = otel.LAYER and otel.start_span("megatron.layer.forward")
+        span and span.end()
+
+
+def processor(otel: ModuleType):
+    provider = otel._state.STATE.owned[0]  # the tracer provider (then the meter provider, if any)
+    (bounded,) = provider._megatron_processors
+    return bounded
+
+
+# --- configuration -----------------------------------------------------------------------------
+
+
+def test_defaults_come_from_the_specs(otel: ModuleType) -> None:
+    limits = otel._config.read_settings(environ={}).export
+    assert limits.export_timeout == 10 and not limits.export_timeout_given
+    assert limits.flush_timeout == 5
+    assert (limits.span_queue_size, limits.span_batch_size) == (2048, 512)
+    assert (limits.span_schedule_delay_ms, limits.metric_export_interval_ms) == (5000, 60000)
+
+
+def test_processor_reader_and_exporters_built_with_the_configured_limits(
+    otel: ModuleType, stuck: list[StuckExporter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEGATRON_OTEL_METRICS_ENABLED", "1")
+    monkeypatch.setenv("MEGATRON_OTEL_EXPORT_TIMEOUT_S", "2.5")
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "64")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "16")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "250")
+    monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "1500")
+    otel.configure()
+    batch = processor(otel)._batch_processor
+    assert (batch._max_queue_size, batch._max_export_batch_size) == (64, 16)
+    assert batch._schedule_delay_millis == 250
+    (reader,) = otel._state.STATE.owned[1]._metric_readers
+    assert reader._export_interval_millis == 1500 and reader._export_timeout_millis == 2500
+    assert [e.options for e in stuck] == [{"timeout": 2.5}, {"timeout": 2.5}]
+
+
+def test_a_standard_otlp_timeout_is_honoured_unless_ours_is_set(
+    otel: ModuleType, stuck: list[StuckExporter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "3")
+    otel.configure()
+    assert stuck[-1].options == {}  # the SDK reads OTEL_EXPORTER_OTLP_TIMEOUT itself
+    monkeypatch.setenv("MEGATRON_OTEL_EXPORT_TIMEOUT_S", "1")
+    otel.configure()
+    assert stuck[-1].options == {"timeout": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"OTEL_BSP_MAX_QUEUE_SIZE": "0"}, ["OTEL_BSP_MAX_QUEUE_SIZE='0'", "an integer > 0"]),
+        ({"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "big"}, ["OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "> 0"]),
+        (
+            {"OTEL_BSP_MAX_QUEUE_SIZE": "100", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "200"},
+            ["OTEL_BSP_MAX_EXPORT_BATCH_SIZE=200", "at most OTEL_BSP_MAX_QUEUE_SIZE=100"],
+        ),
+        ({"OTEL_BSP_SCHEDULE_DELAY": "-5"}, ["OTEL_BSP_SCHEDULE_DELAY", "milliseconds > 0"]),
+        ({"OTEL_METRIC_EXPORT_INTERVAL": "0"}, ["OTEL_METRIC_EXPORT_INTERVAL", "milliseconds > 0"]),
+        ({"MEGATRON_OTEL_EXPORT_TIMEOUT_S": "0"}, ["MEGATRON_OTEL_EXPORT_TIMEOUT_S", "seconds > 0"]),
+        ({"MEGATRON_OTEL_FLUSH_TIMEOUT_S": "soon"}, ["MEGATRON_OTEL_FLUSH_TIMEOUT_S", ">= 0"]),
+    ],
+)
+def test_invalid_limits_fail_fast_naming_the_variable(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch, settings: dict[str, str], expected: list[str]
+) -> None:
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError) as info:
+        otel.configure()
+    for text in expected:
+        assert text in str(info.value)
+
+
+# --- a collector that never answers ----------------------------------------------------------
+
+
+def test_shutdown_is_bounded_by_the_flush_timeout_and_counts_what_was_lost(
+    otel: ModuleType,
+    stuck: list[StuckExporter],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("MEGATRON_OTEL_FLUSH_TIMEOUT_S", "0.5")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000")
+    otel.configure()
+    record(otel, 300)
+    caplog.set_level(logging.WARNING)
+    started = time.monotonic()
+    otel.shutdown()
+    took = time.monotonic() - started
+    assert took < 0.5 + 2.0, took  # the goal is the flush timeout; CI scheduling gets a margin
+    (exporter,) = stuck
+    assert exporter.released.is_set()  # shut down: its retries (here: the wait) are abandoned
+    (summary,) = [r.getMessage() for r in caplog.records if "still queued" in r.getMessage()]
+    numbers = [int(n) for n in re.findall(r"(\d+) (?:spans dropped|lost|still)", summary)]
+    assert sum(numbers) == 300 and numbers[0] == 0, summary
+    assert "(0.5 s)" in summary
+
+
+def test_a_full_queue_drops_new_spans_counts_them_and_logs_once(
+    otel: ModuleType,
+    stuck: list[StuckExporter],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8")
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4")
+    monkeypatch.setenv("MEGATRON_OTEL_FLUSH_TIMEOUT_S", "0.2")
+    otel.configure()
+    caplog.set_level(logging.WARNING)
+    record(otel, 100)
+    bounded = processor(otel)
+    assert bounded.queued() <= 8
+    # the batch thread took one batch of 4 into the stuck export (or has yet to)
+    assert 100 - 8 - 4 <= bounded.dropped <= 100 - 8
+    full = [r for r in caplog.records if "span queue is full" in r.getMessage()]
+    assert len(full) == 1 and "(8 spans)" in full[0].getMessage()
+    assert not [r for r in caplog.records if "Queue full" in r.getMessage()]  # the SDK's, per span
+    otel.shutdown()
+    (summary,) = [r.getMessage() for r in caplog.records if "spans dropped" in r.getMessage()]
+    assert summary.startswith(f"telemetry: {bounded.dropped} spans dropped while the span queue")
+    numbers = [int(n) for n in re.findall(r"(\d+) (?:spans dropped|lost|still)", summary)]
+    assert sum(numbers) == 100, summary
+
+
+def test_the_sigterm_flush_is_bounded_by_its_timeout(
+    otel: ModuleType, stuck: list[StuckExporter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "0.3")
+    otel.configure()
+    record(otel, 50)
+    state = otel._state.STATE
+    called: list[int] = []
+    monkeypatch.setattr(state, "previous_sigterm", lambda signum, frame: called.append(signum))
+    started = time.monotonic()
+    otel._lifecycle._on_sigterm(15, None)
+    assert time.monotonic() - started < 0.3 + 2.0
+    assert called == [15]  # then the previous handler ran
