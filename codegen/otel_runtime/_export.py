@@ -29,6 +29,8 @@ from typing import Any
 from ._state import LOG, log_once
 
 _PROCESSOR_CLASS: Any = None
+# The attribute of a TracerProvider the runtime built that lists its bounded batch processors.
+_PROCESSORS = "_megatron_processors"
 # Standard variables that give the OTLP exporters a timeout of their own (the SDK reads them).
 _STANDARD_TIMEOUTS = ("OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_{SIGNAL}_TIMEOUT")
 
@@ -56,7 +58,7 @@ def tracer_provider(settings: Any, resource: Any) -> Any:
             export_timeout_millis=limits.export_timeout * 1000,
         )
         provider.add_span_processor(processor)
-        provider._megatron_processors = [processor]  # shut down with a timeout (shutdown_providers)
+        setattr(provider, _PROCESSORS, [processor])  # shut down with a timeout (shutdown_providers)
     return provider
 
 
@@ -129,7 +131,7 @@ def shutdown_providers(owned: Sequence[Any], borrowed: Sequence[Any], timeout: f
         flush_providers(borrowed, timeout)
     for provider in owned:
         remaining_ms = max(0.0, deadline - time.monotonic()) * 1000
-        processors = getattr(provider, "_megatron_processors", ())
+        processors = getattr(provider, _PROCESSORS, ())
         for processor in processors:
             _call(processor, "shutdown", remaining_ms)
         if hasattr(provider, "get_meter"):  # a MeterProvider: its shutdown takes a timeout
@@ -172,7 +174,7 @@ def span_queue_lengths(providers: Sequence[Any]) -> list[int]:
     return [
         processor.queued()
         for provider in providers
-        for processor in getattr(provider, "_megatron_processors", ())
+        for processor in getattr(provider, _PROCESSORS, ())
     ]
 
 
@@ -187,7 +189,39 @@ def _processor_class() -> Any:
     """``BoundedBatchSpanProcessor``, defined on first use (the SDK is optional)."""
     global _PROCESSOR_CLASS
     if _PROCESSOR_CLASS is None:
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
+
+        class ExportCounter(SpanExporter):
+            """A span exporter that counts the spans of failed exports and those in flight."""
+
+            def __init__(self, exporter: Any) -> None:
+                self.exporter = exporter
+                self.failed = 0
+                self.in_flight = 0
+
+            def export(self, spans: Sequence[Any]) -> SpanExportResult:
+                """Export through the wrapped exporter; count the spans when that fails."""
+                self.in_flight = len(spans)
+                result = SpanExportResult.FAILURE
+                try:
+                    result = self.exporter.export(spans)
+                    return result  # type: ignore[no-any-return]
+                finally:
+                    if result != SpanExportResult.SUCCESS:
+                        self.failed += len(spans)
+                    self.in_flight = 0
+
+            def shutdown(self) -> None:
+                """Shut the wrapped exporter down (which abandons its retries)."""
+                self.exporter.shutdown()
+
+            def force_flush(self, timeout_millis: int = 30000) -> bool:
+                """Flush the wrapped exporter."""
+                return bool(self.exporter.force_flush(timeout_millis))
 
         class BoundedBatchSpanProcessor(BatchSpanProcessor):
             """The SDK's BatchSpanProcessor, accounting for every span it does not export.
@@ -200,7 +234,7 @@ def _processor_class() -> Any:
             def __init__(self, exporter: Any, **limits: Any) -> None:
                 self.capacity = int(limits["max_queue_size"])
                 self.dropped = 0
-                self.counter = _ExportCounter(exporter)
+                self.counter = ExportCounter(exporter)
                 super().__init__(self.counter, **limits)
                 batch = getattr(self, "_batch_processor", None)
                 self._queue = getattr(batch, "_queue", None)  # SDK internals, checked below
@@ -209,6 +243,7 @@ def _processor_class() -> Any:
                 self._reported = False
 
             def on_end(self, span: Any) -> None:
+                """Queue the ended span for export; drop and count it when the queue is full."""
                 queue = self._queue
                 if queue is not None and len(queue) >= self.capacity:
                     self.dropped += 1
@@ -223,12 +258,14 @@ def _processor_class() -> Any:
                 super().on_end(span)
 
             def queued(self) -> int:
+                """How many spans wait for export."""
                 return len(self._queue) if self._queue is not None else 0
 
             def shutdown(self, timeout_millis: float | None = None) -> None:
+                """Export what is queued, for at most ``timeout_millis``, and stop."""
                 batch = getattr(self, "_batch_processor", None)
                 if timeout_millis is None or batch is None:
-                    super().shutdown()
+                    super().shutdown()  # type: ignore[no-untyped-call]
                 else:
                     batch.shutdown(timeout_millis=max(0.0, timeout_millis))
 
@@ -250,30 +287,3 @@ def _processor_class() -> Any:
 
         _PROCESSOR_CLASS = BoundedBatchSpanProcessor
     return _PROCESSOR_CLASS
-
-
-class _ExportCounter:
-    """A span exporter that counts the spans of failed exports and those being exported."""
-
-    def __init__(self, exporter: Any) -> None:
-        self.exporter = exporter
-        self.failed = 0
-        self.in_flight = 0
-
-    def export(self, spans: Sequence[Any]) -> Any:
-        self.in_flight = len(spans)
-        ok = False
-        try:
-            result = self.exporter.export(spans)
-            ok = getattr(result, "name", "") == "SUCCESS"
-            return result
-        finally:
-            if not ok:
-                self.failed += len(spans)
-            self.in_flight = 0
-
-    def shutdown(self) -> None:
-        self.exporter.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return bool(self.exporter.force_flush(timeout_millis))
