@@ -145,7 +145,11 @@ def shutdown_providers(owned: Sequence[Any], borrowed: Sequence[Any], timeout: f
 
 def flush_providers(providers: Sequence[Any], timeout: float) -> bool:
     """Flush ``providers`` on a helper thread for at most ``timeout`` seconds; False when that was
-    not enough (the flush goes on in the background) or no thread could be started."""
+    not enough (the flush goes on in the background).
+
+    Where no thread can start (interpreter exit, Python >= 3.12), the flush runs here, bounded
+    only as far as the providers bound it themselves.
+    """
     millis = int(timeout * 1000)
 
     def flush() -> None:
@@ -156,8 +160,8 @@ def flush_providers(providers: Sequence[Any], timeout: float) -> bool:
         thread = threading.Thread(target=flush, name="megatron-otel-flush", daemon=True)
         thread.start()
     except RuntimeError:  # interpreter exit (Python >= 3.12): no new threads
-        log_once("flush-thread", "cannot flush the given providers during interpreter exit")
-        return False
+        flush()
+        return True
     thread.join(timeout)
     if thread.is_alive():
         log_once(
