@@ -1,0 +1,66 @@
+"""The README's "Use it in a training run" blocks, as the tests run them.
+
+A block is named by the HTML comment on the line before its fence: ``<!-- readme: NAME -->`` (a
+shell block the tests run) or ``<!-- readme: file NAME -->`` (a file the tests write). The tests
+build a workspace as the section describes: this repository as ``megatron-otel-codegen/`` (its
+``specs/``, ``generated/`` and ``constraints.txt`` copied, ``.venv/bin/codegen`` the running
+environment's console script) beside whatever the blocks create.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+SECTION = "## Use it in a training run"
+_BLOCK = re.compile(r"^<!-- readme: (?P<name>[^>]+?) -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.M | re.S)
+
+
+def blocks() -> dict[str, str]:
+    """``{name: text}`` of every marked block of the section (``file NAME`` for files)."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index(SECTION)
+    end = text.find("\n## ", start + len(SECTION))
+    section = text[start : end if end != -1 else len(text)]
+    found: dict[str, str] = {}
+    for match in _BLOCK.finditer(section):
+        assert match["name"] not in found, f"two README blocks named {match['name']!r}"
+        found[match["name"]] = match["body"]
+    return found
+
+
+def workspace(root: Path) -> Path:
+    """``root`` with ``megatron-otel-codegen/`` as the README's commands expect it."""
+    repo = root / "megatron-otel-codegen"
+    repo.mkdir(parents=True)
+    for name in ("specs", "generated"):
+        shutil.copytree(REPO / name, repo / name)
+    shutil.copy2(REPO / "constraints.txt", repo / "constraints.txt")
+    script = shutil.which("codegen", path=str(Path(sys.executable).parent)) or shutil.which("codegen")
+    assert script, "the codegen console script is not installed"
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    (repo / ".venv" / "bin" / "codegen").symlink_to(script)
+    return root
+
+
+def run_block(name: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600) -> str:
+    """Run the README's shell block ``name`` with ``bash -e`` in ``cwd``; return its output."""
+    environment = dict(os.environ if env is None else env)
+    # `python` is the interpreter running the tests (its environment has what the block needs)
+    environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment.get('PATH', '')}"
+    result = subprocess.run(
+        ["bash", "-e", "-c", blocks()[name]],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, f"README block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout + result.stderr

@@ -1,0 +1,115 @@
+"""README "Use it in a training run", the parts without torch: the patch set on a Megatron-LM
+checkout of tag core_v0.19.2, the fork, the install command's pins.
+
+The clone runs as written: git's ``url.<base>.insteadOf`` (through ``GIT_CONFIG_*``) sends
+``https://github.com/NVIDIA/Megatron-LM.git`` to a local repository holding the pristine
+megatron-core 0.19.2 tree, tagged ``core_v0.19.2``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+from codegen.pipeline import Generation
+from tests.readme_blocks import REPO, blocks, run_block, workspace
+
+UPSTREAM_URL = "https://github.com/NVIDIA/Megatron-LM.git"
+TAG = "core_v0.19.2"
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _upstream(generation: Generation, root: Path) -> Path:
+    """A local stand-in for Megatron-LM: the pristine release committed and tagged."""
+    import shutil
+
+    upstream = root / "upstream" / "Megatron-LM"
+    shutil.copytree(generation.source_root / "megatron", upstream / "megatron")
+    _git(upstream, "init", "-q", "-b", "main")
+    _git(upstream, "add", "-A")
+    _git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "megatron-core 0.19.2")
+    _git(upstream, "tag", TAG)
+    _git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "later")
+    return upstream
+
+
+def _env_redirecting_clone(upstream: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        GIT_CONFIG_COUNT="1",
+        GIT_CONFIG_KEY_0=f"url.{upstream.as_uri()}.insteadOf",
+        GIT_CONFIG_VALUE_0=UPSTREAM_URL,
+        GIT_TERMINAL_PROMPT="0",
+    )
+    return env
+
+
+def test_readme_names_the_tag_the_pinned_release_has() -> None:
+    patch = blocks()["patch"]
+    assert f"--branch {TAG} {UPSTREAM_URL}" in patch
+    assert '"0.19.2"' in (REPO / "specs" / "telemetry.yaml").read_text() or "0.19.2" in (
+        REPO / "specs" / "telemetry.yaml"
+    ).read_text()
+
+
+def test_patch_block_applies_the_patch_set_to_a_checkout_of_the_tag(generation: Generation, tmp_path: Path) -> None:
+    upstream = _upstream(generation, tmp_path)
+    root = workspace(tmp_path / "work")
+    run_block("patch", root, env=_env_redirecting_clone(upstream))
+    checkout = root / "Megatron-LM"
+    head = subprocess.run(["git", "describe", "--tags"], cwd=checkout, capture_output=True, text=True, check=True)
+    assert head.stdout.strip() == TAG
+    for path, (old, new) in generation.changes.items():
+        assert (checkout / path).read_text(encoding="utf-8") == new, path
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=checkout, capture_output=True, text=True, check=True)
+    changed = {line[3:].rstrip("/") for line in status.stdout.splitlines()}
+    assert "megatron/core/otel" in changed and "megatron/core/transformer/transformer_layer.py" in changed
+
+
+def test_fork_block_writes_the_instrumented_release(generation: Generation, tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    run_block("fork", root)
+    fork = root / "megatron-otel"
+    assert (fork / "otel-codegen-report.md").is_file()
+    for path, (_old, new) in generation.changes.items():
+        assert (fork / path).read_text(encoding="utf-8") == new, path
+    # the committed patch set was rewritten in the workspace copy, unchanged
+    assert (root / "megatron-otel-codegen/generated/patches/series").read_text() == (
+        REPO / "generated/patches/series"
+    ).read_text()
+
+
+def test_install_block_pins_every_package_it_names() -> None:
+    words = shlex.split(blocks()["install"])
+    assert words[:4] == ["pip", "install", "-c", "megatron-otel-codegen/constraints.txt"]
+    pins = dict(
+        line.split("==", 1)
+        for line in (REPO / "constraints.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )
+    packages = words[4:]
+    assert set(packages) == {"opentelemetry-api", "opentelemetry-sdk", "opentelemetry-exporter-otlp"}
+    for package in packages:
+        assert package in pins, f"{package} is not pinned in constraints.txt"
+    # the API, SDK and exporter are released together: one version
+    assert len({pins[p] for p in packages}) == 1
+    for sibling in ("proto-grpc", "proto-http", "proto-common"):
+        assert pins[f"opentelemetry-exporter-otlp-{sibling}"] == pins["opentelemetry-exporter-otlp"]
+
+
+def test_section_documents_each_flag_and_links_the_generated_pages() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Use it in a training run") :]
+    section = section[: section.index("\n## ", 1)]
+    for option in ("--otel-enabled", "--otel-span-groups", "--otel-service-name"):
+        assert option in section and option in (REPO / "generated/docs/configuration.md").read_text()
+    for page in ("generated/docs/groups.md", "generated/docs/configuration.md"):
+        assert f"]({page})" in section and (REPO / page).is_file()
+    assert re.search(r"OTEL_EXPORTER_OTLP_PROTOCOL", (REPO / "codegen/otel_runtime/_setup.py").read_text())
+    assert set(blocks()) == {"patch", "fork", "install", "flags", "otlp", "file layer_example.py", "console"}
