@@ -62,5 +62,7 @@ def run_block(name: str, cwd: Path, env: dict[str, str] | None = None, timeout: 
         text=True,
         timeout=timeout,
     )
-    assert result.returncode == 0, f"README block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert (
+        result.returncode == 0
+    ), f"README block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result.stdout + result.stderr

@@ -35,7 +35,9 @@ def _upstream(generation: Generation, root: Path) -> Path:
     _git(upstream, "add", "-A")
     _git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "megatron-core 0.19.2")
     _git(upstream, "tag", TAG)
-    _git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "later")
+    _git(
+        upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "later"
+    )
     return upstream
 
 
@@ -50,24 +52,29 @@ def _env_redirecting_clone(upstream: Path) -> dict[str, str]:
     return env
 
 
-def test_readme_names_the_tag_the_pinned_release_has() -> None:
-    patch = blocks()["patch"]
-    assert f"--branch {TAG} {UPSTREAM_URL}" in patch
-    assert '"0.19.2"' in (REPO / "specs" / "telemetry.yaml").read_text() or "0.19.2" in (
-        REPO / "specs" / "telemetry.yaml"
-    ).read_text()
+def test_readme_names_the_tag_of_the_pinned_release() -> None:
+    """Megatron-LM tags megatron-core X.Y.Z as core_vX.Y.Z: the tag follows the pinned version."""
+    pinned = re.search(r"^  version: (\S+)$", (REPO / "specs" / "telemetry.yaml").read_text(), re.M)
+    assert pinned and f"core_v{pinned[1]}" == TAG
+    assert f"--branch {TAG} {UPSTREAM_URL}" in blocks()["patch"]
 
 
-def test_patch_block_applies_the_patch_set_to_a_checkout_of_the_tag(generation: Generation, tmp_path: Path) -> None:
+def test_patch_block_applies_the_patch_set_to_a_checkout_of_the_tag(
+    generation: Generation, tmp_path: Path
+) -> None:
     upstream = _upstream(generation, tmp_path)
     root = workspace(tmp_path / "work")
     run_block("patch", root, env=_env_redirecting_clone(upstream))
     checkout = root / "Megatron-LM"
-    head = subprocess.run(["git", "describe", "--tags"], cwd=checkout, capture_output=True, text=True, check=True)
+    head = subprocess.run(
+        ["git", "describe", "--tags"], cwd=checkout, capture_output=True, text=True, check=True
+    )
     assert head.stdout.strip() == TAG
     for path, (old, new) in generation.changes.items():
         assert (checkout / path).read_text(encoding="utf-8") == new, path
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=checkout, capture_output=True, text=True, check=True)
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=checkout, capture_output=True, text=True, check=True
+    )
     changed = {line[3:].rstrip("/") for line in status.stdout.splitlines()}
     assert "megatron/core/otel" in changed and "megatron/core/transformer/transformer_layer.py" in changed
 
