@@ -119,13 +119,17 @@ def test_flags_block_turns_telemetry_on_with_the_flags_over_the_environment(work
     }
 
 
-def test_otlp_block_without_the_exporter_logs_that_nothing_is_exported(work: Path) -> None:
+def _exporter_installed() -> bool:
     try:
-        exporter = importlib.util.find_spec("opentelemetry.exporter.otlp")
+        return importlib.util.find_spec("opentelemetry.exporter.otlp.proto.grpc") is not None
     except ModuleNotFoundError:  # no opentelemetry.exporter namespace at all
-        exporter = None
-    if exporter is not None:
-        pytest.skip("the OTLP exporter is installed: the run would try to reach the endpoint")
+        return False
+
+
+def test_otlp_block_exports_or_says_why_not_and_never_fails_the_run(work: Path) -> None:
+    """The OTLP block's variables, then the example: with the exporter (tox -e runtime installs it)
+    the unreachable endpoint costs bounded time and the run still succeeds; without it the run
+    logs, once per signal, that nothing is exported."""
     script = (
         blocks()["otlp"]
         + f"MEGATRON_OTEL_ENABLED=1 MEGATRON_OTEL_SPAN_GROUPS=layer PYTHONPATH=$PWD/megatron-otel python {EXAMPLE}\n"
@@ -139,10 +143,7 @@ def test_otlp_block_without_the_exporter_logs_that_nothing_is_exported(work: Pat
         timeout=400,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert (
-        "no OTLP exporter installed (opentelemetry-exporter-otlp): traces are not exported" in result.stderr
-    )
-    assert (
-        "no OTLP exporter installed (opentelemetry-exporter-otlp): metrics are not exported" in result.stderr
-    )
-    assert result.stdout.strip() == ""  # nothing printed: the spans went nowhere
+    assert result.stdout.strip() == ""  # nothing printed: the spans went over OTLP or nowhere
+    missing = "no OTLP exporter installed (opentelemetry-exporter-otlp): {}s are not exported"
+    for signal in ("trace", "metric"):
+        assert (missing.format(signal) in result.stderr) is not _exporter_installed(), result.stderr[-3000:]
