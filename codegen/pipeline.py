@@ -15,8 +15,8 @@ from codegen.resolve.plan import build_plan
 from codegen.resolve.sites import Plan
 from codegen.spec.load import load_project
 from codegen.spec.model import Hook, Project, Selector, Span
-from codegen.target import Failure, ReleaseError, SourceMismatch, Tree, label, locate_tree, render_failures
 from codegen.spec.schema import SCHEMA_PATH, render_schema
+from codegen.target import Failure, ReleaseError, SourceMismatch, Tree, label, locate_tree, render_failures
 from codegen.transforms.module import transform_file
 from codegen.upstream import UpstreamError
 

@@ -176,7 +176,9 @@ def verify(
             report.findings.append(f"metric '{metric.name}' is not declared")
             continue
         if metric.unit != want.unit:
-            report.findings.append(f"metric '{metric.name}' has unit {metric.unit!r}; the docs say {want.unit!r}")
+            report.findings.append(
+                f"metric '{metric.name}' has unit {metric.unit!r}; the docs say {want.unit!r}"
+            )
         if metric.kind != METRIC_DATA.get(want.kind, want.kind):
             report.findings.append(
                 f"metric '{metric.name}' is exported as a {metric.kind}; the docs declare a {want.kind}"
@@ -257,12 +259,14 @@ def _spans_of(document: Any, path: Path) -> list[CapturedSpan | CapturedMetric]:
                 dict(document.get("attributes") or {}),
             )
         ]
-    raise CaptureError(f"{path}: error: neither OTLP JSON (resourceSpans, resourceMetrics) nor console-exporter spans")
+    raise CaptureError(
+        f"{path}: error: neither OTLP JSON (resourceSpans, resourceMetrics) nor console-exporter spans"
+    )
 
 
 def _hex(value: Any) -> str:
     text = str(value or "")
-    return text[2:] if text.startswith("0x") else text
+    return text.removeprefix("0x")
 
 
 def _otlp_value(value: dict[str, Any]) -> Any:
@@ -284,6 +288,8 @@ def _otlp_span(raw: dict[str, Any]) -> CapturedSpan:
 
 
 def _otlp_metric(raw: dict[str, Any]) -> CapturedMetric:
-    kind = next((key for key in ("histogram", "sum", "gauge", "exponentialHistogram", "summary") if key in raw), "")
+    kind = next(
+        (key for key in ("histogram", "sum", "gauge", "exponentialHistogram", "summary") if key in raw), ""
+    )
     points = len((raw.get(kind) or {}).get("dataPoints", [])) if kind else 0
     return CapturedMetric(raw["name"], raw.get("unit", ""), kind, points)

@@ -56,11 +56,18 @@ def _stamped_keys(call: str) -> list[str]:
     """Attribute keys an inserted ``set_current_attributes(lambda: {...})`` call sets."""
     keys: list[str] = []
     for node in ast.walk(ast.parse(call, mode="eval")):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr == "set_current_attributes":
-                for inner in ast.walk(node):
-                    if isinstance(inner, ast.Dict):
-                        keys += [k.value for k in inner.keys if isinstance(k, ast.Constant)]
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "set_current_attributes"
+        ):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Dict):
+                    keys += [
+                        k.value
+                        for k in inner.keys
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                    ]
     return keys
 
 
@@ -115,11 +122,20 @@ def spec_warnings(project: Project) -> list[tuple[Pos, str]]:
     table, _ = _attributes(project)
     for entry in table.values():
         if entry.type is None and entry.key not in RUNTIME_ATTRIBUTES and entry.pos is not None:
-            found.append((entry.pos, f"attribute '{entry.key}' has no type: declare it under 'attributes:' "
-                          "(e.g. {type: int, brief: ...}); the registry says 'any'"))  # fmt: skip
+            found.append(
+                (
+                    entry.pos,
+                    (
+                        f"attribute '{entry.key}' has no type: declare it under 'attributes:' "
+                        "(e.g. {type: int, brief: ...}); the registry says 'any'"
+                    ),
+                )
+            )
         problem = naming_problem(entry.key, namespaced=True)
         if problem and entry.pos is not None:
-            found.append((entry.pos, f"attribute name '{entry.key}' breaks the semconv naming rules: {problem}"))
+            found.append(
+                (entry.pos, f"attribute name '{entry.key}' breaks the semconv naming rules: {problem}")
+            )
     for span in project.spans:
         for name in span.names or (span.name,):
             problem = naming_problem(name, namespaced=False)
@@ -128,7 +144,9 @@ def spec_warnings(project: Project) -> list[tuple[Pos, str]]:
     for metric in project.metrics:
         problem = naming_problem(metric.name, namespaced=True)
         if problem:
-            found.append((metric.pos, f"metric name '{metric.name}' breaks the semconv naming rules: {problem}"))
+            found.append(
+                (metric.pos, f"metric name '{metric.name}' breaks the semconv naming rules: {problem}")
+            )
     return sorted(set(found), key=lambda item: (item[0].path, item[0].line, item[0].col, item[1]))
 
 
@@ -196,7 +214,11 @@ def render_registry(project: Project) -> dict[str, str]:
         }
         for m in project.metrics
     ]
-    return {"attributes.yaml": _dump(registry), "spans.yaml": _dump(span_groups), "metrics.yaml": _dump(metrics)}
+    return {
+        "attributes.yaml": _dump(registry),
+        "spans.yaml": _dump(span_groups),
+        "metrics.yaml": _dump(metrics),
+    }
 
 
 def attribute_types(project: Project) -> dict[str, str]:

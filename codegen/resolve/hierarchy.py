@@ -17,7 +17,7 @@ def static_parents(plan: Plan) -> dict[str, set[str]]:
         spans = [w for w in file_plan.wraps if isinstance(w.entry, Span)]
         order = {id(w): i for i, w in enumerate(spans)}
 
-        def contains(outer: Wrap, inner: Wrap) -> bool:
+        def contains(outer: Wrap, inner: Wrap, order: dict[int, int] = order) -> bool:
             return outer.contains(inner, order[id(outer)] < order[id(inner)])
 
         decorated = {id(func): span for span, func in file_plan.decorations}

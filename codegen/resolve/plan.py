@@ -50,6 +50,9 @@ class _Lines:
     def end(self, node: cst.CSTNode) -> int:
         return self._get()[node].end.line
 
+    def line(self, node: cst.CSTNode, end: bool) -> int:
+        return self.end(node) if end else self.start(node)
+
 
 def parse_source(path: str, source: str) -> cst.Module:
     return cst.parse_module(source)
@@ -105,13 +108,13 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
         _resolve_file(project, plan, spans, lines.start, lines.end, diags)
         _check_overlaps(plan, lines.start, lines.end, diags)
         trees[rel] = module
-        check_expressions(
-            plan, project.runtime.alias, root, diags, trees, lambda n, end: (lines.end if end else lines.start)(n)
-        )
+        check_expressions(plan, project.runtime.alias, root, diags, trees, lines.line)
         files[rel] = plan
     if diags:
         raise SpecError(diags)
-    return Plan(files, tuple(sorted(rel for rel, tree in trees.items() if tree is not None and rel not in files)))
+    return Plan(
+        files, tuple(sorted(rel for rel, tree in trees.items() if tree is not None and rel not in files))
+    )
 
 
 def _resolve_file(
@@ -220,7 +223,9 @@ def _maybe_instrumented(source: str, alias: str, hooks: list[Hook]) -> bool:
             if code is None or code.startswith(f"{alias}."):
                 continue
             tree = ast.parse(code, mode="eval")
-            strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            strings = [
+                n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            ]
             callee = ast.unparse(tree.body.func) if isinstance(tree.body, ast.Call) else code
             if max(strings, key=len, default=callee) in source:
                 return True

@@ -157,9 +157,7 @@ class _Stripper(cst.CSTTransformer):
     def _removed(self, stmt: Statement) -> bool:
         small = _single(stmt)
         return (
-            self._span_start(small)
-            or self._span_call(small, ("end", "set_attributes"))
-            or self._hook(stmt)
+            self._span_start(small) or self._span_call(small, ("end", "set_attributes")) or self._hook(stmt)
         )
 
     def _try_form(self, stmt: cst.Try) -> bool:
@@ -261,7 +259,9 @@ class _Stripper(cst.CSTTransformer):
             decorators[0] = decorators[0].with_changes(leading_lines=first.leading_lines)
         elif not decorators:
             lines = updated_node.decorators[0].leading_lines
-            return updated_node.with_changes(decorators=[], leading_lines=[*updated_node.leading_lines, *lines])
+            return updated_node.with_changes(
+                decorators=[], leading_lines=[*updated_node.leading_lines, *lines]
+            )
         return updated_node.with_changes(decorators=decorators)
 
     def _unwrap(self, node: cst.Call) -> cst.BaseExpression:

@@ -79,7 +79,9 @@ class HookReader(SelectorReader, ReleasesReader):
             if guard_name is None:
                 return None
             if guard_name not in group_names and guard_name != "metrics":
-                self._unknown(node.get("guard").pos, "guard", guard_name, sorted(group_names) + ["metrics"], "groups")  # type: ignore[union-attr]
+                self._unknown(
+                    node.get("guard").pos, "guard", guard_name, sorted(group_names) + ["metrics"], "groups"
+                )  # type: ignore[union-attr]
                 return None
             guard = guard_name.upper()
         call = None

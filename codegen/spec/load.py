@@ -40,7 +40,15 @@ TOP_KEYS = (
     "attributes",
 )
 SINGLETON_KEYS = (
-    "runtime", "upstream", "groups", "presets", "lifecycle", "metrics", "env", "flags", "attributes"
+    "runtime",
+    "upstream",
+    "groups",
+    "presets",
+    "lifecycle",
+    "metrics",
+    "env",
+    "flags",
+    "attributes",
 )
 
 
@@ -189,7 +197,18 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, Attribute
         if runtime is None or upstream is None:
             return None
         return Project(
-            runtime, upstream, groups, presets, spans, files, lifecycle, metrics, env, flags, hooks, supported,
+            runtime,
+            upstream,
+            groups,
+            presets,
+            spans,
+            files,
+            lifecycle,
+            metrics,
+            env,
+            flags,
+            hooks,
+            supported,
             attributes=self._attribute_decls(),
         )
 

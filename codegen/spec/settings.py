@@ -277,14 +277,13 @@ class SettingsReader(Reader):
             out.append(var)
         return tuple(out)
 
-    def _env_clash(
-        self, var: EnvVar, node: YMap, names: dict[str, EnvVar], roles: dict[str, EnvVar]
-    ) -> bool:
+    def _env_clash(self, var: EnvVar, node: YMap, names: dict[str, EnvVar], roles: dict[str, EnvVar]) -> bool:
         """Report a second variable of the same name or role, or exporters the runtime lacks."""
         where = node.get("name").pos  # type: ignore[union-attr]
         if var.name in names:
             self.diags.error(
-                where, f"environment variable '{var.name}' is already declared at {names[var.name].pos.ref(where)}"
+                where,
+                f"environment variable '{var.name}' is already declared at {names[var.name].pos.ref(where)}",
             )
             return True
         names[var.name] = var
@@ -324,7 +323,9 @@ class SettingsReader(Reader):
         parser = self._required_str(node, "parser", "flags")
         if parser is not None and not DOTTED.match(parser):
             where = node.get("parser").pos  # type: ignore[union-attr]
-            self.diags.error(where, f"parser '{parser}' must be the (dotted) name of the argparse parser or group")
+            self.diags.error(
+                where, f"parser '{parser}' must be the (dotted) name of the argparse parser or group"
+            )
             parser = None
         before_node = node.get("before")
         before = self._selector(before_node) if before_node is not None else None
@@ -347,7 +348,9 @@ class SettingsReader(Reader):
                 self.diags.error(as_map.get("option").pos, f"option '{option}' must look like --otel-enabled")  # type: ignore[union-attr]
                 continue
             if env_name is not None and env_name not in env_names:
-                self._unknown(as_map.get("env").pos, "environment variable", env_name, sorted(env_names), "env")  # type: ignore[union-attr]
+                self._unknown(
+                    as_map.get("env").pos, "environment variable", env_name, sorted(env_names), "env"
+                )  # type: ignore[union-attr]
                 continue
             if action not in (None, "store_true"):
                 self.diags.error(as_map.get("action").pos, "action must be 'store_true' or absent")  # type: ignore[union-attr]
@@ -356,7 +359,9 @@ class SettingsReader(Reader):
                 continue
             if option in options:
                 where = as_map.get("option").pos  # type: ignore[union-attr]
-                self.diags.error(where, f"option '{option}' is already declared at {options[option].ref(where)}")
+                self.diags.error(
+                    where, f"option '{option}' is already declared at {options[option].ref(where)}"
+                )
                 continue
             options[option] = as_map.get("option").pos  # type: ignore[union-attr]
             # argparse shows help text with its whitespace folded; so do the generated call and docs

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 import yaml
 
 from codegen.diagnostics import Diagnostics, Pos
 
-Scalar = Union[str, int, float, bool, None]
+Scalar = str | int | float | bool | None
 
 
 @dataclass(frozen=True)
@@ -20,17 +19,17 @@ class YScalar:
 
 @dataclass(frozen=True)
 class YSeq:
-    items: tuple["YNode", ...]
+    items: tuple[YNode, ...]
     pos: Pos
 
 
 @dataclass(frozen=True)
 class YMap:
     # key text -> (key position, value); insertion order is the file order
-    entries: dict[str, tuple[Pos, "YNode"]]
+    entries: dict[str, tuple[Pos, YNode]]
     pos: Pos
 
-    def get(self, key: str) -> "YNode | None":
+    def get(self, key: str) -> YNode | None:
         entry = self.entries.get(key)
         return entry[1] if entry else None
 
@@ -38,7 +37,7 @@ class YMap:
         return self.entries[key][0]
 
 
-YNode = Union[YScalar, YSeq, YMap]
+YNode = YScalar | YSeq | YMap
 
 
 def _pos(path: str, node: yaml.Node) -> Pos:

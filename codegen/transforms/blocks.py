@@ -87,15 +87,16 @@ class BlockEditor(cst.CSTTransformer):
         if self.inside:
             if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite, cst.BaseExpression)):
                 return False
-            if isinstance(node, cst.BaseCompoundStatement):
-                if not any(id(b) in self.relevant for b in child_blocks(node)) and not _leads_to(
-                    node, self.edited
-                ):
-                    return False
+            if (
+                isinstance(node, cst.BaseCompoundStatement)
+                and not any(id(b) in self.relevant for b in child_blocks(node))
+                and not _leads_to(node, self.edited)
+            ):
+                return False
             return super().on_visit(node)
-        if isinstance(node, cst.BaseCompoundStatement) and not _leads_to(node, self.edited):
-            return False
-        elif isinstance(node, cst.SimpleStatementLine):
+        if isinstance(node, cst.SimpleStatementLine) or (
+            isinstance(node, cst.BaseCompoundStatement) and not _leads_to(node, self.edited)
+        ):
             return False
         return super().on_visit(node)
 
@@ -278,5 +279,5 @@ def _append_before_return(body: list[cst.BaseStatement], stmt: cst.BaseStatement
 
 def _statement(text: str, indent: str) -> cst.BaseStatement:
     lines = text.split("\n")
-    dedented = "\n".join(line[len(indent) :] if line.startswith(indent) else line for line in lines)
+    dedented = "\n".join(line.removeprefix(indent) for line in lines)
     return cst.parse_statement(dedented + "\n")
