@@ -148,7 +148,7 @@ def _attribute(project: Project, found: list[Diagnostic]) -> tuple[Failure, ...]
     """Each entry with the problems located at one of its own positions; None when a problem
     belongs to no entry (then it is not a mismatch of entries and the tree)."""
     owners: dict[Pos, list[Span | Hook]] = {}
-    for entry in (*project.spans, *project.hooks):
+    for entry in project.entries():
         for pos in _positions(entry):
             owners.setdefault(pos, []).append(entry)
     by_entry: dict[int, tuple[Span | Hook, list[Diagnostic]]] = {}

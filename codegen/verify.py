@@ -87,10 +87,10 @@ def expectations(project: Project, plan: Plan) -> dict[str, Expectation]:
             required.append(GOODPUT_ATTRIBUTE)
         for name in span.names or (span.name,):
             out.setdefault(name, Expectation(span.group, parents[name], tuple(required)))
-    for span in project.lifecycle:
-        required = [GROUP_ATTRIBUTE] + [key for key, _ in span.attributes]
-        required += [GOODPUT_ATTRIBUTE] if span.goodput else []
-        out.setdefault(span.name, Expectation(span.group, parents[span.name], tuple(required)))
+    for life in project.lifecycle:
+        required = [GROUP_ATTRIBUTE] + [key for key, _ in life.attributes]
+        required += [GOODPUT_ATTRIBUTE] if life.goodput else []
+        out.setdefault(life.name, Expectation(life.group, parents[life.name], tuple(required)))
     return out
 
 
@@ -165,23 +165,23 @@ def verify(
             report.findings.append(f"span '{name}' (group {want.group}) is documented but was never seen")
     if not captured:
         report.findings.append("the capture holds no spans")
-    declared = {m.name: m for m in project.metrics}
+    declared_metrics = {m.name: m for m in project.metrics}
     for metric in metrics:
         if metric.name in report.metrics:
             report.metrics[metric.name] += metric.points
             continue
         report.metrics[metric.name] += metric.points
-        want = declared.get(metric.name)
-        if want is None:
+        decl = declared_metrics.get(metric.name)
+        if decl is None:
             report.findings.append(f"metric '{metric.name}' is not declared")
             continue
-        if metric.unit != want.unit:
+        if metric.unit != decl.unit:
             report.findings.append(
-                f"metric '{metric.name}' has unit {metric.unit!r}; the docs say {want.unit!r}"
+                f"metric '{metric.name}' has unit {metric.unit!r}; the docs say {decl.unit!r}"
             )
-        if metric.kind != METRIC_DATA.get(want.kind, want.kind):
+        if metric.kind != METRIC_DATA.get(decl.kind, decl.kind):
             report.findings.append(
-                f"metric '{metric.name}' is exported as a {metric.kind}; the docs declare a {want.kind}"
+                f"metric '{metric.name}' is exported as a {metric.kind}; the docs declare a {decl.kind}"
             )
     return report
 

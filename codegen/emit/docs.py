@@ -80,18 +80,18 @@ def render_docs(
                     parent_text(name),
                 )
             )
-    for span in project.lifecycle:
+    for life in project.lifecycle:
         covers = {
             "startup": "program start to just before the training loop",
-            "phase": f"backdated: `{span.start}` to `{span.end}`",
-            "pre_startup": f"backdated: `{span.start}` to `{span.end}`; a root of its own",
+            "phase": f"backdated: `{life.start}` to `{life.end}`",
+            "pre_startup": f"backdated: `{life.start}` to `{life.end}`; a root of its own",
             "interval": "save_interval iterations of the training loop",
-        }[span.role]
-        parts = [f"{_code(key)}: {_md(what)}" for key, what in span.attributes]
-        if span.goodput:
+        }[life.role]
+        parts = [f"{_code(key)}: {_md(what)}" for key, what in life.attributes]
+        if life.goodput:
             parts.append("`is_goodput_span` = `True`")
         attributes = "<br>".join(parts) or "–"
-        rows.append(SpanRow(span.name, span.group, "runtime", covers, attributes, parent_text(span.name)))
+        rows.append(SpanRow(life.name, life.group, "runtime", covers, attributes, parent_text(life.name)))
 
     by_group = {g.name: [r.name for r in rows if r.group == g.name] for g in project.groups}
     groups = [

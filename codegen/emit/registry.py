@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import yaml
@@ -150,7 +151,7 @@ def spec_warnings(project: Project) -> list[tuple[Pos, str]]:
     return sorted(set(found), key=lambda item: (item[0].path, item[0].line, item[0].col, item[1]))
 
 
-def _dump(groups: list[dict]) -> str:
+def _dump(groups: Sequence[Mapping[str, object]]) -> str:
     return HEADER + yaml.safe_dump({"groups": groups}, sort_keys=False, width=100, allow_unicode=True)
 
 
@@ -195,8 +196,13 @@ def render_registry(project: Project) -> dict[str, str]:
         if name in goodput:
             refs.append({"ref": "is_goodput_span", "requirement_level": "required"})
         refs += [{"ref": key, "requirement_level": level} for key, level in spans.get(name, [])]
-        group = {"id": f"span.{name}", "type": "span", "span_kind": "internal", "stability": STABILITY,
-                 "brief": f"The {name} span (group {group_of[name]})."}  # fmt: skip
+        group: dict[str, object] = {
+            "id": f"span.{name}",
+            "type": "span",
+            "span_kind": "internal",
+            "stability": STABILITY,
+            "brief": f"The {name} span (group {group_of[name]}).",
+        }
         if name in notes:
             group["note"] = notes[name]
         group["attributes"] = refs

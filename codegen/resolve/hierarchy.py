@@ -45,8 +45,8 @@ def parents_of(project: Project, plan: Plan) -> dict[str, tuple[str, ...]]:
             # a declared parent the release lacks (its ``releases:`` exclude it) is left out
             result[name].update(p for p in span.parents_of(name) if p in result)
     startup = next((s.name for s in project.lifecycle if s.role == "startup"), None)
-    for span in project.lifecycle:
-        if span.role == "phase" and startup is not None:
-            result[span.name].add(startup)
+    for life in project.lifecycle:
+        if life.role == "phase" and startup is not None:
+            result[life.name].add(startup)
     order = {name: i for i, name in enumerate(project.all_span_names())}
     return {name: tuple(sorted(found, key=lambda n: order[n])) for name, found in result.items()}

@@ -64,7 +64,7 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
     diags = diags if diags is not None else Diagnostics()
     files: dict[str, FilePlan] = {}
     by_file: dict[str, list[Span | Hook]] = {}
-    for entry in (*project.spans, *project.hooks):
+    for entry in project.entries():
         by_file.setdefault(entry.file, []).append(entry)
     root = source_root.resolve()
     trees: dict[str, cst.Module | None] = {}  # modules parsed for the expression checks

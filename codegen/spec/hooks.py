@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import Any, Literal
 
 from codegen.diagnostics import Pos
 from codegen.spec.model import (
@@ -80,8 +80,8 @@ class HookReader(SelectorReader, ReleasesReader):
                 return None
             if guard_name not in group_names and guard_name != "metrics":
                 self._unknown(
-                    node.get("guard").pos, "guard", guard_name, sorted(group_names) + ["metrics"], "groups"
-                )  # type: ignore[union-attr]
+                    node.value_pos("guard"), "guard", guard_name, sorted(group_names) + ["metrics"], "groups"
+                )
                 return None
             guard = guard_name.upper()
         call = None
@@ -96,7 +96,7 @@ class HookReader(SelectorReader, ReleasesReader):
                 return None
             region = None
             if kind == "around":
-                region = self._region(node.get("around"))  # type: ignore[arg-type]
+                region = self._region(node.value("around"))
                 if region is None:
                     return None
             return Hook(
@@ -142,25 +142,28 @@ class HookReader(SelectorReader, ReleasesReader):
             return None
         selector = None
         if kind in ("before", "after"):
-            selector = self._selector(node.get(kind))  # type: ignore[arg-type]
+            selector = self._selector(node.value(kind))
             if selector is None:
                 return None
-        elif not (isinstance(node.get("entry"), YScalar) and node.get("entry").value is True):  # type: ignore[union-attr]
-            self.diags.error(node.get("entry").pos, "entry must be true")  # type: ignore[union-attr]
+        elif not (isinstance(entry := node.get("entry"), YScalar) and entry.value is True):
+            self.diags.error(node.value_pos("entry"), "entry must be true")
             return None
+        point: Literal["entry", "before", "after"] = (
+            "before" if kind == "before" else "after" if kind == "after" else "entry"
+        )
         return Hook(
             file,
             function,
-            kind,
+            point,
             node.pos,
             selector=selector,
             call=call,
-            guard=guard,  # type: ignore[arg-type]
+            guard=guard,
             **self._placement(node, file_pos),
         )
 
     def _wrap_hook(self, node: YMap, file: str, file_pos: Pos | None, function: str) -> Hook | None:
-        spec = self._map(node.get("wrap"), "wrap")  # type: ignore[arg-type]
+        spec = self._map(node.value("wrap"), "wrap")
         if spec is None:
             return None
         self._check_keys(spec, WRAP_KEYS, "wrap")
@@ -169,7 +172,9 @@ class HookReader(SelectorReader, ReleasesReader):
         )
         wrapper = self._required_str(spec, "with", "wrap")
         if wrapper is not None and not DOTTED.match(wrapper):
-            self.diags.error(spec.get("with").pos, "'with' must be a dotted callable such as otel.in_context")  # type: ignore[union-attr]
+            self.diags.error(
+                spec.value_pos("with"), "'with' must be a dotted callable such as otel.in_context"
+            )
             return None
         argument = result = None
         if ("argument" in spec.entries) == ("result" in spec.entries):
@@ -186,7 +191,8 @@ class HookReader(SelectorReader, ReleasesReader):
             if not valid:
                 self.diags.error(arg_node.pos, "argument must be a position (0, 1, ...) or a keyword name")  # type: ignore[union-attr]
                 return None
-            argument = value  # type: ignore[assignment]
+            assert isinstance(value, (int, str))  # checked just above
+            argument = value
         else:
             result = self._str(spec.get("result"), "result")
         if selector is None or wrapper is None or (argument is None and result is None):
@@ -213,23 +219,23 @@ class HookReader(SelectorReader, ReleasesReader):
         return {
             "note": (self._str(node.get("note"), "note") or "") if "note" in node.entries else "",
             "file_pos": file_pos,
-            "function_pos": node.get("function").pos,  # type: ignore[union-attr]
+            "function_pos": node.value_pos("function"),
             "releases": self._releases(node),
             "call_pos": payload.pos if payload is not None else None,
-            "enter_pos": node.get("enter").pos if "enter" in node.entries else None,  # type: ignore[union-attr]
-            "exit_pos": node.get("exit").pos if "exit" in node.entries else None,  # type: ignore[union-attr]
+            "enter_pos": node.value_pos("enter") if "enter" in node.entries else None,
+            "exit_pos": node.value_pos("exit") if "exit" in node.entries else None,
         }
 
     def _call(self, node: YNode | None, what: str) -> str | None:
         text = self._str(node, what)
-        if text is None:
+        if text is None or node is None:
             return None
         try:
             expr = ast.parse(text.strip(), mode="eval").body
         except SyntaxError as exc:
-            self.diags.error(node.pos, f"{what}: '{text}' does not parse: {exc.msg}")  # type: ignore[union-attr]
+            self.diags.error(node.pos, f"{what}: '{text}' does not parse: {exc.msg}")
             return None
         if not isinstance(expr, ast.Call):
-            self.diags.error(node.pos, f"{what}: '{text}' must be a call")  # type: ignore[union-attr]
+            self.diags.error(node.pos, f"{what}: '{text}' must be a call")
             return None
         return text

@@ -89,7 +89,7 @@ class ReleasesReader(Reader):
                 continue
             version, filename, sha = values
             assert version is not None and filename is not None and sha is not None
-            where = entry.get("version").pos  # type: ignore[union-attr]
+            where = entry.value_pos("version")
             if version_key(version) is None or not re.fullmatch(r"\d+\.\d+\.\d+", version):
                 self.diags.error(where, f"supported release '{version}' must be a version X.Y.Z")
                 continue
@@ -97,7 +97,7 @@ class ReleasesReader(Reader):
                 self.diags.error(where, f"release {version} is already declared ({seen[version]})")
                 continue
             if not re.fullmatch(r"[0-9a-f]{64}", sha):
-                self.diags.error(entry.get("sha256").pos, "sha256 must be 64 lowercase hex digits")  # type: ignore[union-attr]
+                self.diags.error(entry.value_pos("sha256"), "sha256 must be 64 lowercase hex digits")
                 continue
             seen[version] = f"at line {where.line}"
             distribution = pinned.distribution if pinned else "megatron-core"

@@ -36,13 +36,13 @@ class SelectorReader(Reader):
             if not {"from", "to"} <= keys or keys - {"from", "to"}:
                 self.diags.error(as_map.pos, "a range takes exactly 'from' and 'to' selectors")
                 return None
-            first, last = self._selector(as_map.get("from")), self._selector(as_map.get("to"))  # type: ignore[arg-type]
+            first, last = self._selector(as_map.value("from")), self._selector(as_map.value("to"))
             return Region("range", as_map.pos, first, last) if first and last else None
         if "after" in keys:
             if keys != {"after"}:
                 self.diags.error(as_map.pos, "'after' takes no other keys")
                 return None
-            first = self._selector(as_map.get("after"))  # type: ignore[arg-type]
+            first = self._selector(as_map.value("after"))
             return Region("after", as_map.pos, first) if first else None
         if "body" in keys:
             if keys - {"body", "branch"}:
@@ -50,9 +50,9 @@ class SelectorReader(Reader):
                 return None
             branch = self._str(as_map.get("branch"), "branch") if "branch" in keys else "body"
             if branch not in ("body", "else"):
-                self.diags.error(as_map.get("branch").pos, "branch must be 'body' or 'else'")  # type: ignore[union-attr]
+                self.diags.error(as_map.value_pos("branch"), "branch must be 'body' or 'else'")
                 return None
-            first = self._selector(as_map.get("body"))  # type: ignore[arg-type]
+            first = self._selector(as_map.value("body"))
             if first is not None and not is_compound(first):
                 self.diags.error(
                     first.pos, f"'body' needs a compound statement selector ({', '.join(COMPOUND_KINDS)})"
@@ -104,7 +104,7 @@ class SelectorReader(Reader):
                 return None
         within = None
         if "within" in as_map.entries:
-            within = self._selector(as_map.get("within"))  # type: ignore[arg-type]
+            within = self._selector(as_map.value("within"))
             if within is None:
                 return None
             if not is_compound(within):

@@ -16,7 +16,8 @@ from codegen.spec.model import (
     Preset,
     Runtime,
 )
-from codegen.spec.reader import DOTTED, GROUP_NAME, SPAN_NAME, Reader, quote
+from codegen.spec.reader import DOTTED, GROUP_NAME, SPAN_NAME, quote
+from codegen.spec.selectors import SelectorReader
 from codegen.spec.vocabulary import (
     ENV_ROLES,
     EXPORTERS,
@@ -31,7 +32,7 @@ from codegen.upstream import UpstreamPin
 PRESET_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
-class SettingsReader(Reader):
+class SettingsReader(SelectorReader):
     singletons: dict[str, tuple[str, YNode]]
 
     def _runtime(self) -> Runtime | None:
@@ -47,8 +48,8 @@ class SettingsReader(Reader):
             return None
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)+", package):
             self.diags.error(
-                node.get("package").pos, "runtime package must be a path like 'megatron/core/otel'"
-            )  # type: ignore[union-attr]
+                node.value_pos("package"), "runtime package must be a path like 'megatron/core/otel'"
+            )
             return None
         return Runtime(package, node.pos)
 
@@ -67,7 +68,7 @@ class SettingsReader(Reader):
         sha = values[3]
         assert sha is not None
         if not re.fullmatch(r"[0-9a-f]{64}", sha):
-            self.diags.error(node.get("sha256").pos, "sha256 must be 64 lowercase hex digits")  # type: ignore[union-attr]
+            self.diags.error(node.value_pos("sha256"), "sha256 must be 64 lowercase hex digits")
         return UpstreamPin(*values)  # type: ignore[arg-type]
 
     def _groups(self) -> tuple[Group, ...]:
@@ -210,12 +211,12 @@ class SettingsReader(Reader):
             unit = self._required_str(as_map, "unit", "metric")
             description = self._str(as_map.get("description"), "description") or ""
             if kind is not None and kind not in METRIC_KINDS:
-                self._unknown(as_map.get("kind").pos, "metric kind", kind, list(METRIC_KINDS))  # type: ignore[union-attr]
+                self._unknown(as_map.value_pos("kind"), "metric kind", kind, list(METRIC_KINDS))
                 continue
             if name in seen:
                 first = seen[name].pos
                 self.diags.error(
-                    as_map.get("name").pos,  # type: ignore[union-attr]
+                    as_map.value_pos("name"),
                     f"metric '{name}' is already declared at {first.ref(as_map.pos)}",
                 )
                 continue
@@ -254,7 +255,7 @@ class SettingsReader(Reader):
             choices = (
                 tuple(
                     c
-                    for c in (self._str(n, "choice") for n in self._seq(as_map.get("choices"), "choices"))
+                    for c in (self._str(n, "choice") for n in self._seq(as_map.value("choices"), "choices"))
                     if c
                 )
                 if "choices" in as_map.entries
@@ -265,7 +266,7 @@ class SettingsReader(Reader):
             )
             role = self._str(as_map.get("role"), "role") if "role" in as_map.entries else None
             if role is not None and role not in ENV_ROLES:
-                self._unknown(as_map.get("role").pos, "env role", role, list(ENV_ROLES))  # type: ignore[union-attr]
+                self._unknown(as_map.value_pos("role"), "env role", role, list(ENV_ROLES))
                 role = None
             if choices and default and default not in choices:
                 self.diags.error(default_node.pos, f"default '{default}' is not one of {', '.join(choices)}")  # type: ignore[union-attr]
@@ -279,7 +280,7 @@ class SettingsReader(Reader):
 
     def _env_clash(self, var: EnvVar, node: YMap, names: dict[str, EnvVar], roles: dict[str, EnvVar]) -> bool:
         """Report a second variable of the same name or role, or exporters the runtime lacks."""
-        where = node.get("name").pos  # type: ignore[union-attr]
+        where = node.value_pos("name")
         if var.name in names:
             self.diags.error(
                 where,
@@ -293,7 +294,7 @@ class SettingsReader(Reader):
         if role in roles:
             implied = "" if var.role else f" (implied by its name {var.name})"
             self.diags.error(
-                node.get("role").pos if var.role else where,  # type: ignore[union-attr]
+                node.value_pos("role") if var.role else where,
                 f"a second variable with role '{role}'{implied}: {roles[role].name} has it at "
                 f"{roles[role].pos.ref(where)}",
             )
@@ -302,7 +303,7 @@ class SettingsReader(Reader):
         unknown = [c for c in var.choices if c not in EXPORTERS] if role == "exporter" else []
         if unknown:
             self.diags.error(
-                node.get("choices").pos,  # type: ignore[union-attr]
+                node.value_pos("choices"),
                 f"unsupported exporter(s) {', '.join(unknown)} (the runtime supports {', '.join(EXPORTERS)})",
             )
             return True
@@ -322,7 +323,7 @@ class SettingsReader(Reader):
         function = self._required_str(node, "function", "flags")
         parser = self._required_str(node, "parser", "flags")
         if parser is not None and not DOTTED.match(parser):
-            where = node.get("parser").pos  # type: ignore[union-attr]
+            where = node.value_pos("parser")
             self.diags.error(
                 where, f"parser '{parser}' must be the (dotted) name of the argparse parser or group"
             )
@@ -345,25 +346,27 @@ class SettingsReader(Reader):
             metavar = self._str(as_map.get("metavar"), "metavar") if "metavar" in as_map.entries else None
             env_name = self._str(as_map.get("env"), "env") if "env" in as_map.entries else None
             if option is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", option):
-                self.diags.error(as_map.get("option").pos, f"option '{option}' must look like --otel-enabled")  # type: ignore[union-attr]
+                self.diags.error(
+                    as_map.value_pos("option"), f"option '{option}' must look like --otel-enabled"
+                )
                 continue
             if env_name is not None and env_name not in env_names:
                 self._unknown(
-                    as_map.get("env").pos, "environment variable", env_name, sorted(env_names), "env"
-                )  # type: ignore[union-attr]
+                    as_map.value_pos("env"), "environment variable", env_name, sorted(env_names), "env"
+                )
                 continue
             if action not in (None, "store_true"):
-                self.diags.error(as_map.get("action").pos, "action must be 'store_true' or absent")  # type: ignore[union-attr]
+                self.diags.error(as_map.value_pos("action"), "action must be 'store_true' or absent")
                 continue
             if option is None or help_text is None:
                 continue
             if option in options:
-                where = as_map.get("option").pos  # type: ignore[union-attr]
+                where = as_map.value_pos("option")
                 self.diags.error(
                     where, f"option '{option}' is already declared at {options[option].ref(where)}"
                 )
                 continue
-            options[option] = as_map.get("option").pos  # type: ignore[union-attr]
+            options[option] = as_map.value_pos("option")
             # argparse shows help text with its whitespace folded; so do the generated call and docs
             help_text = " ".join(help_text.split())
             try:
@@ -372,9 +375,9 @@ class SettingsReader(Reader):
                 )
             except (KeyError, IndexError, ValueError) as exc:
                 self.diags.error(
-                    as_map.get("help").pos,
+                    as_map.value_pos("help"),
                     f"help text: unknown placeholder {exc} (use {{presets}} or {{groups}})",
-                )  # type: ignore[union-attr]
+                )
                 continue
             dest = option[2:].replace("-", "_")
             flags.append(Flag(option, dest, help_text, as_map.pos, action, metavar, env_name))

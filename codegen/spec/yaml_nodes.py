@@ -36,6 +36,14 @@ class YMap:
     def key_pos(self, key: str) -> Pos:
         return self.entries[key][0]
 
+    def value(self, key: str) -> YNode:
+        """The value of ``key`` (present: the caller has checked ``key in entries``)."""
+        return self.entries[key][1]
+
+    def value_pos(self, key: str) -> Pos:
+        """Where the value of ``key`` (present: the caller has read it) starts."""
+        return self.entries[key][1].pos
+
 
 YNode = YScalar | YSeq | YMap
 

@@ -70,8 +70,9 @@ class BlockEditor(cst.CSTTransformer):
         # Inside an edited function, only blocks with edits and the blocks around them.
         self.relevant = {id(w.block) for w in wraps} | {id(i.block) for i in inserts}
         self.relevant |= {id(r.block) for r in rewrites}
-        for item in (*wraps, *inserts, *rewrites):
-            self.relevant.update(b for b, _ in block_ancestry(item.function)[id(item.block)])
+        edits = [(w.function, w.block) for w in wraps] + [(i.function, i.block) for i in inserts]
+        for function, block in edits + [(r.function, r.block) for r in rewrites]:
+            self.relevant.update(b for b, _ in block_ancestry(function)[id(block)])
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.FunctionDef):
@@ -100,7 +101,10 @@ class BlockEditor(cst.CSTTransformer):
             return False
         return super().on_visit(node)
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+    # libcst declares on_leave generic in the node type (CSTNodeT), which no override can restate
+    def on_leave(  # type: ignore[override]
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
         if isinstance(original_node, cst.FunctionDef) and id(original_node) in self.edited:
             self.inside -= 1
             self.step = self.steps.pop()
@@ -216,7 +220,7 @@ class BlockEditor(cst.CSTTransformer):
         if isinstance(entry, Span) and entry.form == "flat":
             var = span_variable(self.depths[id(wrap)])
             start = _statement(span_start(self.project, entry, var, indent, self.step), indent)
-            start = start.with_changes(leading_lines=body[0].leading_lines)
+            start = start.with_changes(leading_lines=_leading_lines(body[0]))
             body[0] = body[0].with_changes(leading_lines=())
             setter = span_setter(entry, var, indent, self.step)
             after = [_statement(setter, indent)] if setter is not None else []
@@ -238,7 +242,7 @@ class BlockEditor(cst.CSTTransformer):
                 final.append(self._hook_call(entry, entry.exit, inner))
         if before:
             # Comments and blank lines that introduced the covered statements now introduce the wrap.
-            before[0] = before[0].with_changes(leading_lines=body[0].leading_lines)
+            before[0] = before[0].with_changes(leading_lines=_leading_lines(body[0]))
             body[0] = body[0].with_changes(leading_lines=())
         if not final:
             return before + body
@@ -248,7 +252,7 @@ class BlockEditor(cst.CSTTransformer):
             finalbody=cst.Finally(body=cst.IndentedBlock(body=final, indent=own)),
         )
         if not before:
-            wrapped = wrapped.with_changes(leading_lines=body[0].leading_lines)
+            wrapped = wrapped.with_changes(leading_lines=_leading_lines(body[0]))
             wrapped = wrapped.with_changes(
                 body=wrapped.body.with_changes(body=[body[0].with_changes(leading_lines=())] + body[1:])
             )
@@ -281,3 +285,10 @@ def _statement(text: str, indent: str) -> cst.BaseStatement:
     lines = text.split("\n")
     dedented = "\n".join(line.removeprefix(indent) for line in lines)
     return cst.parse_statement(dedented + "\n")
+
+
+def _leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
+    """The comments and blank lines above a statement (libcst declares them on both of
+    BaseStatement's subclasses, not on BaseStatement)."""
+    assert isinstance(stmt, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+    return stmt.leading_lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+from collections.abc import Sequence
 
 import libcst as cst
 import libcst.matchers as m
@@ -119,7 +120,9 @@ def add_runtime_import(project: Project, module: cst.Module, first_use: int | No
     body = list(module.body)
     limit = _first_definition(body) if first_use is None else min(first_use, _first_definition(body))
     for index, stmt in enumerate(body[:limit]):
-        node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            continue
+        node = stmt.body[0]
         if not isinstance(node, cst.ImportFrom) or node.relative or node.module is None:
             continue
         if _EMPTY.code_for_node(node.module) != parent or isinstance(node.names, cst.ImportStar):
@@ -150,7 +153,7 @@ def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
         after = commas[0].whitespace_after
         plain = commas[0].with_changes(
             whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace())
-        )  # type: ignore[union-attr]
+        )
     plain = plain or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     new = cst.ImportAlias(name=cst.Name(alias))
     if index < len(names):
@@ -161,11 +164,15 @@ def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
     tail = last.comma
     if isinstance(tail, cst.Comma):
         separator = plain
-        if _has_comment(tail) and isinstance(plain.whitespace_after, cst.ParenthesizedWhitespace):
+        if (
+            _has_comment(tail)
+            and isinstance(tail.whitespace_after, cst.ParenthesizedWhitespace)
+            and isinstance(plain.whitespace_after, cst.ParenthesizedWhitespace)
+        ):
             separator = plain.with_changes(
                 whitespace_after=plain.whitespace_after.with_changes(
                     first_line=tail.whitespace_after.first_line
-                )  # type: ignore[union-attr]
+                )
             )
         if isinstance(tail.whitespace_after, cst.ParenthesizedWhitespace):
             tail = tail.with_changes(
@@ -217,7 +224,10 @@ def _module_name(stmt: cst.BaseStatement) -> str | None:
 
 
 def _place_new_import(
-    project: Project, module: cst.Module, new_stmt: cst.BaseStatement, limit: int
+    project: Project,
+    module: cst.Module,
+    new_stmt: cst.SimpleStatementLine | cst.BaseCompoundStatement,
+    limit: int,
 ) -> cst.Module:
     """Insert a new import line where isort puts it: sorted among the imports of the same
     top-level package, else as a new section after the other absolute imports."""
@@ -251,12 +261,12 @@ def _place_new_import(
     return module.with_changes(body=body)
 
 
-def _first_definition(body: list[cst.BaseStatement]) -> int:
+def _first_definition(body: Sequence[cst.BaseStatement]) -> int:
     """Index of the first top-level function or class: the leading import block ends there."""
     return next((i for i, s in enumerate(body) if isinstance(s, (cst.FunctionDef, cst.ClassDef))), len(body))
 
 
-def _first_code(body: list[cst.BaseStatement]) -> int:
+def _first_code(body: Sequence[cst.BaseStatement]) -> int:
     """Index of the first statement after which a new import would be flake8's E402 (module level
     import not at top of file): pycodestyle allows the docstring, ``__dunder__`` assignments and
     ``if``/``try``/``with`` blocks before imports, and nothing else."""
@@ -277,7 +287,7 @@ def _is_from(stmt: cst.BaseStatement) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.ImportFrom)
 
 
-def _after_header(body: list[cst.BaseStatement]) -> int:
+def _after_header(body: Sequence[cst.BaseStatement]) -> int:
     """Index after the module docstring and ``from __future__`` imports."""
     index = 0
     if body and m.matches(
