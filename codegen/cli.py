@@ -195,8 +195,9 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
     tree = generation.tree
     assert tree is not None
     notes = [
-        f"{e.pos}: note: {label(e)} is not in megatron-core {tree.release}: {e.releases.why_not()}"  # type: ignore[union-attr]
+        f"{e.pos}: note: {label(e)} is not in megatron-core {tree.release}: {e.releases.why_not()}"
         for e in generation.excluded
+        if e.releases is not None  # an excluded entry always names its releases
     ]
     warnings = list(generation.warnings)  # what the checks could not know (expressions)
     if generation.missing:

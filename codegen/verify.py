@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,7 +116,7 @@ def verify(
     plan: Plan,
     captured: list[CapturedSpan],
     groups: frozenset[str] | None,
-    metrics: list[CapturedMetric] = (),  # type: ignore[assignment]
+    metrics: Sequence[CapturedMetric] = (),
 ) -> Report:
     """``groups``: the groups whose every documented span must appear; None means the groups seen.
 

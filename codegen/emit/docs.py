@@ -75,7 +75,7 @@ def render_docs(
                     name,
                     span.group,
                     f"{_code(span.file)}<br>{_code(span.function)}",
-                    _covers(plan.as_resolved(span)),  # type: ignore[arg-type]
+                    _covers(plan.as_resolved(span)),
                     _attributes(span),
                     parent_text(name),
                 )

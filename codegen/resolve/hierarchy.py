@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from codegen.resolve.sites import Plan, Wrap
-from codegen.spec.model import Project, Span
+from codegen.spec.model import Hook, Project, Span
 
 
-def _span_names(span: Span) -> tuple[str, ...]:
-    return span.names or (span.name,)
+def _span_names(entry: Span | Hook) -> tuple[str, ...]:
+    return (entry.names or (entry.name,)) if isinstance(entry, Span) else ()
 
 
 def static_parents(plan: Plan) -> dict[str, set[str]]:
@@ -26,12 +26,12 @@ def static_parents(plan: Plan) -> dict[str, set[str]]:
             if not enclosing:
                 outer = decorated.get(id(inner.function))
                 if outer is not None:
-                    for name in _span_names(inner.entry):  # type: ignore[arg-type]
+                    for name in _span_names(inner.entry):
                         parents.setdefault(name, set()).update(_span_names(outer))
                 continue
             nearest = max(enclosing, key=lambda o: sum(contains(e, o) for e in enclosing))
-            for name in _span_names(inner.entry):  # type: ignore[arg-type]
-                parents.setdefault(name, set()).update(_span_names(nearest.entry))  # type: ignore[arg-type]
+            for name in _span_names(inner.entry):
+                parents.setdefault(name, set()).update(_span_names(nearest.entry))
     return parents
 
 

@@ -75,7 +75,8 @@ def resolve_region(
             return None
         block = orelse.body
     else:
-        block = stmt.body  # type: ignore[attr-defined]
+        assert isinstance(stmt, cst.BaseCompoundStatement)  # a 'body' region's selector is compound
+        block = stmt.body
     return _indented(span, block, diags, 0, len(_block_body(block)))
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
+from typing import TypeGuard
 
 import libcst as cst
 
@@ -51,7 +52,7 @@ def _root(node: cst.BaseExpression) -> cst.BaseExpression:
     return node
 
 
-def _rooted_call(node: cst.BaseExpression, alias: str) -> bool:
+def _rooted_call(node: cst.BaseExpression, alias: str) -> TypeGuard[cst.Call]:
     """``ALIAS.x.y(...)``."""
     return (
         isinstance(node, cst.Call)
@@ -138,7 +139,7 @@ class _Stripper(cst.CSTTransformer):
         """The wrapped call of a statement ``ALIAS.f("key", call)`` (a wrap hook's result form)."""
         if not isinstance(small, cst.Expr) or not _rooted_call(small.value, self.alias):
             return None
-        unwrapped = self._unwrap(small.value)  # type: ignore[arg-type]
+        unwrapped = self._unwrap(small.value)
         return unwrapped if isinstance(unwrapped, cst.Call) and unwrapped is not small.value else None
 
     def _hook(self, stmt: Statement) -> bool:

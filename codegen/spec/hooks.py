@@ -189,7 +189,9 @@ class HookReader(SelectorReader, ReleasesReader):
                 isinstance(value, str) and IDENTIFIER.match(value)
             )
             if not valid:
-                self.diags.error(arg_node.pos, "argument must be a position (0, 1, ...) or a keyword name")  # type: ignore[union-attr]
+                self.diags.error(
+                    spec.value_pos("argument"), "argument must be a position (0, 1, ...) or a keyword name"
+                )
                 return None
             assert isinstance(value, (int, str))  # checked just above
             argument = value

@@ -55,20 +55,20 @@ class ReleasesReader(Reader):
             )
             return None
         text = self._str(spec_node, "releases")
-        if text is None:
+        if text is None or spec_node is None:
             return None
         clauses = parse_releases(text)
         if not clauses:
             self.diags.error(
-                spec_node.pos,  # type: ignore[union-attr]
+                spec_node.pos,
                 f"releases '{text}' is not a version specifier: comma-separated clauses of "
                 f"{', '.join(RELEASE_OPERATORS)} and a version, such as '>=0.18' or '>=0.17, <0.19'",
             )
             return None
-        releases = Releases(" ".join(text.split()), clauses, spec_node.pos, reason)  # type: ignore[union-attr]
+        releases = Releases(" ".join(text.split()), clauses, spec_node.pos, reason)
         if self.supported_versions and not any(releases.contains(v) for v in self.supported_versions):
             self.diags.error(
-                spec_node.pos,  # type: ignore[union-attr]
+                spec_node.pos,
                 f"releases '{releases.text}' includes none of the supported releases "
                 f"({', '.join(self.supported_versions)}): the entry would never apply",
             )

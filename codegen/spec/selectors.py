@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from typing import Literal
 
 from codegen.spec.model import (
     ANY,
@@ -58,7 +59,8 @@ class SelectorReader(Reader):
                     first.pos, f"'body' needs a compound statement selector ({', '.join(COMPOUND_KINDS)})"
                 )
                 return None
-            return Region("body", as_map.pos, first, branch=branch) if first else None  # type: ignore[arg-type]
+            which: Literal["body", "else"] = "else" if branch == "else" else "body"  # checked above
+            return Region("body", as_map.pos, first, branch=which) if first else None
         if "branch" in keys:
             self.diags.error(as_map.key_pos("branch"), "'branch' is only valid with 'body'")
             return None

@@ -62,14 +62,12 @@ class SettingsReader(SelectorReader):
             return None
         keys = ("distribution", "version", "filename", "sha256")
         self._check_keys(node, keys + ("supported",), "upstream")
-        values = [self._required_str(node, k, "upstream") for k in keys]
-        if any(v is None for v in values):
+        distribution, version, filename, sha = (self._required_str(node, k, "upstream") for k in keys)
+        if distribution is None or version is None or filename is None or sha is None:
             return None
-        sha = values[3]
-        assert sha is not None
         if not re.fullmatch(r"[0-9a-f]{64}", sha):
             self.diags.error(node.value_pos("sha256"), "sha256 must be 64 lowercase hex digits")
-        return UpstreamPin(*values)  # type: ignore[arg-type]
+        return UpstreamPin(distribution, version, filename, sha)
 
     def _groups(self) -> tuple[Group, ...]:
         entry = self.singletons.get("groups")
@@ -269,7 +267,9 @@ class SettingsReader(SelectorReader):
                 self._unknown(as_map.value_pos("role"), "env role", role, list(ENV_ROLES))
                 role = None
             if choices and default and default not in choices:
-                self.diags.error(default_node.pos, f"default '{default}' is not one of {', '.join(choices)}")  # type: ignore[union-attr]
+                self.diags.error(
+                    as_map.value_pos("default"), f"default '{default}' is not one of {', '.join(choices)}"
+                )
             if not name:
                 continue
             var = EnvVar(name, default, description, as_map.pos, choices, timestamp, role)

@@ -178,7 +178,8 @@ class BlockEditor(cst.CSTTransformer):
         for index in range(lo, hi + 1):
             for insert in inserts:
                 if insert.index == index:
-                    out.append(self._hook_call(insert.hook, insert.hook.call, indent))  # type: ignore[arg-type]
+                    assert insert.hook.call is not None  # an entry/before/after hook always has its call
+                    out.append(self._hook_call(insert.hook, insert.hook.call, indent))
             if index < hi:
                 out.append(stmts[index])
         return out

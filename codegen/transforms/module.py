@@ -144,7 +144,9 @@ _EMPTY = cst.Module(body=[])
 def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
     """Insert ``alias`` at its alphabetical (isort) position. Every existing name keeps its own
     comma, and with it any comment after it; the new name gets a plain separator."""
-    names = list(node.names)  # type: ignore[arg-type]
+    if isinstance(node.names, cst.ImportStar):  # the caller skips star imports
+        return node
+    names = list(node.names)
     keys = [_isort_key(_EMPTY.code_for_node(n.name)) for n in names]
     index = bisect.bisect_left(keys, _isort_key(alias))
     commas = [n.comma for n in names[:-1] if isinstance(n.comma, cst.Comma)]
@@ -201,14 +203,22 @@ def _fit_import(stmt: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
     code = _EMPTY.code_for_node(stmt.with_changes(leading_lines=()))
     first = code.split("\n")[0]
     node = stmt.body[0]
-    if len(first) <= LINE_LENGTH or "\n" in code.rstrip("\n") or not isinstance(node, cst.ImportFrom):
+    if (
+        len(first) <= LINE_LENGTH
+        or "\n" in code.rstrip("\n")
+        or not isinstance(node, cst.ImportFrom)
+        or node.module is None
+        or isinstance(node.names, cst.ImportStar)
+    ):
         return stmt
-    module = _EMPTY.code_for_node(node.module)  # type: ignore[arg-type]
-    names = [_EMPTY.code_for_node(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]  # type: ignore[union-attr]
+    module = _EMPTY.code_for_node(node.module)
+    names = [_EMPTY.code_for_node(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]
     comment = stmt.trailing_whitespace.comment
     opening = f"from {module} import (" + (f"  {comment.value}" if comment else "")
     text = opening + "\n" + "".join(f"    {n},\n" for n in names) + ")\n"
-    return cst.parse_statement(text).with_changes(leading_lines=stmt.leading_lines)  # type: ignore[return-value]
+    laid_out = cst.parse_statement(text)
+    assert isinstance(laid_out, cst.SimpleStatementLine)  # an import statement
+    return laid_out.with_changes(leading_lines=stmt.leading_lines)
 
 
 def _module_name(stmt: cst.BaseStatement) -> str | None:
@@ -276,7 +286,7 @@ def _first_code(body: Sequence[cst.BaseStatement]) -> int:
         if m.matches(stmt, m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())])):
             continue
         if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
-            name = stmt.body[0].targets[0].target.value  # type: ignore[attr-defined]
+            name = stmt.body[0].targets[0].target.value  # type: ignore[attr-defined]  # libcst: m.matches does not narrow
             if name.startswith("__") and name.endswith("__"):
                 continue
         return index
