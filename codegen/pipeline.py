@@ -11,6 +11,7 @@ from codegen.emit.docs import render_docs
 from codegen.emit.patch import make_patch, write_patch_set
 from codegen.emit.registry import render_registry
 from codegen.emit.runtime import render_runtime
+from codegen.emit.templating import TEMPLATES_DIR
 from codegen.resolve.plan import build_plan
 from codegen.resolve.sites import Plan
 from codegen.spec.load import load_project
@@ -20,7 +21,6 @@ from codegen.target import Failure, ReleaseError, SourceMismatch, Tree, label, l
 from codegen.transforms.module import transform_file
 from codegen.upstream import UpstreamError
 
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 __all__ = ["Generation", "SourceMismatch", "Tree", "generate", "label", "plan_only", "render_failures"]
 
 
