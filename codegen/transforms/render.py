@@ -50,9 +50,6 @@ class DictArg:
 Arg = str | DictArg
 
 
-string_literal = quote  # a double-quoted Python string literal
-
-
 def call_statement(prefix: str, args: Sequence[Arg], indent: str, step: str = "    ") -> str:
     """``{prefix}({args})`` as black would lay it out at ``indent``; no trailing newline."""
     flat = [a.inline() if isinstance(a, DictArg) else a for a in args]
