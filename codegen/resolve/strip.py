@@ -24,15 +24,14 @@ result with the pristine source.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
 from typing import TypeGuard
 
 import libcst as cst
 
 from codegen.resolve.scan import compact
+from codegen.runtime_calls import SPAN_VARIABLE_PATTERN
 
-_SPAN_VARIABLE = re.compile(r"_otel_span(_\d+)?\Z")
 Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement  # what a block holds
 _EMPTY = cst.Module(body=[])
 
@@ -106,7 +105,7 @@ class _Stripper(cst.CSTTransformer):
         if not isinstance(small, cst.Assign) or len(small.targets) != 1:
             return False
         target = small.targets[0].target
-        if not (isinstance(target, cst.Name) and _SPAN_VARIABLE.match(target.value)):
+        if not (isinstance(target, cst.Name) and SPAN_VARIABLE_PATTERN.match(target.value)):
             return False
         operands = _operands(small.value)
         last = operands[-1]
@@ -128,7 +127,7 @@ class _Stripper(cst.CSTTransformer):
             return False
         var, call = operands[0].value, operands[1]
         return (
-            _SPAN_VARIABLE.match(var) is not None
+            SPAN_VARIABLE_PATTERN.match(var) is not None
             and isinstance(call, cst.Call)
             and isinstance(call.func, cst.Attribute)
             and m_name(call.func.value, var)

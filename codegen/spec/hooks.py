@@ -6,10 +6,11 @@ import ast
 from typing import Any, Literal
 
 from codegen.diagnostics import Pos
+from codegen.runtime_calls import record_metrics_call, set_current_attributes_call
 from codegen.spec.model import (
     Hook,
 )
-from codegen.spec.reader import DOTTED, IDENTIFIER, quote
+from codegen.spec.reader import DOTTED, IDENTIFIER
 from codegen.spec.releases import ReleasesReader
 from codegen.spec.selectors import SelectorReader
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar
@@ -124,20 +125,12 @@ class HookReader(SelectorReader, ReleasesReader):
                     self._unknown(attr.pos, "metric", attr.key, sorted(metric_names), "metrics")
                     return None
             guard = guard or "METRICS"
-            call = (
-                f"{alias}.record_metrics(lambda: {{"
-                + ", ".join(f"{quote(a.key)}: {a.expr}" for a in attrs)
-                + "})"
-            )
+            call = record_metrics_call(alias, attrs)
         else:
             attrs = self._attributes(node.get("stamp"), "stamp")
             if attrs is None:
                 return None
-            call = (
-                f"{alias}.set_current_attributes(lambda: {{"
-                + ", ".join(f"{quote(a.key)}: {a.expr}" for a in attrs)
-                + "})"
-            )
+            call = set_current_attributes_call(alias, attrs)
         if call is None:
             return None
         selector = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from codegen.diagnostics import Pos
+from codegen.runtime_calls import add_argument_call
 from codegen.spec.model import (
     EnvVar,
     Flag,
@@ -16,7 +17,7 @@ from codegen.spec.model import (
     Preset,
     Runtime,
 )
-from codegen.spec.reader import DOTTED, GROUP_NAME, SPAN_NAME, quote
+from codegen.spec.reader import DOTTED, GROUP_NAME, SPAN_NAME
 from codegen.spec.selectors import SelectorReader
 from codegen.spec.vocabulary import (
     ENV_ROLES,
@@ -390,21 +391,9 @@ class SettingsReader(SelectorReader):
                 "before",
                 flag.pos,
                 selector=before,
-                call=_add_argument(parser, flag),
+                call=add_argument_call(parser, flag),
                 note=f"the {flag.option} flag",
             )
             for flag in flags
         )
         return tuple(flags), hooks
-
-
-def _add_argument(parser: str, flag: Flag) -> str:
-    args = [quote(flag.option)]
-    if flag.action:
-        args.append(f"action={quote(flag.action)}")
-    else:
-        args.append("default=None")
-    if flag.metavar:
-        args.append(f"metavar={quote(flag.metavar)}")
-    args.append(f"help={quote(flag.help)}")
-    return f"{parser}.add_argument({', '.join(args)})"

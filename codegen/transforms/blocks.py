@@ -13,6 +13,7 @@ import libcst as cst
 
 from codegen.resolve.sites import Insert, Rewrite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
+from codegen.runtime_calls import guard, span_variable
 from codegen.spec.model import Hook, Project, Span
 from codegen.transforms.reindent import fit
 from codegen.transforms.render import LINE_LENGTH, expression_statement
@@ -22,7 +23,6 @@ from codegen.transforms.span import (
     span_end,
     span_setter,
     span_start,
-    span_variable,
 )
 
 
@@ -209,8 +209,8 @@ class BlockEditor(cst.CSTTransformer):
         return new
 
     def _hook_call(self, hook: Hook, call: str, indent: str) -> cst.BaseStatement:
-        guard = f"{self.project.runtime.alias}.{hook.guard}" if hook.guard else ""
-        return _statement(expression_statement(call, indent, self.step, guard), indent)
+        flag = guard(self.project.runtime.alias, hook.guard)
+        return _statement(expression_statement(call, indent, self.step, flag), indent)
 
     def _wrap(self, wrap: Wrap, covered: list[cst.BaseStatement], indent: str) -> list[cst.BaseStatement]:
         inner = indent + self.step

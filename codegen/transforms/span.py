@@ -19,12 +19,6 @@ from codegen.spec.model import Attribute, Project, Span
 from codegen.spec.reader import quote
 from codegen.transforms.render import LINE_LENGTH, DictArg, call_statement
 
-SPAN_VARIABLE = "_otel_span"
-
-
-def span_variable(depth: int) -> str:
-    return SPAN_VARIABLE if depth == 1 else f"{SPAN_VARIABLE}_{depth}"
-
 
 def span_start(project: Project, span: Span, var: str, indent: str, step: str) -> str:
     alias = project.runtime.alias
