@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from codegen.diagnostics import Pos
@@ -74,63 +75,15 @@ class HookReader(SelectorReader, ReleasesReader):
         if kind == "wrap":
             return self._wrap_hook(node, file, file_pos, function)
         payloads = [k for k in ("call", "record", "stamp") if k in node.entries]
-        guard = None
-        if "guard" in node.entries:
-            guard_name = self._str(node.get("guard"), "guard")
-            if guard_name is None:
-                return None
-            if guard_name not in group_names and guard_name != "metrics":
-                self._unknown(
-                    node.value_pos("guard"), "guard", guard_name, sorted(group_names) + ["metrics"], "groups"
-                )
-                return None
-            guard = guard_name.upper()
-        call = None
+        ok, guard = self._guard(node, group_names)
+        if not ok:
+            return None
         if kind in ("around", "whole_function"):
-            if payloads:
-                self.diags.error(node.pos, "an around hook takes 'enter' and/or 'exit', not " + payloads[0])
-                return None
-            enter = self._call(node.get("enter"), "enter") if "enter" in node.entries else None
-            exit_ = self._call(node.get("exit"), "exit") if "exit" in node.entries else None
-            if enter is None and exit_ is None:
-                self.diags.error(node.pos, "an around hook needs 'enter' or 'exit'")
-                return None
-            region = None
-            if kind == "around":
-                region = self._region(node.value("around"))
-                if region is None:
-                    return None
-            return Hook(
-                file,
-                function,
-                "around",
-                node.pos,
-                region=region,
-                enter=enter,
-                exit=exit_,
-                guard=guard,
-                **self._placement(node, file_pos),
-            )
+            return self._around_hook(node, kind == "around", file, file_pos, function, guard, payloads)
         if len(payloads) != 1:
             self.diags.error(node.pos, "a hook needs exactly one of: call, record, stamp")
             return None
-        if payloads[0] == "call":
-            call = self._call(node.get("call"), "call")
-        elif payloads[0] == "record":
-            attrs = self._attributes(node.get("record"), "record")
-            if attrs is None:
-                return None
-            for attr in attrs:
-                if attr.key not in metric_names:
-                    self._unknown(attr.pos, "metric", attr.key, sorted(metric_names), "metrics")
-                    return None
-            guard = guard or "METRICS"
-            call = record_metrics_call(alias, attrs)
-        else:
-            attrs = self._attributes(node.get("stamp"), "stamp")
-            if attrs is None:
-                return None
-            call = set_current_attributes_call(alias, attrs)
+        call, guard = self._payload_call(node, payloads[0], metric_names, alias, guard)
         if call is None:
             return None
         selector = None
@@ -154,6 +107,74 @@ class HookReader(SelectorReader, ReleasesReader):
             guard=guard,
             **self._placement(node, file_pos),
         )
+
+    def _guard(self, node: YMap, group_names: set[str]) -> tuple[bool, str | None]:
+        """(valid, the runtime flag the hook's call is conditional on, if any)."""
+        if "guard" not in node.entries:
+            return True, None
+        guard_name = self._str(node.get("guard"), "guard")
+        if guard_name is None:
+            return False, None
+        if guard_name not in group_names and guard_name != "metrics":
+            self._unknown(
+                node.value_pos("guard"), "guard", guard_name, sorted(group_names) + ["metrics"], "groups"
+            )
+            return False, None
+        return True, guard_name.upper()
+
+    def _around_hook(
+        self,
+        node: YMap,
+        has_region: bool,
+        file: str,
+        file_pos: Pos | None,
+        function: str,
+        guard: str | None,
+        payloads: Sequence[str],
+    ) -> Hook | None:
+        """``around:`` (a region) or ``whole_function:``: ``enter`` before, ``exit`` in a finally."""
+        if payloads:
+            self.diags.error(node.pos, "an around hook takes 'enter' and/or 'exit', not " + payloads[0])
+            return None
+        enter = self._call(node.get("enter"), "enter") if "enter" in node.entries else None
+        exit_ = self._call(node.get("exit"), "exit") if "exit" in node.entries else None
+        if enter is None and exit_ is None:
+            self.diags.error(node.pos, "an around hook needs 'enter' or 'exit'")
+            return None
+        region = None
+        if has_region:
+            region = self._region(node.value("around"))
+            if region is None:
+                return None
+        return Hook(
+            file,
+            function,
+            "around",
+            node.pos,
+            region=region,
+            enter=enter,
+            exit=exit_,
+            guard=guard,
+            **self._placement(node, file_pos),
+        )
+
+    def _payload_call(
+        self, node: YMap, payload: str, metric_names: set[str], alias: str, guard: str | None
+    ) -> tuple[str | None, str | None]:
+        """The call a ``call:``, ``record:`` or ``stamp:`` hook inserts (None if invalid), and its
+        guard (a ``record:`` hook is guarded by METRICS unless it names another)."""
+        if payload == "call":
+            return self._call(node.get("call"), "call"), guard
+        attrs = self._attributes(node.get(payload), payload)
+        if attrs is None:
+            return None, guard
+        if payload == "record":
+            for attr in attrs:
+                if attr.key not in metric_names:
+                    self._unknown(attr.pos, "metric", attr.key, sorted(metric_names), "metrics")
+                    return None, guard
+            return record_metrics_call(alias, attrs), guard or "METRICS"
+        return set_current_attributes_call(alias, attrs), guard
 
     def _wrap_hook(self, node: YMap, file: str, file_pos: Pos | None, function: str) -> Hook | None:
         spec = self._map(node.value("wrap"), "wrap")
