@@ -337,51 +337,9 @@ class SettingsReader(SelectorReader):
         flags: list[Flag] = []
         options: dict[str, Pos] = {}
         for item in self._seq(node.get("options") or YSeq((), node.pos), "options"):
-            as_map = self._map(item, "flag")
-            if as_map is None:
-                continue
-            self._check_keys(as_map, ("option", "action", "metavar", "env", "help"), "flag")
-            option = self._required_str(as_map, "option", "flag")
-            help_text = self._required_str(as_map, "help", "flag")
-            action = self._str(as_map.get("action"), "action") if "action" in as_map.entries else None
-            metavar = self._str(as_map.get("metavar"), "metavar") if "metavar" in as_map.entries else None
-            env_name = self._str(as_map.get("env"), "env") if "env" in as_map.entries else None
-            if option is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", option):
-                self.diags.error(
-                    as_map.value_pos("option"), f"option '{option}' must look like --otel-enabled"
-                )
-                continue
-            if env_name is not None and env_name not in env_names:
-                self._unknown(
-                    as_map.value_pos("env"), "environment variable", env_name, sorted(env_names), "env"
-                )
-                continue
-            if action not in (None, "store_true"):
-                self.diags.error(as_map.value_pos("action"), "action must be 'store_true' or absent")
-                continue
-            if option is None or help_text is None:
-                continue
-            if option in options:
-                where = as_map.value_pos("option")
-                self.diags.error(
-                    where, f"option '{option}' is already declared at {options[option].ref(where)}"
-                )
-                continue
-            options[option] = as_map.value_pos("option")
-            # argparse shows help text with its whitespace folded; so do the generated call and docs
-            help_text = " ".join(help_text.split())
-            try:
-                help_text = help_text.format(
-                    presets=", ".join(p.name for p in presets), groups=", ".join(g.name for g in groups)
-                )
-            except (KeyError, IndexError, ValueError) as exc:
-                self.diags.error(
-                    as_map.value_pos("help"),
-                    f"help text: unknown placeholder {exc} (use {{presets}} or {{groups}})",
-                )
-                continue
-            dest = option[2:].replace("-", "_")
-            flags.append(Flag(option, dest, help_text, as_map.pos, action, metavar, env_name))
+            flag = self._flag(item, env_names, options, presets, groups)
+            if flag is not None:
+                flags.append(flag)
         if file is None or function is None or parser is None or before is None:
             return tuple(flags), ()
         hooks = tuple(
@@ -397,3 +355,52 @@ class SettingsReader(SelectorReader):
             for flag in flags
         )
         return tuple(flags), hooks
+
+    def _flag(
+        self,
+        item: YNode,
+        env_names: set[str],
+        options: dict[str, Pos],
+        presets: tuple[Preset, ...],
+        groups: tuple[Group, ...],
+    ) -> Flag | None:
+        """One of ``flags: options:`` (None when invalid); ``options`` collects the names seen."""
+        as_map = self._map(item, "flag")
+        if as_map is None:
+            return None
+        self._check_keys(as_map, ("option", "action", "metavar", "env", "help"), "flag")
+        option = self._required_str(as_map, "option", "flag")
+        help_text = self._required_str(as_map, "help", "flag")
+        action = self._str(as_map.get("action"), "action") if "action" in as_map.entries else None
+        metavar = self._str(as_map.get("metavar"), "metavar") if "metavar" in as_map.entries else None
+        env_name = self._str(as_map.get("env"), "env") if "env" in as_map.entries else None
+        if option is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", option):
+            self.diags.error(as_map.value_pos("option"), f"option '{option}' must look like --otel-enabled")
+            return None
+        if env_name is not None and env_name not in env_names:
+            self._unknown(as_map.value_pos("env"), "environment variable", env_name, sorted(env_names), "env")
+            return None
+        if action not in (None, "store_true"):
+            self.diags.error(as_map.value_pos("action"), "action must be 'store_true' or absent")
+            return None
+        if option is None or help_text is None:
+            return None
+        if option in options:
+            where = as_map.value_pos("option")
+            self.diags.error(where, f"option '{option}' is already declared at {options[option].ref(where)}")
+            return None
+        options[option] = as_map.value_pos("option")
+        # argparse shows help text with its whitespace folded; so do the generated call and docs
+        help_text = " ".join(help_text.split())
+        try:
+            help_text = help_text.format(
+                presets=", ".join(p.name for p in presets), groups=", ".join(g.name for g in groups)
+            )
+        except (KeyError, IndexError, ValueError) as exc:
+            self.diags.error(
+                as_map.value_pos("help"),
+                f"help text: unknown placeholder {exc} (use {{presets}} or {{groups}})",
+            )
+            return None
+        dest = option[2:].replace("-", "_")
+        return Flag(option, dest, help_text, as_map.pos, action, metavar, env_name)
