@@ -92,58 +92,10 @@ class SpanReader(SelectorReader, ReleasesReader):
         goodput = self._bool(node.get("goodput"), "goodput") if "goodput" in node.entries else False
         note = self._str(node.get("note"), "note") or "" if "note" in node.entries else ""
         when = self._expression(node.get("when"), "when") if "when" in node.entries else None
-        parents: tuple[str, ...] = ()
-        name_parents: list[tuple[str, tuple[str, ...]]] = []
-        parents_node = node.get("parents")
-        if isinstance(parents_node, YMap):  # {name: [parents]} for a span with several names
-            for key, (key_pos, value) in parents_node.entries.items():
-                if key != name and key not in [
-                    self._str(n, "name") for n in self._seq(node.get("names") or YSeq((), node.pos), "names")
-                ]:
-                    self.diags.error(key_pos, f"'{key}' is not one of this span's names")
-                    ok = False
-                    continue
-                name_parents.append((key, self._names(value, "parents")))
-        elif parents_node is not None:
-            parents = self._names(parents_node, "parents")
-        form = (
-            self._form(node.value("form"))
-            if "form" in node.entries
-            else self.default_forms.get(id(node), "try")
-        )
-        if form is None:
-            ok = False
-        elif form == "decorator":
-            reason = None
-            if node.get("around") is not None:
-                reason = "a decorator covers the whole function: drop 'around'"
-            elif "end_attributes" in node.entries or "when" in node.entries or "names" in node.entries:
-                reason = "a decorator span takes no end_attributes, when or names"
-            if reason:
-                self.diags.error(node.value_pos("form") if "form" in node.entries else node.pos, reason)
-                ok = False
-        names: tuple[str, ...] = ()
-        name_expr = None
-        if ("names" in node.entries) != ("name_expr" in node.entries):
-            self.diags.error(node.pos, "'names' (the other names) and 'name_expr' (the choice) go together")
-            ok = False
-        elif "names" in node.entries and name is not None:
-            others = [self._str(n, "name") for n in self._seq(node.value("names"), "names")]
-            names = (name, *(o for o in others if o))
-            name_expr = self._expression(node.get("name_expr"), "name_expr")
-            if name_expr is not None:
-                literals = {
-                    n.value
-                    for n in ast.walk(ast.parse(name_expr, mode="eval"))
-                    if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                }
-                stray = sorted(str(x) for x in literals - set(names))
-                if stray:
-                    self.diags.error(
-                        node.value_pos("name_expr"),
-                        f"name_expr names {', '.join(stray)}, not in the span's names",
-                    )
-                    ok = False
+        parents_ok, parents, name_parents = self._parents(node, name)
+        form_ok, form = self._span_form(node)
+        names_ok, names, name_expr = self._names_choice(node, name)
+        ok = ok and parents_ok and form_ok and names_ok
         releases = self._releases(node)
         if "releases" in node.entries and releases is None:
             ok = False
@@ -185,6 +137,73 @@ class SpanReader(SelectorReader, ReleasesReader):
             name_parents=tuple(name_parents),
             releases=releases,
         )
+
+    def _parents(
+        self, node: YMap, name: str | None
+    ) -> tuple[bool, tuple[str, ...], list[tuple[str, tuple[str, ...]]]]:
+        """(valid, ``parents:`` as a list, per-name ``parents:`` as ``{name: [parents]}``)."""
+        ok = True
+        parents: tuple[str, ...] = ()
+        name_parents: list[tuple[str, tuple[str, ...]]] = []
+        parents_node = node.get("parents")
+        if isinstance(parents_node, YMap):  # {name: [parents]} for a span with several names
+            for key, (key_pos, value) in parents_node.entries.items():
+                if key != name and key not in [
+                    self._str(n, "name") for n in self._seq(node.get("names") or YSeq((), node.pos), "names")
+                ]:
+                    self.diags.error(key_pos, f"'{key}' is not one of this span's names")
+                    ok = False
+                    continue
+                name_parents.append((key, self._names(value, "parents")))
+        elif parents_node is not None:
+            parents = self._names(parents_node, "parents")
+        return ok, parents, name_parents
+
+    def _span_form(self, node: YMap) -> tuple[bool, SpanForm | None]:
+        """(valid, the span's form: its own ``form:`` or its file's default)."""
+        form = (
+            self._form(node.value("form"))
+            if "form" in node.entries
+            else self.default_forms.get(id(node), "try")
+        )
+        if form is None:
+            return False, None
+        if form == "decorator":
+            reason = None
+            if node.get("around") is not None:
+                reason = "a decorator covers the whole function: drop 'around'"
+            elif "end_attributes" in node.entries or "when" in node.entries or "names" in node.entries:
+                reason = "a decorator span takes no end_attributes, when or names"
+            if reason:
+                self.diags.error(node.value_pos("form") if "form" in node.entries else node.pos, reason)
+                return False, form
+        return True, form
+
+    def _names_choice(self, node: YMap, name: str | None) -> tuple[bool, tuple[str, ...], str | None]:
+        """(valid, every name of a span with several, the ``name_expr`` choosing among them)."""
+        names: tuple[str, ...] = ()
+        name_expr = None
+        if ("names" in node.entries) != ("name_expr" in node.entries):
+            self.diags.error(node.pos, "'names' (the other names) and 'name_expr' (the choice) go together")
+            return False, names, name_expr
+        if "names" in node.entries and name is not None:
+            others = [self._str(n, "name") for n in self._seq(node.value("names"), "names")]
+            names = (name, *(o for o in others if o))
+            name_expr = self._expression(node.get("name_expr"), "name_expr")
+            if name_expr is not None:
+                literals = {
+                    n.value
+                    for n in ast.walk(ast.parse(name_expr, mode="eval"))
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                }
+                stray = sorted(str(x) for x in literals - set(names))
+                if stray:
+                    self.diags.error(
+                        node.value_pos("name_expr"),
+                        f"name_expr names {', '.join(stray)}, not in the span's names",
+                    )
+                    return False, names, name_expr
+        return True, names, name_expr
 
     def _form(self, node: YNode) -> SpanForm | None:
         form = self._str(node, "form")
