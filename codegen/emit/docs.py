@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +64,47 @@ def render_docs(
     release; ``full`` (default: the same) every entry of the specs, for the coverage page."""
     env = environment(templates_dir)
     parents = parents_of(project, plan)
+    rows = _span_rows(project, plan, parents)
+    by_group = {g.name: [r.name for r in rows if r.group == g.name] for g in project.groups}
+    groups = [
+        {
+            "name": g.name,
+            "flag": g.flag,
+            "description": _md(g.description),
+            "spans": ", ".join(_code(n) for n in dict.fromkeys(by_group[g.name])) or "–",
+        }
+        for g in project.groups
+    ]
+    presets = [
+        {
+            "name": p.name,
+            "groups": ", ".join(project.expand_preset(p.name)),
+            "description": _md(p.description),
+        }
+        for p in project.presets
+    ]
+    tree, picture = _hierarchy(project, parents, {r.name: r.group for r in rows})
+    context = {
+        "spans": rows,
+        "groups": groups,
+        "presets": presets,
+        "tree": tree,
+        "metrics": project.metrics,
+        "env": project.env,
+        "flags": project.flags,
+        "md": _md,
+        "coverage": coverage_context(full or project),
+    }
+    docs_dir = templates_dir / "docs"
+    out: dict[str, str] = {}
+    for template in sorted(p.name for p in docs_dir.iterdir() if p.name.endswith(DOC_SUFFIX)):
+        out[template[: -len(".j2")]] = env.get_template(f"docs/{template}").render(context)
+    out[HIERARCHY_SVG] = hierarchy_svg(picture, [g.name for g in project.groups])
+    return out
+
+
+def _span_rows(project: Project, plan: Plan, parents: Mapping[str, Sequence[str]]) -> list[SpanRow]:
+    """One row of the spans table per span name, the runtime's lifecycle spans last."""
 
     def parent_text(name: str) -> str:
         return ", ".join(_code(p) for p in parents[name]) or "(root)"
@@ -92,32 +134,19 @@ def render_docs(
             parts.append("`is_goodput_span` = `True`")
         attributes = "<br>".join(parts) or "–"
         rows.append(SpanRow(life.name, life.group, "runtime", covers, attributes, parent_text(life.name)))
+    return rows
 
-    by_group = {g.name: [r.name for r in rows if r.group == g.name] for g in project.groups}
-    groups = [
-        {
-            "name": g.name,
-            "flag": g.flag,
-            "description": _md(g.description),
-            "spans": ", ".join(_code(n) for n in dict.fromkeys(by_group[g.name])) or "–",
-        }
-        for g in project.groups
-    ]
-    presets = [
-        {
-            "name": p.name,
-            "groups": ", ".join(project.expand_preset(p.name)),
-            "description": _md(p.description),
-        }
-        for p in project.presets
-    ]
+
+def _hierarchy(
+    project: Project, parents: Mapping[str, Sequence[str]], group_of: Mapping[str, str]
+) -> tuple[list[str], list[tuple[int, str, str]]]:
+    """The span tree as Markdown list lines, and as (depth, name, group) rows for the picture."""
     children: dict[str, list[str]] = {}
     for name, found in parents.items():
         for parent in found:
             children.setdefault(parent, []).append(name)
     tree: list[str] = []
     picture: list[tuple[int, str, str]] = []
-    group_of = {r.name: r.group for r in rows}
 
     def walk(name: str, depth: int, path: tuple[str, ...]) -> None:
         tree.append(f"{'  ' * depth}- `{name}`")
@@ -129,20 +158,4 @@ def render_docs(
     for name in project.all_span_names():
         if not parents[name]:
             walk(name, 0, (name,))
-    context = {
-        "spans": rows,
-        "groups": groups,
-        "presets": presets,
-        "tree": tree,
-        "metrics": project.metrics,
-        "env": project.env,
-        "flags": project.flags,
-        "md": _md,
-        "coverage": coverage_context(full or project),
-    }
-    docs_dir = templates_dir / "docs"
-    out: dict[str, str] = {}
-    for template in sorted(p.name for p in docs_dir.iterdir() if p.name.endswith(DOC_SUFFIX)):
-        out[template[: -len(".j2")]] = env.get_template(f"docs/{template}").render(context)
-    out[HIERARCHY_SVG] = hierarchy_svg(picture, [g.name for g in project.groups])
-    return out
+    return tree, picture
