@@ -21,10 +21,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codegen.emit.templating import TEMPLATES_DIR
 from codegen.upstream import default_cache_dir
 
 PACKAGE = Path(__file__).resolve().parent
-TEMPLATES = PACKAGE.parent / "templates"
 FORMAT = 2
 KEEP = 16  # results kept; older ones are removed when a new one is stored
 
@@ -55,7 +55,7 @@ def run_key(spec_dir: Path, source: Path | None, options: str = "") -> str | Non
     ``options``: the command-line choices that change the result (``--release`` ...)."""
     digest = hashlib.sha256(f"format {FORMAT}\n{options}\n".encode())
     try:
-        for root, pattern in ((PACKAGE, "*.py"), (TEMPLATES, "*.j2")):
+        for root, pattern in ((PACKAGE, "*.py"), (TEMPLATES_DIR, "*.j2")):
             for path in sorted(root.rglob(pattern)):
                 _add_file(digest, path, root)
         specs = (

@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_SOURCE
-    except Exception:  # a bug in the generator, not in the input: say so, with what to report
+    except Exception:  # noqa: BLE001  # a bug in the generator, not in the input: say so, with what to report
         import traceback
 
         traceback.print_exc()
@@ -195,16 +195,19 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
     tree = generation.tree
     assert tree is not None
     notes = [
-        f"{e.pos}: note: {label(e)} is not in megatron-core {tree.release}: {e.releases.why_not()}"  # type: ignore[union-attr]
+        f"{e.pos}: note: {label(e)} is not in megatron-core {tree.release}: {e.releases.why_not()}"
         for e in generation.excluded
+        if e.releases is not None  # an excluded entry always names its releases
     ]
     warnings = list(generation.warnings)  # what the checks could not know (expressions)
     if generation.missing:
         count = len(generation.missing)
         warnings += [
             render_failures(generation.missing, "warning"),
-            f"left out {count} entr{'ies' if count != 1 else 'y'} that cannot be placed in {tree.root} "
-            f"({tree.describe()}) (--allow-missing)",
+            (
+                f"left out {count} entr{'ies' if count != 1 else 'y'} that cannot be placed in {tree.root} "
+                f"({tree.describe()}) (--allow-missing)"
+            ),
         ]
     source_root = generation.source_root
     files = sorted({*generation.plan.files, *generation.plan.also_read})
@@ -353,7 +356,10 @@ def _apply(args: argparse.Namespace) -> int:
     protected = [specs_dir, Path.cwd(), cache_dir] + ([args.source] if args.source else [])
     checks: list[tuple[Path, str, Callable[[Path], bool], list[Path]]] = []
     if not args.check and use_generated:
-        if generated_dir.resolve() == cache_dir.resolve() or cache_dir.resolve() in generated_dir.resolve().parents:
+        if (
+            generated_dir.resolve() == cache_dir.resolve()
+            or cache_dir.resolve() in generated_dir.resolve().parents
+        ):
             print(f"error: --generated {generated_dir}: inside the cache {cache_dir}", file=sys.stderr)
             return EXIT_SPEC
         checks.append(

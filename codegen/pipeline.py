@@ -11,16 +11,16 @@ from codegen.emit.docs import render_docs
 from codegen.emit.patch import make_patch, write_patch_set
 from codegen.emit.registry import render_registry
 from codegen.emit.runtime import render_runtime
+from codegen.emit.templating import TEMPLATES_DIR
 from codegen.resolve.plan import build_plan
 from codegen.resolve.sites import Plan
 from codegen.spec.load import load_project
 from codegen.spec.model import Hook, Project, Selector, Span
-from codegen.target import Failure, ReleaseError, SourceMismatch, Tree, label, locate_tree, render_failures
 from codegen.spec.schema import SCHEMA_PATH, render_schema
+from codegen.target import Failure, ReleaseError, SourceMismatch, Tree, label, locate_tree, render_failures
 from codegen.transforms.module import transform_file
 from codegen.upstream import UpstreamError
 
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 __all__ = ["Generation", "SourceMismatch", "Tree", "generate", "label", "plan_only", "render_failures"]
 
 
@@ -148,7 +148,7 @@ def _attribute(project: Project, found: list[Diagnostic]) -> tuple[Failure, ...]
     """Each entry with the problems located at one of its own positions; None when a problem
     belongs to no entry (then it is not a mismatch of entries and the tree)."""
     owners: dict[Pos, list[Span | Hook]] = {}
-    for entry in (*project.spans, *project.hooks):
+    for entry in project.entries():
         for pos in _positions(entry):
             owners.setdefault(pos, []).append(entry)
     by_entry: dict[int, tuple[Span | Hook, list[Diagnostic]]] = {}

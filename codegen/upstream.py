@@ -68,9 +68,13 @@ def tree_release(root: Path) -> str | None:
         return None
     values: dict[str, object] = {}
     for node in module.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if isinstance(node.value, ast.Constant):
-                values[node.targets[0].id] = node.value.value
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Constant)
+        ):
+            values[node.targets[0].id] = node.value.value
     parts = [values.get(k) for k in ("MAJOR", "MINOR", "PATCH")]
     if all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
         pre = values.get("PRE_RELEASE", "")

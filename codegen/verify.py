@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,10 +87,10 @@ def expectations(project: Project, plan: Plan) -> dict[str, Expectation]:
             required.append(GOODPUT_ATTRIBUTE)
         for name in span.names or (span.name,):
             out.setdefault(name, Expectation(span.group, parents[name], tuple(required)))
-    for span in project.lifecycle:
-        required = [GROUP_ATTRIBUTE] + [key for key, _ in span.attributes]
-        required += [GOODPUT_ATTRIBUTE] if span.goodput else []
-        out.setdefault(span.name, Expectation(span.group, parents[span.name], tuple(required)))
+    for life in project.lifecycle:
+        required = [GROUP_ATTRIBUTE] + [key for key, _ in life.attributes]
+        required += [GOODPUT_ATTRIBUTE] if life.goodput else []
+        out.setdefault(life.name, Expectation(life.group, parents[life.name], tuple(required)))
     return out
 
 
@@ -116,7 +116,7 @@ def verify(
     plan: Plan,
     captured: list[CapturedSpan],
     groups: frozenset[str] | None,
-    metrics: list[CapturedMetric] = (),  # type: ignore[assignment]
+    metrics: Sequence[CapturedMetric] = (),
 ) -> Report:
     """``groups``: the groups whose every documented span must appear; None means the groups seen.
 
@@ -165,21 +165,23 @@ def verify(
             report.findings.append(f"span '{name}' (group {want.group}) is documented but was never seen")
     if not captured:
         report.findings.append("the capture holds no spans")
-    declared = {m.name: m for m in project.metrics}
+    declared_metrics = {m.name: m for m in project.metrics}
     for metric in metrics:
         if metric.name in report.metrics:
             report.metrics[metric.name] += metric.points
             continue
         report.metrics[metric.name] += metric.points
-        want = declared.get(metric.name)
-        if want is None:
+        decl = declared_metrics.get(metric.name)
+        if decl is None:
             report.findings.append(f"metric '{metric.name}' is not declared")
             continue
-        if metric.unit != want.unit:
-            report.findings.append(f"metric '{metric.name}' has unit {metric.unit!r}; the docs say {want.unit!r}")
-        if metric.kind != METRIC_DATA.get(want.kind, want.kind):
+        if metric.unit != decl.unit:
             report.findings.append(
-                f"metric '{metric.name}' is exported as a {metric.kind}; the docs declare a {want.kind}"
+                f"metric '{metric.name}' has unit {metric.unit!r}; the docs say {decl.unit!r}"
+            )
+        if metric.kind != METRIC_DATA.get(decl.kind, decl.kind):
+            report.findings.append(
+                f"metric '{metric.name}' is exported as a {metric.kind}; the docs declare a {decl.kind}"
             )
     return report
 
@@ -257,12 +259,14 @@ def _spans_of(document: Any, path: Path) -> list[CapturedSpan | CapturedMetric]:
                 dict(document.get("attributes") or {}),
             )
         ]
-    raise CaptureError(f"{path}: error: neither OTLP JSON (resourceSpans, resourceMetrics) nor console-exporter spans")
+    raise CaptureError(
+        f"{path}: error: neither OTLP JSON (resourceSpans, resourceMetrics) nor console-exporter spans"
+    )
 
 
 def _hex(value: Any) -> str:
     text = str(value or "")
-    return text[2:] if text.startswith("0x") else text
+    return text.removeprefix("0x")
 
 
 def _otlp_value(value: dict[str, Any]) -> Any:
@@ -284,6 +288,8 @@ def _otlp_span(raw: dict[str, Any]) -> CapturedSpan:
 
 
 def _otlp_metric(raw: dict[str, Any]) -> CapturedMetric:
-    kind = next((key for key in ("histogram", "sum", "gauge", "exponentialHistogram", "summary") if key in raw), "")
+    kind = next(
+        (key for key in ("histogram", "sum", "gauge", "exponentialHistogram", "summary") if key in raw), ""
+    )
     points = len((raw.get(kind) or {}).get("dataPoints", [])) if kind else 0
     return CapturedMetric(raw["name"], raw.get("unit", ""), kind, points)

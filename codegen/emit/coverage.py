@@ -91,8 +91,9 @@ def render_report(
                 "at": str(e.pos),
                 "releases": _code(e.releases.text),
                 "reason": _md(e.releases.why_not()),
-            }  # type: ignore[union-attr]
+            }
             for e in excluded
+            if e.releases is not None  # an excluded entry always names its releases
         ],
         "missing": [
             {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,36 +64,7 @@ def render_docs(
     release; ``full`` (default: the same) every entry of the specs, for the coverage page."""
     env = environment(templates_dir)
     parents = parents_of(project, plan)
-
-    def parent_text(name: str) -> str:
-        return ", ".join(_code(p) for p in parents[name]) or "(root)"
-
-    rows: list[SpanRow] = []
-    for span in project.spans:
-        for name in span.names or (span.name,):
-            rows.append(
-                SpanRow(
-                    name,
-                    span.group,
-                    f"{_code(span.file)}<br>{_code(span.function)}",
-                    _covers(plan.as_resolved(span)),  # type: ignore[arg-type]
-                    _attributes(span),
-                    parent_text(name),
-                )
-            )
-    for span in project.lifecycle:
-        covers = {
-            "startup": "program start to just before the training loop",
-            "phase": f"backdated: `{span.start}` to `{span.end}`",
-            "pre_startup": f"backdated: `{span.start}` to `{span.end}`; a root of its own",
-            "interval": "save_interval iterations of the training loop",
-        }[span.role]
-        parts = [f"{_code(key)}: {_md(what)}" for key, what in span.attributes]
-        if span.goodput:
-            parts.append("`is_goodput_span` = `True`")
-        attributes = "<br>".join(parts) or "–"
-        rows.append(SpanRow(span.name, span.group, "runtime", covers, attributes, parent_text(span.name)))
-
+    rows = _span_rows(project, plan, parents)
     by_group = {g.name: [r.name for r in rows if r.group == g.name] for g in project.groups}
     groups = [
         {
@@ -112,24 +83,7 @@ def render_docs(
         }
         for p in project.presets
     ]
-    children: dict[str, list[str]] = {}
-    for name, found in parents.items():
-        for parent in found:
-            children.setdefault(parent, []).append(name)
-    tree: list[str] = []
-    picture: list[tuple[int, str, str]] = []
-    group_of = {r.name: r.group for r in rows}
-
-    def walk(name: str, depth: int, path: tuple[str, ...]) -> None:
-        tree.append(f"{'  ' * depth}- `{name}`")
-        picture.append((depth, name, group_of.get(name, "")))
-        for child in dict.fromkeys(children.get(name, [])):
-            if child not in path:
-                walk(child, depth + 1, path + (child,))
-
-    for name in project.all_span_names():
-        if not parents[name]:
-            walk(name, 0, (name,))
+    tree, picture = _hierarchy(project, parents, {r.name: r.group for r in rows})
     context = {
         "spans": rows,
         "groups": groups,
@@ -147,3 +101,61 @@ def render_docs(
         out[template[: -len(".j2")]] = env.get_template(f"docs/{template}").render(context)
     out[HIERARCHY_SVG] = hierarchy_svg(picture, [g.name for g in project.groups])
     return out
+
+
+def _span_rows(project: Project, plan: Plan, parents: Mapping[str, Sequence[str]]) -> list[SpanRow]:
+    """One row of the spans table per span name, the runtime's lifecycle spans last."""
+
+    def parent_text(name: str) -> str:
+        return ", ".join(_code(p) for p in parents[name]) or "(root)"
+
+    rows: list[SpanRow] = []
+    for span in project.spans:
+        for name in span.names or (span.name,):
+            rows.append(
+                SpanRow(
+                    name,
+                    span.group,
+                    f"{_code(span.file)}<br>{_code(span.function)}",
+                    _covers(plan.as_resolved(span)),
+                    _attributes(span),
+                    parent_text(name),
+                )
+            )
+    for life in project.lifecycle:
+        covers = {
+            "startup": "program start to just before the training loop",
+            "phase": f"backdated: `{life.start}` to `{life.end}`",
+            "pre_startup": f"backdated: `{life.start}` to `{life.end}`; a root of its own",
+            "interval": "save_interval iterations of the training loop",
+        }[life.role]
+        parts = [f"{_code(key)}: {_md(what)}" for key, what in life.attributes]
+        if life.goodput:
+            parts.append("`is_goodput_span` = `True`")
+        attributes = "<br>".join(parts) or "–"
+        rows.append(SpanRow(life.name, life.group, "runtime", covers, attributes, parent_text(life.name)))
+    return rows
+
+
+def _hierarchy(
+    project: Project, parents: Mapping[str, Sequence[str]], group_of: Mapping[str, str]
+) -> tuple[list[str], list[tuple[int, str, str]]]:
+    """The span tree as Markdown list lines, and as (depth, name, group) rows for the picture."""
+    children: dict[str, list[str]] = {}
+    for name, found in parents.items():
+        for parent in found:
+            children.setdefault(parent, []).append(name)
+    tree: list[str] = []
+    picture: list[tuple[int, str, str]] = []
+
+    def walk(name: str, depth: int, path: tuple[str, ...]) -> None:
+        tree.append(f"{'  ' * depth}- `{name}`")
+        picture.append((depth, name, group_of.get(name, "")))
+        for child in dict.fromkeys(children.get(name, [])):
+            if child not in path:
+                walk(child, depth + 1, path + (child,))
+
+    for name in project.all_span_names():
+        if not parents[name]:
+            walk(name, 0, (name,))
+    return tree, picture

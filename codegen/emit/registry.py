@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import yaml
@@ -56,11 +57,18 @@ def _stamped_keys(call: str) -> list[str]:
     """Attribute keys an inserted ``set_current_attributes(lambda: {...})`` call sets."""
     keys: list[str] = []
     for node in ast.walk(ast.parse(call, mode="eval")):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr == "set_current_attributes":
-                for inner in ast.walk(node):
-                    if isinstance(inner, ast.Dict):
-                        keys += [k.value for k in inner.keys if isinstance(k, ast.Constant)]
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "set_current_attributes"
+        ):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Dict):
+                    keys += [
+                        k.value
+                        for k in inner.keys
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                    ]
     return keys
 
 
@@ -115,11 +123,20 @@ def spec_warnings(project: Project) -> list[tuple[Pos, str]]:
     table, _ = _attributes(project)
     for entry in table.values():
         if entry.type is None and entry.key not in RUNTIME_ATTRIBUTES and entry.pos is not None:
-            found.append((entry.pos, f"attribute '{entry.key}' has no type: declare it under 'attributes:' "
-                          "(e.g. {type: int, brief: ...}); the registry says 'any'"))  # fmt: skip
+            found.append(
+                (
+                    entry.pos,
+                    (
+                        f"attribute '{entry.key}' has no type: declare it under 'attributes:' "
+                        "(e.g. {type: int, brief: ...}); the registry says 'any'"
+                    ),
+                )
+            )
         problem = naming_problem(entry.key, namespaced=True)
         if problem and entry.pos is not None:
-            found.append((entry.pos, f"attribute name '{entry.key}' breaks the semconv naming rules: {problem}"))
+            found.append(
+                (entry.pos, f"attribute name '{entry.key}' breaks the semconv naming rules: {problem}")
+            )
     for span in project.spans:
         for name in span.names or (span.name,):
             problem = naming_problem(name, namespaced=False)
@@ -128,11 +145,13 @@ def spec_warnings(project: Project) -> list[tuple[Pos, str]]:
     for metric in project.metrics:
         problem = naming_problem(metric.name, namespaced=True)
         if problem:
-            found.append((metric.pos, f"metric name '{metric.name}' breaks the semconv naming rules: {problem}"))
+            found.append(
+                (metric.pos, f"metric name '{metric.name}' breaks the semconv naming rules: {problem}")
+            )
     return sorted(set(found), key=lambda item: (item[0].path, item[0].line, item[0].col, item[1]))
 
 
-def _dump(groups: list[dict]) -> str:
+def _dump(groups: Sequence[Mapping[str, object]]) -> str:
     return HEADER + yaml.safe_dump({"groups": groups}, sort_keys=False, width=100, allow_unicode=True)
 
 
@@ -177,8 +196,13 @@ def render_registry(project: Project) -> dict[str, str]:
         if name in goodput:
             refs.append({"ref": "is_goodput_span", "requirement_level": "required"})
         refs += [{"ref": key, "requirement_level": level} for key, level in spans.get(name, [])]
-        group = {"id": f"span.{name}", "type": "span", "span_kind": "internal", "stability": STABILITY,
-                 "brief": f"The {name} span (group {group_of[name]})."}  # fmt: skip
+        group: dict[str, object] = {
+            "id": f"span.{name}",
+            "type": "span",
+            "span_kind": "internal",
+            "stability": STABILITY,
+            "brief": f"The {name} span (group {group_of[name]}).",
+        }
         if name in notes:
             group["note"] = notes[name]
         group["attributes"] = refs
@@ -196,7 +220,11 @@ def render_registry(project: Project) -> dict[str, str]:
         }
         for m in project.metrics
     ]
-    return {"attributes.yaml": _dump(registry), "spans.yaml": _dump(span_groups), "metrics.yaml": _dump(metrics)}
+    return {
+        "attributes.yaml": _dump(registry),
+        "spans.yaml": _dump(span_groups),
+        "metrics.yaml": _dump(metrics),
+    }
 
 
 def attribute_types(project: Project) -> dict[str, str]:

@@ -62,9 +62,11 @@ def hierarchy_svg(rows: list[tuple[int, str, str]], groups: list[str]) -> str:
     return "\n".join(
         [
             MARKER,
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w:.0f}" height="{total_h}" '
-            f'viewBox="0 0 {total_w:.0f} {total_h}" font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" '
-            'font-size="12" role="img" aria-labelledby="title">',
+            (
+                f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w:.0f}" height="{total_h}" '
+                f'viewBox="0 0 {total_w:.0f} {total_h}" font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" '
+                'font-size="12" role="img" aria-labelledby="title">'
+            ),
             '<title id="title">The span hierarchy: which span runs inside which, coloured by group</title>',
             '<rect width="100%" height="100%" fill="#ffffff"/>',
             f'<text x="{LEFT}" y="22" font-size="14" font-weight="bold">Span hierarchy</text>',

@@ -93,8 +93,11 @@ def collect_functions(module: cst.Module) -> dict[str, list[cst.FunctionDef]]:
             if isinstance(stmt, cst.FunctionDef):
                 name = prefix + stmt.name.value
                 accessor = next(
-                    (n.rpartition(".")[2] for n in _decorator_names(stmt)
-                     if n.rpartition(".")[0] == stmt.name.value and n.rpartition(".")[2] in _ACCESSORS),
+                    (
+                        n.rpartition(".")[2]
+                        for n in _decorator_names(stmt)
+                        if n.rpartition(".")[0] == stmt.name.value and n.rpartition(".")[2] in _ACCESSORS
+                    ),
                     None,
                 )
                 if accessor is not None:
@@ -115,7 +118,8 @@ def collect_functions(module: cst.Module) -> dict[str, list[cst.FunctionDef]]:
         if len(definitions) > 1:
             aliases = import_aliases(module) if aliases is None else aliases
             implementations = [
-                d for d in definitions
+                d
+                for d in definitions
                 if not any(resolve_name(n, aliases) in _OVERLOAD for n in _decorator_names(d))
             ]
             if implementations:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from codegen.resolve.sites import Plan, Wrap
-from codegen.spec.model import Project, Span
+from codegen.spec.model import Hook, Project, Span
 
 
-def _span_names(span: Span) -> tuple[str, ...]:
-    return span.names or (span.name,)
+def _span_names(entry: Span | Hook) -> tuple[str, ...]:
+    return (entry.names or (entry.name,)) if isinstance(entry, Span) else ()
 
 
 def static_parents(plan: Plan) -> dict[str, set[str]]:
@@ -17,7 +17,7 @@ def static_parents(plan: Plan) -> dict[str, set[str]]:
         spans = [w for w in file_plan.wraps if isinstance(w.entry, Span)]
         order = {id(w): i for i, w in enumerate(spans)}
 
-        def contains(outer: Wrap, inner: Wrap) -> bool:
+        def contains(outer: Wrap, inner: Wrap, order: dict[int, int] = order) -> bool:
             return outer.contains(inner, order[id(outer)] < order[id(inner)])
 
         decorated = {id(func): span for span, func in file_plan.decorations}
@@ -26,12 +26,12 @@ def static_parents(plan: Plan) -> dict[str, set[str]]:
             if not enclosing:
                 outer = decorated.get(id(inner.function))
                 if outer is not None:
-                    for name in _span_names(inner.entry):  # type: ignore[arg-type]
+                    for name in _span_names(inner.entry):
                         parents.setdefault(name, set()).update(_span_names(outer))
                 continue
             nearest = max(enclosing, key=lambda o: sum(contains(e, o) for e in enclosing))
-            for name in _span_names(inner.entry):  # type: ignore[arg-type]
-                parents.setdefault(name, set()).update(_span_names(nearest.entry))  # type: ignore[arg-type]
+            for name in _span_names(inner.entry):
+                parents.setdefault(name, set()).update(_span_names(nearest.entry))
     return parents
 
 
@@ -45,8 +45,8 @@ def parents_of(project: Project, plan: Plan) -> dict[str, tuple[str, ...]]:
             # a declared parent the release lacks (its ``releases:`` exclude it) is left out
             result[name].update(p for p in span.parents_of(name) if p in result)
     startup = next((s.name for s in project.lifecycle if s.role == "startup"), None)
-    for span in project.lifecycle:
-        if span.role == "phase" and startup is not None:
-            result[span.name].add(startup)
+    for life in project.lifecycle:
+        if life.role == "phase" and startup is not None:
+            result[life.name].add(startup)
     order = {name: i for i, name in enumerate(project.all_span_names())}
     return {name: tuple(sorted(found, key=lambda n: order[n])) for name, found in result.items()}

@@ -50,6 +50,9 @@ class _Lines:
     def end(self, node: cst.CSTNode) -> int:
         return self._get()[node].end.line
 
+    def line(self, node: cst.CSTNode, end: bool) -> int:
+        return self.end(node) if end else self.start(node)
+
 
 def parse_source(path: str, source: str) -> cst.Module:
     return cst.parse_module(source)
@@ -61,7 +64,7 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
     diags = diags if diags is not None else Diagnostics()
     files: dict[str, FilePlan] = {}
     by_file: dict[str, list[Span | Hook]] = {}
-    for entry in (*project.spans, *project.hooks):
+    for entry in project.entries():
         by_file.setdefault(entry.file, []).append(entry)
     root = source_root.resolve()
     trees: dict[str, cst.Module | None] = {}  # modules parsed for the expression checks
@@ -105,13 +108,13 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
         _resolve_file(project, plan, spans, lines.start, lines.end, diags)
         _check_overlaps(plan, lines.start, lines.end, diags)
         trees[rel] = module
-        check_expressions(
-            plan, project.runtime.alias, root, diags, trees, lambda n, end: (lines.end if end else lines.start)(n)
-        )
+        check_expressions(plan, project.runtime.alias, root, diags, trees, lines.line)
         files[rel] = plan
     if diags:
         raise SpecError(diags)
-    return Plan(files, tuple(sorted(rel for rel, tree in trees.items() if tree is not None and rel not in files)))
+    return Plan(
+        files, tuple(sorted(rel for rel, tree in trees.items() if tree is not None and rel not in files))
+    )
 
 
 def _resolve_file(
@@ -134,36 +137,16 @@ def _resolve_file(
         )
         return
     for span in spans:
-        definitions = functions.get(span.function, [])
-        if not definitions:
-            diags.error(
-                span.where_function,
-                f"function '{span.function}' not found in {span.file}{suggest(span.function, sorted(functions))}",
-            )
+        func = _definition(span, functions, line_of, diags)
+        if func is None:
             continue
-        if len(definitions) > 1:
-            lines = ", ".join(str(line_of(d)) for d in definitions)
-            diags.error(
-                span.where_function,
-                f"function '{span.function}' is defined {len(definitions)} times in {span.file} "
-                f"(lines {lines}); instrumenting one of them is ambiguous",
-            )
-            continue
-        func = definitions[0]
         chosen = concrete(span, func, line_of, diags)  # each ``any`` selector bound to one alternative
         if chosen is None:
             continue
         if chosen is not span:
             plan.chosen[id(span)] = chosen
             span = chosen
-        reason = facts.unsafe(func)
-        if reason is None:
-            decorator = isinstance(span, Span) and span.form == "decorator"
-            reason = _shadow_reason(bindings.shadow(func, decorator), project.runtime.alias, line_of)
-        if reason is None and isinstance(span, Span) and span.form != "decorator" and facts.taken_names(func):
-            reason = (
-                f"it already uses the name(s) {', '.join(sorted(facts.taken_names(func)))} the spans need"
-            )
+        reason = _refusal(span, func, facts, bindings, project.runtime.alias, line_of)
         if reason is not None:
             diags.error(span.where_function, f"cannot instrument {span.function} in {span.file}: {reason}")
             continue
@@ -172,42 +155,98 @@ def _resolve_file(
                 span.where_function, f"cannot instrument {span.function}: its body is on the 'def' line"
             )
             continue
-        if isinstance(span, Hook) and span.kind == "wrap":
-            rewrite = resolve_rewrite(span, func, project.runtime.alias, line_of, diags)
-            if rewrite is not None:
-                plan.rewrites.append(rewrite)
-            continue
-        if isinstance(span, Hook) and span.kind != "around":
-            insert = resolve_insert(span, func, line_of, diags)
-            if insert is not None:
-                plan.inserts.append(insert)
-            continue
-        if isinstance(span, Span) and span.form == "decorator":
-            missing = [a.expr for a in span.attributes if a.expr not in parameters(func)]
-            if missing:
-                diags.error(
-                    span.attributes[0].pos,
-                    f"a decorator span's attributes must name parameters of {span.function}; "
-                    f"not parameters: {', '.join(missing)}",
-                )
-                continue
-            plan.decorations.append((span, func))
-            continue
-        region = span.region if span.region is not None else Region("function", span.pos)
-        resolved = resolve_region(span, region, func, line_of, diags)
-        if resolved is None:
-            continue
-        block, start, end = resolved
-        if isinstance(span, Span) and span.form == "flat":
-            exit_line = early_exit(block.body[start:end], line_of)
-            if exit_line is not None:
-                diags.error(
-                    span.pos,
-                    f"a flat span cannot cover statements that leave the block early (line {exit_line}); "
-                    "use form: try",
-                )
-                continue
-        plan.wraps.append(Wrap(span, func, block, start, end, block_ancestry(func)[id(block)]))
+        _place(project, plan, span, func, line_of, diags)
+
+
+def _definition(
+    span: Span | Hook,
+    functions: dict[str, list[cst.FunctionDef]],
+    line_of: Callable[[cst.CSTNode], int],
+    diags: Diagnostics,
+) -> cst.FunctionDef | None:
+    """The one definition of the function an entry names, or None (reported)."""
+    definitions = functions.get(span.function, [])
+    if not definitions:
+        diags.error(
+            span.where_function,
+            f"function '{span.function}' not found in {span.file}{suggest(span.function, sorted(functions))}",
+        )
+        return None
+    if len(definitions) > 1:
+        lines = ", ".join(str(line_of(d)) for d in definitions)
+        diags.error(
+            span.where_function,
+            f"function '{span.function}' is defined {len(definitions)} times in {span.file} "
+            f"(lines {lines}); instrumenting one of them is ambiguous",
+        )
+        return None
+    return definitions[0]
+
+
+def _refusal(
+    span: Span | Hook,
+    func: cst.FunctionDef,
+    facts: Facts,
+    bindings: Bindings,
+    alias: str,
+    line_of: Callable[[cst.CSTNode], int],
+) -> str | None:
+    """Why the function cannot be instrumented (unsafe, a shadowed runtime name, a taken span
+    variable), or None."""
+    reason = facts.unsafe(func)
+    if reason is None:
+        decorator = isinstance(span, Span) and span.form == "decorator"
+        reason = _shadow_reason(bindings.shadow(func, decorator), alias, line_of)
+    if reason is None and isinstance(span, Span) and span.form != "decorator" and facts.taken_names(func):
+        reason = f"it already uses the name(s) {', '.join(sorted(facts.taken_names(func)))} the spans need"
+    return reason
+
+
+def _place(
+    project: Project,
+    plan: FilePlan,
+    span: Span | Hook,
+    func: cst.FunctionDef,
+    line_of: Callable[[cst.CSTNode], int],
+    diags: Diagnostics,
+) -> None:
+    """Add the entry to the plan as a rewrite, an insert, a decoration or a wrap (or report why not)."""
+    if isinstance(span, Hook) and span.kind == "wrap":
+        rewrite = resolve_rewrite(span, func, project.runtime.alias, line_of, diags)
+        if rewrite is not None:
+            plan.rewrites.append(rewrite)
+        return
+    if isinstance(span, Hook) and span.kind != "around":
+        insert = resolve_insert(span, func, line_of, diags)
+        if insert is not None:
+            plan.inserts.append(insert)
+        return
+    if isinstance(span, Span) and span.form == "decorator":
+        missing = [a.expr for a in span.attributes if a.expr not in parameters(func)]
+        if missing:
+            diags.error(
+                span.attributes[0].pos,
+                f"a decorator span's attributes must name parameters of {span.function}; "
+                f"not parameters: {', '.join(missing)}",
+            )
+            return
+        plan.decorations.append((span, func))
+        return
+    region = span.region if span.region is not None else Region("function", span.pos)
+    resolved = resolve_region(span, region, func, line_of, diags)
+    if resolved is None:
+        return
+    block, start, end = resolved
+    if isinstance(span, Span) and span.form == "flat":
+        exit_line = early_exit(block.body[start:end], line_of)
+        if exit_line is not None:
+            diags.error(
+                span.pos,
+                f"a flat span cannot cover statements that leave the block early (line {exit_line}); "
+                "use form: try",
+            )
+            return
+    plan.wraps.append(Wrap(span, func, block, start, end, block_ancestry(func)[id(block)]))
 
 
 def _maybe_instrumented(source: str, alias: str, hooks: list[Hook]) -> bool:
@@ -220,7 +259,9 @@ def _maybe_instrumented(source: str, alias: str, hooks: list[Hook]) -> bool:
             if code is None or code.startswith(f"{alias}."):
                 continue
             tree = ast.parse(code, mode="eval")
-            strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            strings = [
+                n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            ]
             callee = ast.unparse(tree.body.func) if isinstance(tree.body, ast.Call) else code
             if max(strings, key=len, default=callee) in source:
                 return True

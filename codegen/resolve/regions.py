@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 import libcst.matchers as m
@@ -75,11 +75,12 @@ def resolve_region(
             return None
         block = orelse.body
     else:
-        block = stmt.body  # type: ignore[attr-defined]
+        assert isinstance(stmt, cst.BaseCompoundStatement)  # a 'body' region's selector is compound
+        block = stmt.body
     return _indented(span, block, diags, 0, len(_block_body(block)))
 
 
-def _block_body(block: cst.BaseSuite) -> tuple[cst.BaseStatement, ...] | tuple[cst.BaseSmallStatement, ...]:
+def _block_body(block: cst.BaseSuite) -> tuple[cst.CSTNode, ...]:
     return tuple(block.body)
 
 
@@ -152,7 +153,7 @@ def parameters(func: cst.FunctionDef) -> set[str]:
     return {p.name.value for p in every}
 
 
-def early_exit(stmts: tuple[cst.BaseStatement, ...], line_of: Callable[[cst.CSTNode], int]) -> int | None:
+def early_exit(stmts: Sequence[cst.BaseStatement], line_of: Callable[[cst.CSTNode], int]) -> int | None:
     """Line of a return, yield, or break/continue that would leave ``stmts`` early, if any."""
 
     class _Finder(cst.CSTVisitor):
@@ -178,7 +179,7 @@ def early_exit(stmts: tuple[cst.BaseStatement, ...], line_of: Callable[[cst.CSTN
                 node.orelse.visit(self)
             return False
 
-        visit_For = visit_While = _loop  # type: ignore[assignment]
+        visit_For = visit_While = _loop
 
         def _exit(self, node: cst.CSTNode) -> None:
             if self.found is None:

@@ -8,8 +8,8 @@ import ast
 import libcst as cst
 
 from codegen.resolve.functions import unsafe_reason
+from codegen.runtime_calls import SPAN_VARIABLE, guarded
 from codegen.spec.model import Hook
-from codegen.transforms.span import SPAN_VARIABLE
 
 
 def compact(code: str) -> str:
@@ -25,8 +25,7 @@ def hook_codes(hooks: list[Hook], alias: str) -> set[str]:
     """What the statements the hooks insert mean (see :func:`compact`)."""
     codes: set[str] = set()
     for hook in hooks:
-        prefix = f"{alias}.{hook.guard} and " if hook.guard else ""
-        codes.update(compact(prefix + c) for c in (hook.call, hook.enter, hook.exit) if c)
+        codes.update(compact(guarded(alias, hook.guard, c)) for c in (hook.call, hook.enter, hook.exit) if c)
     return codes
 
 

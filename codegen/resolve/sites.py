@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import libcst as cst
 
 from codegen.spec.model import Hook, Span
+
+_Entry = TypeVar("_Entry", Span, Hook)
 
 
 @dataclass(frozen=True)
@@ -73,9 +76,10 @@ class Plan:
     # other source files the checks read (base classes of instrumented methods), for the cache
     also_read: tuple[str, ...] = ()
 
-    def as_resolved(self, entry: Span | Hook) -> Span | Hook:
+    def as_resolved(self, entry: _Entry) -> _Entry:
         """``entry`` as it was bound: its ``any`` selectors replaced by the chosen alternatives."""
         for file_plan in self.files.values():
-            if id(entry) in file_plan.chosen:
-                return file_plan.chosen[id(entry)]
+            chosen = file_plan.chosen.get(id(entry))
+            if isinstance(chosen, type(entry)):
+                return chosen
         return entry

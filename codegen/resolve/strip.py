@@ -24,14 +24,14 @@ result with the pristine source.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
+from typing import TypeGuard
 
 import libcst as cst
 
 from codegen.resolve.scan import compact
+from codegen.runtime_calls import SPAN_VARIABLE_PATTERN
 
-_SPAN_VARIABLE = re.compile(r"_otel_span(_\d+)?\Z")
 Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement  # what a block holds
 _EMPTY = cst.Module(body=[])
 
@@ -51,7 +51,7 @@ def _root(node: cst.BaseExpression) -> cst.BaseExpression:
     return node
 
 
-def _rooted_call(node: cst.BaseExpression, alias: str) -> bool:
+def _rooted_call(node: cst.BaseExpression, alias: str) -> TypeGuard[cst.Call]:
     """``ALIAS.x.y(...)``."""
     return (
         isinstance(node, cst.Call)
@@ -105,7 +105,7 @@ class _Stripper(cst.CSTTransformer):
         if not isinstance(small, cst.Assign) or len(small.targets) != 1:
             return False
         target = small.targets[0].target
-        if not (isinstance(target, cst.Name) and _SPAN_VARIABLE.match(target.value)):
+        if not (isinstance(target, cst.Name) and SPAN_VARIABLE_PATTERN.match(target.value)):
             return False
         operands = _operands(small.value)
         last = operands[-1]
@@ -127,7 +127,7 @@ class _Stripper(cst.CSTTransformer):
             return False
         var, call = operands[0].value, operands[1]
         return (
-            _SPAN_VARIABLE.match(var) is not None
+            SPAN_VARIABLE_PATTERN.match(var) is not None
             and isinstance(call, cst.Call)
             and isinstance(call.func, cst.Attribute)
             and m_name(call.func.value, var)
@@ -138,7 +138,7 @@ class _Stripper(cst.CSTTransformer):
         """The wrapped call of a statement ``ALIAS.f("key", call)`` (a wrap hook's result form)."""
         if not isinstance(small, cst.Expr) or not _rooted_call(small.value, self.alias):
             return None
-        unwrapped = self._unwrap(small.value)  # type: ignore[arg-type]
+        unwrapped = self._unwrap(small.value)
         return unwrapped if isinstance(unwrapped, cst.Call) and unwrapped is not small.value else None
 
     def _hook(self, stmt: Statement) -> bool:
@@ -157,9 +157,7 @@ class _Stripper(cst.CSTTransformer):
     def _removed(self, stmt: Statement) -> bool:
         small = _single(stmt)
         return (
-            self._span_start(small)
-            or self._span_call(small, ("end", "set_attributes"))
-            or self._hook(stmt)
+            self._span_start(small) or self._span_call(small, ("end", "set_attributes")) or self._hook(stmt)
         )
 
     def _try_form(self, stmt: cst.Try) -> bool:
@@ -261,7 +259,9 @@ class _Stripper(cst.CSTTransformer):
             decorators[0] = decorators[0].with_changes(leading_lines=first.leading_lines)
         elif not decorators:
             lines = updated_node.decorators[0].leading_lines
-            return updated_node.with_changes(decorators=[], leading_lines=[*updated_node.leading_lines, *lines])
+            return updated_node.with_changes(
+                decorators=[], leading_lines=[*updated_node.leading_lines, *lines]
+            )
         return updated_node.with_changes(decorators=decorators)
 
     def _unwrap(self, node: cst.Call) -> cst.BaseExpression:

@@ -11,6 +11,7 @@ import ast
 
 from codegen.spec.model import AttributeDecl
 from codegen.spec.reader import SPAN_NAME, Reader
+from codegen.spec.yaml_nodes import YNode
 
 # Weaver's attribute types (semconv registry format v1), the ones a span attribute can hold.
 ATTRIBUTE_TYPES = ("string", "int", "double", "boolean", "string[]", "int[]", "double[]", "boolean[]")
@@ -39,7 +40,7 @@ def infer_type(expr: str) -> str | None:
 
 
 class AttributeReader(Reader):
-    singletons: dict
+    singletons: dict[str, tuple[str, YNode]]
 
     def _attribute_decls(self) -> tuple[AttributeDecl, ...]:
         entry = self.singletons.get("attributes")
@@ -59,7 +60,7 @@ class AttributeReader(Reader):
             self._check_keys(as_map, ATTRIBUTE_KEYS, f"attribute '{key}'")
             kind = self._str(as_map.get("type"), "type") if "type" in as_map.entries else None
             if kind is not None and kind not in ATTRIBUTE_TYPES:
-                self._unknown(as_map.get("type").pos, "attribute type", kind, list(ATTRIBUTE_TYPES))  # type: ignore[union-attr]
+                self._unknown(as_map.value_pos("type"), "attribute type", kind, list(ATTRIBUTE_TYPES))
                 continue
             brief = self._str(as_map.get("brief"), "brief") or "" if "brief" in as_map.entries else ""
             note = self._str(as_map.get("note"), "note") or "" if "note" in as_map.entries else ""

@@ -16,6 +16,7 @@ from codegen.spec.model import (
     LifecycleSpan,
     Project,
     Span,
+    SpanForm,
     version_key,
 )
 from codegen.spec.releases import ReleasesReader
@@ -40,7 +41,15 @@ TOP_KEYS = (
     "attributes",
 )
 SINGLETON_KEYS = (
-    "runtime", "upstream", "groups", "presets", "lifecycle", "metrics", "env", "flags", "attributes"
+    "runtime",
+    "upstream",
+    "groups",
+    "presets",
+    "lifecycle",
+    "metrics",
+    "env",
+    "flags",
+    "attributes",
 )
 
 
@@ -108,7 +117,7 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, Attribute
         super().__init__(diags)
         self.singletons: dict[str, tuple[str, YNode]] = {}
         self.span_nodes: list[tuple[YMap, tuple[str, Pos] | None]] = []
-        self.default_forms: dict[int, str] = {}  # id(span node) -> the file's default form
+        self.default_forms: dict[int, SpanForm] = {}  # id(span node) -> the file's default form
         self.hook_nodes: list[tuple[YMap, tuple[str, Pos] | None]] = []
         self.broken: list[str] = []  # files that did not load: what they declare is unknown
         self.ambiguous: set[str] = set()  # declarations made twice
@@ -139,10 +148,10 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, Attribute
         default_file = None
         if "file" in root.entries:
             name = self._str(root.get("file"), "file")
-            default_file = (name, root.get("file").pos) if name is not None else None  # type: ignore[union-attr]
-        default_form = "try"
+            default_file = (name, root.value_pos("file")) if name is not None else None
+        default_form: SpanForm = "try"
         if "form" in root.entries:
-            default_form = self._form(root.get("form")) or "try"  # type: ignore[arg-type]
+            default_form = self._form(root.value("form")) or "try"
         spans_node = root.get("spans")
         if isinstance(spans_node, YSeq):
             for item in spans_node.items:
@@ -189,7 +198,18 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, Attribute
         if runtime is None or upstream is None:
             return None
         return Project(
-            runtime, upstream, groups, presets, spans, files, lifecycle, metrics, env, flags, hooks, supported,
+            runtime,
+            upstream,
+            groups,
+            presets,
+            spans,
+            files,
+            lifecycle,
+            metrics,
+            env,
+            flags,
+            hooks,
+            supported,
             attributes=self._attribute_decls(),
         )
 
@@ -199,7 +219,7 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, Attribute
         node = entry[1] if entry is not None else None
         supported: tuple[UpstreamPin, ...] = ()
         if upstream is not None and isinstance(node, YMap) and "supported" in node.entries:
-            supported = self._supported(node.get("supported"), upstream)  # type: ignore[arg-type]
+            supported = self._supported(node.value("supported"), upstream)
         if upstream is not None:
             versions = {upstream.version, *(p.version for p in supported)}
             self.supported_versions = tuple(sorted(versions, key=lambda v: version_key(v) or ()))

@@ -47,7 +47,8 @@ class Selector:
 #   exception leaves the span to be ended by the enclosing span or the lifecycle; refused for
 #   regions that can be left by return/break/continue;
 # - "decorator": ``@otel.traced(...)`` on a whole function; attributes name its parameters.
-SPAN_FORMS = ("try", "flat", "decorator")
+SpanForm = Literal["try", "flat", "decorator"]
+SPAN_FORMS: tuple[SpanForm, ...] = ("try", "flat", "decorator")
 
 RegionKind = Literal["function", "statement", "range", "after", "body"]
 
@@ -156,7 +157,7 @@ class Span(_Placed):
     note: str = ""
     file_pos: Pos | None = None  # where the file is named (the span's own key or the file's top)
     function_pos: Pos | None = None
-    form: Literal["try", "flat", "decorator"] = "try"
+    form: SpanForm = "try"
     parents: tuple[str, ...] = ()  # spans of other functions this one runs inside, for the docs
     # per-name parents when the span has several names (each overrides ``parents`` for its name)
     name_parents: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -329,12 +330,14 @@ class Project:
         pins = (*self.supported, self.upstream)
         return tuple(sorted(pins, key=lambda p: version_key(p.version) or ()))
 
+    def entries(self) -> tuple[Span | Hook, ...]:
+        """Every span and hook the specs place in the target's code, spans first."""
+        return (*self.spans, *self.hooks)
+
     def for_release(self, version: str) -> tuple[Project, tuple[Span | Hook, ...]]:
         """The project as it applies to ``version``, and the entries its ``releases:`` exclude."""
         excluded = tuple(
-            e
-            for e in (*self.spans, *self.hooks)
-            if e.releases is not None and not e.releases.contains(version)
+            e for e in self.entries() if e.releases is not None and not e.releases.contains(version)
         )
         if not excluded:
             return self, ()

@@ -44,8 +44,10 @@ class Reader:
         self, node: YMap, default_file: tuple[str, Pos] | None, what: str
     ) -> tuple[str | None, Pos | None]:
         """The file a span or hook names (its own ``file:`` or the spec file's), validated."""
+        file: str | None
+        pos: Pos | None
         if "file" in node.entries:
-            file, pos = self._str(node.get("file"), "file"), node.get("file").pos  # type: ignore[union-attr]
+            file, pos = self._str(node.get("file"), "file"), node.value_pos("file")
         else:
             file, pos = default_file if default_file else (None, None)
         if file is None:
@@ -126,12 +128,12 @@ class Reader:
 
     def _expression(self, node: YNode | None, what: str) -> str | None:
         text = self._str(node, what)
-        if text is None:
+        if text is None or node is None:
             return None
         try:
             ast.parse(text.strip(), mode="eval")
         except SyntaxError as exc:
-            self.diags.error(node.pos, f"{what}: '{text}' does not parse: {exc.msg}")  # type: ignore[union-attr]
+            self.diags.error(node.pos, f"{what}: '{text}' does not parse: {exc.msg}")
             return None
         return " ".join(text.split())
 

@@ -55,20 +55,20 @@ class ReleasesReader(Reader):
             )
             return None
         text = self._str(spec_node, "releases")
-        if text is None:
+        if text is None or spec_node is None:
             return None
         clauses = parse_releases(text)
         if not clauses:
             self.diags.error(
-                spec_node.pos,  # type: ignore[union-attr]
+                spec_node.pos,
                 f"releases '{text}' is not a version specifier: comma-separated clauses of "
                 f"{', '.join(RELEASE_OPERATORS)} and a version, such as '>=0.18' or '>=0.17, <0.19'",
             )
             return None
-        releases = Releases(" ".join(text.split()), clauses, spec_node.pos, reason)  # type: ignore[union-attr]
+        releases = Releases(" ".join(text.split()), clauses, spec_node.pos, reason)
         if self.supported_versions and not any(releases.contains(v) for v in self.supported_versions):
             self.diags.error(
-                spec_node.pos,  # type: ignore[union-attr]
+                spec_node.pos,
                 f"releases '{releases.text}' includes none of the supported releases "
                 f"({', '.join(self.supported_versions)}): the entry would never apply",
             )
@@ -89,7 +89,7 @@ class ReleasesReader(Reader):
                 continue
             version, filename, sha = values
             assert version is not None and filename is not None and sha is not None
-            where = entry.get("version").pos  # type: ignore[union-attr]
+            where = entry.value_pos("version")
             if version_key(version) is None or not re.fullmatch(r"\d+\.\d+\.\d+", version):
                 self.diags.error(where, f"supported release '{version}' must be a version X.Y.Z")
                 continue
@@ -97,7 +97,7 @@ class ReleasesReader(Reader):
                 self.diags.error(where, f"release {version} is already declared ({seen[version]})")
                 continue
             if not re.fullmatch(r"[0-9a-f]{64}", sha):
-                self.diags.error(entry.get("sha256").pos, "sha256 must be 64 lowercase hex digits")  # type: ignore[union-attr]
+                self.diags.error(entry.value_pos("sha256"), "sha256 must be 64 lowercase hex digits")
                 continue
             seen[version] = f"at line {where.line}"
             distribution = pinned.distribution if pinned else "megatron-core"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from typing import Literal
 
 from codegen.spec.model import (
     ANY,
@@ -36,13 +37,13 @@ class SelectorReader(Reader):
             if not {"from", "to"} <= keys or keys - {"from", "to"}:
                 self.diags.error(as_map.pos, "a range takes exactly 'from' and 'to' selectors")
                 return None
-            first, last = self._selector(as_map.get("from")), self._selector(as_map.get("to"))  # type: ignore[arg-type]
+            first, last = self._selector(as_map.value("from")), self._selector(as_map.value("to"))
             return Region("range", as_map.pos, first, last) if first and last else None
         if "after" in keys:
             if keys != {"after"}:
                 self.diags.error(as_map.pos, "'after' takes no other keys")
                 return None
-            first = self._selector(as_map.get("after"))  # type: ignore[arg-type]
+            first = self._selector(as_map.value("after"))
             return Region("after", as_map.pos, first) if first else None
         if "body" in keys:
             if keys - {"body", "branch"}:
@@ -50,15 +51,16 @@ class SelectorReader(Reader):
                 return None
             branch = self._str(as_map.get("branch"), "branch") if "branch" in keys else "body"
             if branch not in ("body", "else"):
-                self.diags.error(as_map.get("branch").pos, "branch must be 'body' or 'else'")  # type: ignore[union-attr]
+                self.diags.error(as_map.value_pos("branch"), "branch must be 'body' or 'else'")
                 return None
-            first = self._selector(as_map.get("body"))  # type: ignore[arg-type]
+            first = self._selector(as_map.value("body"))
             if first is not None and not is_compound(first):
                 self.diags.error(
                     first.pos, f"'body' needs a compound statement selector ({', '.join(COMPOUND_KINDS)})"
                 )
                 return None
-            return Region("body", as_map.pos, first, branch=branch) if first else None  # type: ignore[arg-type]
+            which: Literal["body", "else"] = "else" if branch == "else" else "body"  # checked above
+            return Region("body", as_map.pos, first, branch=which) if first else None
         if "branch" in keys:
             self.diags.error(as_map.key_pos("branch"), "'branch' is only valid with 'body'")
             return None
@@ -104,7 +106,7 @@ class SelectorReader(Reader):
                 return None
         within = None
         if "within" in as_map.entries:
-            within = self._selector(as_map.get("within"))  # type: ignore[arg-type]
+            within = self._selector(as_map.value("within"))
             if within is None:
                 return None
             if not is_compound(within):

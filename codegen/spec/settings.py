@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from codegen.diagnostics import Pos
+from codegen.runtime_calls import add_argument_call
 from codegen.spec.model import (
     EnvVar,
     Flag,
@@ -16,7 +17,8 @@ from codegen.spec.model import (
     Preset,
     Runtime,
 )
-from codegen.spec.reader import DOTTED, GROUP_NAME, SPAN_NAME, Reader, quote
+from codegen.spec.reader import DOTTED, GROUP_NAME, SPAN_NAME
+from codegen.spec.selectors import SelectorReader
 from codegen.spec.vocabulary import (
     ENV_ROLES,
     EXPORTERS,
@@ -31,7 +33,7 @@ from codegen.upstream import UpstreamPin
 PRESET_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
-class SettingsReader(Reader):
+class SettingsReader(SelectorReader):
     singletons: dict[str, tuple[str, YNode]]
 
     def _runtime(self) -> Runtime | None:
@@ -47,8 +49,8 @@ class SettingsReader(Reader):
             return None
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)+", package):
             self.diags.error(
-                node.get("package").pos, "runtime package must be a path like 'megatron/core/otel'"
-            )  # type: ignore[union-attr]
+                node.value_pos("package"), "runtime package must be a path like 'megatron/core/otel'"
+            )
             return None
         return Runtime(package, node.pos)
 
@@ -61,14 +63,12 @@ class SettingsReader(Reader):
             return None
         keys = ("distribution", "version", "filename", "sha256")
         self._check_keys(node, keys + ("supported",), "upstream")
-        values = [self._required_str(node, k, "upstream") for k in keys]
-        if any(v is None for v in values):
+        distribution, version, filename, sha = (self._required_str(node, k, "upstream") for k in keys)
+        if distribution is None or version is None or filename is None or sha is None:
             return None
-        sha = values[3]
-        assert sha is not None
         if not re.fullmatch(r"[0-9a-f]{64}", sha):
-            self.diags.error(node.get("sha256").pos, "sha256 must be 64 lowercase hex digits")  # type: ignore[union-attr]
-        return UpstreamPin(*values)  # type: ignore[arg-type]
+            self.diags.error(node.value_pos("sha256"), "sha256 must be 64 lowercase hex digits")
+        return UpstreamPin(distribution, version, filename, sha)
 
     def _groups(self) -> tuple[Group, ...]:
         entry = self.singletons.get("groups")
@@ -210,12 +210,12 @@ class SettingsReader(Reader):
             unit = self._required_str(as_map, "unit", "metric")
             description = self._str(as_map.get("description"), "description") or ""
             if kind is not None and kind not in METRIC_KINDS:
-                self._unknown(as_map.get("kind").pos, "metric kind", kind, list(METRIC_KINDS))  # type: ignore[union-attr]
+                self._unknown(as_map.value_pos("kind"), "metric kind", kind, list(METRIC_KINDS))
                 continue
             if name in seen:
                 first = seen[name].pos
                 self.diags.error(
-                    as_map.get("name").pos,  # type: ignore[union-attr]
+                    as_map.value_pos("name"),
                     f"metric '{name}' is already declared at {first.ref(as_map.pos)}",
                 )
                 continue
@@ -254,7 +254,7 @@ class SettingsReader(Reader):
             choices = (
                 tuple(
                     c
-                    for c in (self._str(n, "choice") for n in self._seq(as_map.get("choices"), "choices"))
+                    for c in (self._str(n, "choice") for n in self._seq(as_map.value("choices"), "choices"))
                     if c
                 )
                 if "choices" in as_map.entries
@@ -265,10 +265,12 @@ class SettingsReader(Reader):
             )
             role = self._str(as_map.get("role"), "role") if "role" in as_map.entries else None
             if role is not None and role not in ENV_ROLES:
-                self._unknown(as_map.get("role").pos, "env role", role, list(ENV_ROLES))  # type: ignore[union-attr]
+                self._unknown(as_map.value_pos("role"), "env role", role, list(ENV_ROLES))
                 role = None
             if choices and default and default not in choices:
-                self.diags.error(default_node.pos, f"default '{default}' is not one of {', '.join(choices)}")  # type: ignore[union-attr]
+                self.diags.error(
+                    as_map.value_pos("default"), f"default '{default}' is not one of {', '.join(choices)}"
+                )
             if not name:
                 continue
             var = EnvVar(name, default, description, as_map.pos, choices, timestamp, role)
@@ -277,14 +279,13 @@ class SettingsReader(Reader):
             out.append(var)
         return tuple(out)
 
-    def _env_clash(
-        self, var: EnvVar, node: YMap, names: dict[str, EnvVar], roles: dict[str, EnvVar]
-    ) -> bool:
+    def _env_clash(self, var: EnvVar, node: YMap, names: dict[str, EnvVar], roles: dict[str, EnvVar]) -> bool:
         """Report a second variable of the same name or role, or exporters the runtime lacks."""
-        where = node.get("name").pos  # type: ignore[union-attr]
+        where = node.value_pos("name")
         if var.name in names:
             self.diags.error(
-                where, f"environment variable '{var.name}' is already declared at {names[var.name].pos.ref(where)}"
+                where,
+                f"environment variable '{var.name}' is already declared at {names[var.name].pos.ref(where)}",
             )
             return True
         names[var.name] = var
@@ -294,7 +295,7 @@ class SettingsReader(Reader):
         if role in roles:
             implied = "" if var.role else f" (implied by its name {var.name})"
             self.diags.error(
-                node.get("role").pos if var.role else where,  # type: ignore[union-attr]
+                node.value_pos("role") if var.role else where,
                 f"a second variable with role '{role}'{implied}: {roles[role].name} has it at "
                 f"{roles[role].pos.ref(where)}",
             )
@@ -303,7 +304,7 @@ class SettingsReader(Reader):
         unknown = [c for c in var.choices if c not in EXPORTERS] if role == "exporter" else []
         if unknown:
             self.diags.error(
-                node.get("choices").pos,  # type: ignore[union-attr]
+                node.value_pos("choices"),
                 f"unsupported exporter(s) {', '.join(unknown)} (the runtime supports {', '.join(EXPORTERS)})",
             )
             return True
@@ -323,8 +324,10 @@ class SettingsReader(Reader):
         function = self._required_str(node, "function", "flags")
         parser = self._required_str(node, "parser", "flags")
         if parser is not None and not DOTTED.match(parser):
-            where = node.get("parser").pos  # type: ignore[union-attr]
-            self.diags.error(where, f"parser '{parser}' must be the (dotted) name of the argparse parser or group")
+            where = node.value_pos("parser")
+            self.diags.error(
+                where, f"parser '{parser}' must be the (dotted) name of the argparse parser or group"
+            )
             parser = None
         before_node = node.get("before")
         before = self._selector(before_node) if before_node is not None else None
@@ -334,45 +337,9 @@ class SettingsReader(Reader):
         flags: list[Flag] = []
         options: dict[str, Pos] = {}
         for item in self._seq(node.get("options") or YSeq((), node.pos), "options"):
-            as_map = self._map(item, "flag")
-            if as_map is None:
-                continue
-            self._check_keys(as_map, ("option", "action", "metavar", "env", "help"), "flag")
-            option = self._required_str(as_map, "option", "flag")
-            help_text = self._required_str(as_map, "help", "flag")
-            action = self._str(as_map.get("action"), "action") if "action" in as_map.entries else None
-            metavar = self._str(as_map.get("metavar"), "metavar") if "metavar" in as_map.entries else None
-            env_name = self._str(as_map.get("env"), "env") if "env" in as_map.entries else None
-            if option is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", option):
-                self.diags.error(as_map.get("option").pos, f"option '{option}' must look like --otel-enabled")  # type: ignore[union-attr]
-                continue
-            if env_name is not None and env_name not in env_names:
-                self._unknown(as_map.get("env").pos, "environment variable", env_name, sorted(env_names), "env")  # type: ignore[union-attr]
-                continue
-            if action not in (None, "store_true"):
-                self.diags.error(as_map.get("action").pos, "action must be 'store_true' or absent")  # type: ignore[union-attr]
-                continue
-            if option is None or help_text is None:
-                continue
-            if option in options:
-                where = as_map.get("option").pos  # type: ignore[union-attr]
-                self.diags.error(where, f"option '{option}' is already declared at {options[option].ref(where)}")
-                continue
-            options[option] = as_map.get("option").pos  # type: ignore[union-attr]
-            # argparse shows help text with its whitespace folded; so do the generated call and docs
-            help_text = " ".join(help_text.split())
-            try:
-                help_text = help_text.format(
-                    presets=", ".join(p.name for p in presets), groups=", ".join(g.name for g in groups)
-                )
-            except (KeyError, IndexError, ValueError) as exc:
-                self.diags.error(
-                    as_map.get("help").pos,
-                    f"help text: unknown placeholder {exc} (use {{presets}} or {{groups}})",
-                )  # type: ignore[union-attr]
-                continue
-            dest = option[2:].replace("-", "_")
-            flags.append(Flag(option, dest, help_text, as_map.pos, action, metavar, env_name))
+            flag = self._flag(item, env_names, options, presets, groups)
+            if flag is not None:
+                flags.append(flag)
         if file is None or function is None or parser is None or before is None:
             return tuple(flags), ()
         hooks = tuple(
@@ -382,21 +349,58 @@ class SettingsReader(Reader):
                 "before",
                 flag.pos,
                 selector=before,
-                call=_add_argument(parser, flag),
+                call=add_argument_call(parser, flag),
                 note=f"the {flag.option} flag",
             )
             for flag in flags
         )
         return tuple(flags), hooks
 
-
-def _add_argument(parser: str, flag: Flag) -> str:
-    args = [quote(flag.option)]
-    if flag.action:
-        args.append(f"action={quote(flag.action)}")
-    else:
-        args.append("default=None")
-    if flag.metavar:
-        args.append(f"metavar={quote(flag.metavar)}")
-    args.append(f"help={quote(flag.help)}")
-    return f"{parser}.add_argument({', '.join(args)})"
+    def _flag(
+        self,
+        item: YNode,
+        env_names: set[str],
+        options: dict[str, Pos],
+        presets: tuple[Preset, ...],
+        groups: tuple[Group, ...],
+    ) -> Flag | None:
+        """One of ``flags: options:`` (None when invalid); ``options`` collects the names seen."""
+        as_map = self._map(item, "flag")
+        if as_map is None:
+            return None
+        self._check_keys(as_map, ("option", "action", "metavar", "env", "help"), "flag")
+        option = self._required_str(as_map, "option", "flag")
+        help_text = self._required_str(as_map, "help", "flag")
+        action = self._str(as_map.get("action"), "action") if "action" in as_map.entries else None
+        metavar = self._str(as_map.get("metavar"), "metavar") if "metavar" in as_map.entries else None
+        env_name = self._str(as_map.get("env"), "env") if "env" in as_map.entries else None
+        if option is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", option):
+            self.diags.error(as_map.value_pos("option"), f"option '{option}' must look like --otel-enabled")
+            return None
+        if env_name is not None and env_name not in env_names:
+            self._unknown(as_map.value_pos("env"), "environment variable", env_name, sorted(env_names), "env")
+            return None
+        if action not in (None, "store_true"):
+            self.diags.error(as_map.value_pos("action"), "action must be 'store_true' or absent")
+            return None
+        if option is None or help_text is None:
+            return None
+        if option in options:
+            where = as_map.value_pos("option")
+            self.diags.error(where, f"option '{option}' is already declared at {options[option].ref(where)}")
+            return None
+        options[option] = as_map.value_pos("option")
+        # argparse shows help text with its whitespace folded; so do the generated call and docs
+        help_text = " ".join(help_text.split())
+        try:
+            help_text = help_text.format(
+                presets=", ".join(p.name for p in presets), groups=", ".join(g.name for g in groups)
+            )
+        except (KeyError, IndexError, ValueError) as exc:
+            self.diags.error(
+                as_map.value_pos("help"),
+                f"help text: unknown placeholder {exc} (use {{presets}} or {{groups}})",
+            )
+            return None
+        dest = option[2:].replace("-", "_")
+        return Flag(option, dest, help_text, as_map.pos, action, metavar, env_name)

@@ -9,6 +9,7 @@ from codegen.spec.model import (
     SPAN_FORMS,
     Region,
     Span,
+    SpanForm,
 )
 from codegen.spec.reader import DOTTED, SPAN_NAME
 from codegen.spec.releases import ReleasesReader
@@ -36,7 +37,7 @@ SPAN_KEYS = (
 
 class SpanReader(SelectorReader, ReleasesReader):
     span_nodes: list[tuple[YMap, tuple[str, Pos] | None]]
-    default_forms: dict[int, str]
+    default_forms: dict[int, SpanForm]
 
     def _spans(self, group_names: set[str]) -> tuple[Span, ...]:
         spans: list[Span] = []
@@ -69,11 +70,11 @@ class SpanReader(SelectorReader, ReleasesReader):
         ok = True
         name = self._required_str(node, "name", "span")
         if name is not None and not SPAN_NAME.match(name):
-            self.diags.error(node.get("name").pos, f"span name '{name}' must be dotted identifiers")  # type: ignore[union-attr]
+            self.diags.error(node.value_pos("name"), f"span name '{name}' must be dotted identifiers")
             ok = False
         group = self._required_str(node, "group", "span")
         if group is not None and group not in group_names:
-            self._unknown(node.get("group").pos, "group", group, sorted(group_names), "groups")  # type: ignore[union-attr]
+            self._unknown(node.value_pos("group"), "group", group, sorted(group_names), "groups")
             ok = False
         file, file_pos = self._entry_file(node, default_file, "span")
         if file is None:
@@ -81,8 +82,8 @@ class SpanReader(SelectorReader, ReleasesReader):
         function = self._required_str(node, "function", "span")
         if function is not None and not DOTTED.match(function):
             self.diags.error(
-                node.get("function").pos, f"function '{function}' must be 'name' or 'Class.method'"
-            )  # type: ignore[union-attr]
+                node.value_pos("function"), f"function '{function}' must be 'name' or 'Class.method'"
+            )
             ok = False
         around = node.get("around")
         region = self._region(around) if around is not None else Region("function", node.pos)
@@ -91,6 +92,57 @@ class SpanReader(SelectorReader, ReleasesReader):
         goodput = self._bool(node.get("goodput"), "goodput") if "goodput" in node.entries else False
         note = self._str(node.get("note"), "note") or "" if "note" in node.entries else ""
         when = self._expression(node.get("when"), "when") if "when" in node.entries else None
+        parents_ok, parents, name_parents = self._parents(node, name)
+        form_ok, form = self._span_form(node)
+        names_ok, names, name_expr = self._names_choice(node, name)
+        ok = ok and parents_ok and form_ok and names_ok
+        releases = self._releases(node)
+        if "releases" in node.entries and releases is None:
+            ok = False
+        if ("when" in node.entries and when is None) or ("name_expr" in node.entries and name_expr is None):
+            ok = False
+        if (
+            not ok
+            or name is None
+            or group is None
+            or file is None
+            or function is None
+            or region is None
+            or attributes is None
+            or end_attributes is None
+            or goodput is None
+            or form is None
+        ):
+            return None
+        return Span(
+            name=name,
+            group=group,
+            file=file,
+            function=function,
+            region=region,
+            pos=node.pos,
+            attributes=attributes,
+            end_attributes=end_attributes,
+            goodput=bool(goodput),
+            note=note,
+            file_pos=file_pos,
+            function_pos=node.value_pos("function"),
+            when=when,
+            name_expr=name_expr,
+            when_pos=node.value_pos("when") if "when" in node.entries else None,
+            name_expr_pos=node.value_pos("name_expr") if "name_expr" in node.entries else None,
+            names=names,
+            form=form,
+            parents=parents,
+            name_parents=tuple(name_parents),
+            releases=releases,
+        )
+
+    def _parents(
+        self, node: YMap, name: str | None
+    ) -> tuple[bool, tuple[str, ...], list[tuple[str, tuple[str, ...]]]]:
+        """(valid, ``parents:`` as a list, per-name ``parents:`` as ``{name: [parents]}``)."""
+        ok = True
         parents: tuple[str, ...] = ()
         name_parents: list[tuple[str, tuple[str, ...]]] = []
         parents_node = node.get("parents")
@@ -105,29 +157,37 @@ class SpanReader(SelectorReader, ReleasesReader):
                 name_parents.append((key, self._names(value, "parents")))
         elif parents_node is not None:
             parents = self._names(parents_node, "parents")
+        return ok, parents, name_parents
+
+    def _span_form(self, node: YMap) -> tuple[bool, SpanForm | None]:
+        """(valid, the span's form: its own ``form:`` or its file's default)."""
         form = (
-            self._form(node.get("form"))
+            self._form(node.value("form"))
             if "form" in node.entries
             else self.default_forms.get(id(node), "try")
         )
         if form is None:
-            ok = False
-        elif form == "decorator":
+            return False, None
+        if form == "decorator":
             reason = None
             if node.get("around") is not None:
                 reason = "a decorator covers the whole function: drop 'around'"
             elif "end_attributes" in node.entries or "when" in node.entries or "names" in node.entries:
                 reason = "a decorator span takes no end_attributes, when or names"
             if reason:
-                self.diags.error(node.get("form").pos if "form" in node.entries else node.pos, reason)  # type: ignore[union-attr]
-                ok = False
+                self.diags.error(node.value_pos("form") if "form" in node.entries else node.pos, reason)
+                return False, form
+        return True, form
+
+    def _names_choice(self, node: YMap, name: str | None) -> tuple[bool, tuple[str, ...], str | None]:
+        """(valid, every name of a span with several, the ``name_expr`` choosing among them)."""
         names: tuple[str, ...] = ()
         name_expr = None
         if ("names" in node.entries) != ("name_expr" in node.entries):
             self.diags.error(node.pos, "'names' (the other names) and 'name_expr' (the choice) go together")
-            ok = False
-        elif "names" in node.entries and name is not None:
-            others = [self._str(n, "name") for n in self._seq(node.get("names"), "names")]  # type: ignore[arg-type]
+            return False, names, name_expr
+        if "names" in node.entries and name is not None:
+            others = [self._str(n, "name") for n in self._seq(node.value("names"), "names")]
             names = (name, *(o for o in others if o))
             name_expr = self._expression(node.get("name_expr"), "name_expr")
             if name_expr is not None:
@@ -139,44 +199,18 @@ class SpanReader(SelectorReader, ReleasesReader):
                 stray = sorted(str(x) for x in literals - set(names))
                 if stray:
                     self.diags.error(
-                        node.get("name_expr").pos,
+                        node.value_pos("name_expr"),
                         f"name_expr names {', '.join(stray)}, not in the span's names",
-                    )  # type: ignore[union-attr]
-                    ok = False
-        releases = self._releases(node)
-        if "releases" in node.entries and releases is None:
-            ok = False
-        if ("when" in node.entries and when is None) or ("name_expr" in node.entries and name_expr is None):
-            ok = False
-        if not ok or None in (name, group, file, function, region, attributes, end_attributes, goodput):
-            return None
-        return Span(
-            name=name,  # type: ignore[arg-type]
-            group=group,  # type: ignore[arg-type]
-            file=file,  # type: ignore[arg-type]
-            function=function,  # type: ignore[arg-type]
-            region=region,  # type: ignore[arg-type]
-            pos=node.pos,
-            attributes=attributes,  # type: ignore[arg-type]
-            end_attributes=end_attributes,  # type: ignore[arg-type]
-            goodput=bool(goodput),
-            note=note,
-            file_pos=file_pos,
-            function_pos=node.get("function").pos,  # type: ignore[union-attr]
-            when=when,
-            name_expr=name_expr,
-            when_pos=node.get("when").pos if "when" in node.entries else None,  # type: ignore[union-attr]
-            name_expr_pos=node.get("name_expr").pos if "name_expr" in node.entries else None,  # type: ignore[union-attr]
-            names=names,
-            form=form,  # type: ignore[arg-type]
-            parents=parents,
-            name_parents=tuple(name_parents),
-            releases=releases,
-        )
+                    )
+                    return False, names, name_expr
+        return True, names, name_expr
 
-    def _form(self, node: YNode) -> str | None:
+    def _form(self, node: YNode) -> SpanForm | None:
         form = self._str(node, "form")
-        if form is not None and form not in SPAN_FORMS:
-            self._unknown(node.pos, "form", form, list(SPAN_FORMS))
+        if form is None:
             return None
-        return form
+        for known in SPAN_FORMS:
+            if form == known:
+                return known
+        self._unknown(node.pos, "form", form, list(SPAN_FORMS))
+        return None

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 import yaml
 
 from codegen.diagnostics import Diagnostics, Pos
 
-Scalar = Union[str, int, float, bool, None]
+Scalar = str | int | float | bool | None
 
 
 @dataclass(frozen=True)
@@ -20,25 +19,33 @@ class YScalar:
 
 @dataclass(frozen=True)
 class YSeq:
-    items: tuple["YNode", ...]
+    items: tuple[YNode, ...]
     pos: Pos
 
 
 @dataclass(frozen=True)
 class YMap:
     # key text -> (key position, value); insertion order is the file order
-    entries: dict[str, tuple[Pos, "YNode"]]
+    entries: dict[str, tuple[Pos, YNode]]
     pos: Pos
 
-    def get(self, key: str) -> "YNode | None":
+    def get(self, key: str) -> YNode | None:
         entry = self.entries.get(key)
         return entry[1] if entry else None
 
     def key_pos(self, key: str) -> Pos:
         return self.entries[key][0]
 
+    def value(self, key: str) -> YNode:
+        """The value of ``key`` (present: the caller has checked ``key in entries``)."""
+        return self.entries[key][1]
 
-YNode = Union[YScalar, YSeq, YMap]
+    def value_pos(self, key: str) -> Pos:
+        """Where the value of ``key`` (present: the caller has read it) starts."""
+        return self.entries[key][1].pos
+
+
+YNode = YScalar | YSeq | YMap
 
 
 def _pos(path: str, node: yaml.Node) -> Pos:

@@ -13,6 +13,7 @@ import libcst as cst
 
 from codegen.resolve.sites import Insert, Rewrite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
+from codegen.runtime_calls import guard, span_variable
 from codegen.spec.model import Hook, Project, Span
 from codegen.transforms.reindent import fit
 from codegen.transforms.render import LINE_LENGTH, expression_statement
@@ -22,7 +23,6 @@ from codegen.transforms.span import (
     span_end,
     span_setter,
     span_start,
-    span_variable,
 )
 
 
@@ -70,8 +70,9 @@ class BlockEditor(cst.CSTTransformer):
         # Inside an edited function, only blocks with edits and the blocks around them.
         self.relevant = {id(w.block) for w in wraps} | {id(i.block) for i in inserts}
         self.relevant |= {id(r.block) for r in rewrites}
-        for item in (*wraps, *inserts, *rewrites):
-            self.relevant.update(b for b, _ in block_ancestry(item.function)[id(item.block)])
+        edits = [(w.function, w.block) for w in wraps] + [(i.function, i.block) for i in inserts]
+        for function, block in edits + [(r.function, r.block) for r in rewrites]:
+            self.relevant.update(b for b, _ in block_ancestry(function)[id(block)])
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.FunctionDef):
@@ -87,19 +88,23 @@ class BlockEditor(cst.CSTTransformer):
         if self.inside:
             if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite, cst.BaseExpression)):
                 return False
-            if isinstance(node, cst.BaseCompoundStatement):
-                if not any(id(b) in self.relevant for b in child_blocks(node)) and not _leads_to(
-                    node, self.edited
-                ):
-                    return False
+            if (
+                isinstance(node, cst.BaseCompoundStatement)
+                and not any(id(b) in self.relevant for b in child_blocks(node))
+                and not _leads_to(node, self.edited)
+            ):
+                return False
             return super().on_visit(node)
-        if isinstance(node, cst.BaseCompoundStatement) and not _leads_to(node, self.edited):
-            return False
-        elif isinstance(node, cst.SimpleStatementLine):
+        if isinstance(node, cst.SimpleStatementLine) or (
+            isinstance(node, cst.BaseCompoundStatement) and not _leads_to(node, self.edited)
+        ):
             return False
         return super().on_visit(node)
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+    # libcst declares on_leave generic in the node type (CSTNodeT), which no override can restate
+    def on_leave(  # type: ignore[override]
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
         if isinstance(original_node, cst.FunctionDef) and id(original_node) in self.edited:
             self.inside -= 1
             self.step = self.steps.pop()
@@ -173,7 +178,8 @@ class BlockEditor(cst.CSTTransformer):
         for index in range(lo, hi + 1):
             for insert in inserts:
                 if insert.index == index:
-                    out.append(self._hook_call(insert.hook, insert.hook.call, indent))  # type: ignore[arg-type]
+                    assert insert.hook.call is not None  # an entry/before/after hook always has its call
+                    out.append(self._hook_call(insert.hook, insert.hook.call, indent))
             if index < hi:
                 out.append(stmts[index])
         return out
@@ -203,8 +209,8 @@ class BlockEditor(cst.CSTTransformer):
         return new
 
     def _hook_call(self, hook: Hook, call: str, indent: str) -> cst.BaseStatement:
-        guard = f"{self.project.runtime.alias}.{hook.guard}" if hook.guard else ""
-        return _statement(expression_statement(call, indent, self.step, guard), indent)
+        flag = guard(self.project.runtime.alias, hook.guard)
+        return _statement(expression_statement(call, indent, self.step, flag), indent)
 
     def _wrap(self, wrap: Wrap, covered: list[cst.BaseStatement], indent: str) -> list[cst.BaseStatement]:
         inner = indent + self.step
@@ -215,7 +221,7 @@ class BlockEditor(cst.CSTTransformer):
         if isinstance(entry, Span) and entry.form == "flat":
             var = span_variable(self.depths[id(wrap)])
             start = _statement(span_start(self.project, entry, var, indent, self.step), indent)
-            start = start.with_changes(leading_lines=body[0].leading_lines)
+            start = start.with_changes(leading_lines=_leading_lines(body[0]))
             body[0] = body[0].with_changes(leading_lines=())
             setter = span_setter(entry, var, indent, self.step)
             after = [_statement(setter, indent)] if setter is not None else []
@@ -237,7 +243,7 @@ class BlockEditor(cst.CSTTransformer):
                 final.append(self._hook_call(entry, entry.exit, inner))
         if before:
             # Comments and blank lines that introduced the covered statements now introduce the wrap.
-            before[0] = before[0].with_changes(leading_lines=body[0].leading_lines)
+            before[0] = before[0].with_changes(leading_lines=_leading_lines(body[0]))
             body[0] = body[0].with_changes(leading_lines=())
         if not final:
             return before + body
@@ -247,7 +253,7 @@ class BlockEditor(cst.CSTTransformer):
             finalbody=cst.Finally(body=cst.IndentedBlock(body=final, indent=own)),
         )
         if not before:
-            wrapped = wrapped.with_changes(leading_lines=body[0].leading_lines)
+            wrapped = wrapped.with_changes(leading_lines=_leading_lines(body[0]))
             wrapped = wrapped.with_changes(
                 body=wrapped.body.with_changes(body=[body[0].with_changes(leading_lines=())] + body[1:])
             )
@@ -278,5 +284,12 @@ def _append_before_return(body: list[cst.BaseStatement], stmt: cst.BaseStatement
 
 def _statement(text: str, indent: str) -> cst.BaseStatement:
     lines = text.split("\n")
-    dedented = "\n".join(line[len(indent) :] if line.startswith(indent) else line for line in lines)
+    dedented = "\n".join(line.removeprefix(indent) for line in lines)
     return cst.parse_statement(dedented + "\n")
+
+
+def _leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
+    """The comments and blank lines above a statement (libcst declares them on both of
+    BaseStatement's subclasses, not on BaseStatement)."""
+    assert isinstance(stmt, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+    return stmt.leading_lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+from collections.abc import Sequence
 
 import libcst as cst
 import libcst.matchers as m
@@ -119,7 +120,9 @@ def add_runtime_import(project: Project, module: cst.Module, first_use: int | No
     body = list(module.body)
     limit = _first_definition(body) if first_use is None else min(first_use, _first_definition(body))
     for index, stmt in enumerate(body[:limit]):
-        node = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            continue
+        node = stmt.body[0]
         if not isinstance(node, cst.ImportFrom) or node.relative or node.module is None:
             continue
         if _EMPTY.code_for_node(node.module) != parent or isinstance(node.names, cst.ImportStar):
@@ -141,7 +144,9 @@ _EMPTY = cst.Module(body=[])
 def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
     """Insert ``alias`` at its alphabetical (isort) position. Every existing name keeps its own
     comma, and with it any comment after it; the new name gets a plain separator."""
-    names = list(node.names)  # type: ignore[arg-type]
+    if isinstance(node.names, cst.ImportStar):  # the caller skips star imports
+        return node
+    names = list(node.names)
     keys = [_isort_key(_EMPTY.code_for_node(n.name)) for n in names]
     index = bisect.bisect_left(keys, _isort_key(alias))
     commas = [n.comma for n in names[:-1] if isinstance(n.comma, cst.Comma)]
@@ -150,7 +155,7 @@ def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
         after = commas[0].whitespace_after
         plain = commas[0].with_changes(
             whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace())
-        )  # type: ignore[union-attr]
+        )
     plain = plain or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     new = cst.ImportAlias(name=cst.Name(alias))
     if index < len(names):
@@ -161,11 +166,15 @@ def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
     tail = last.comma
     if isinstance(tail, cst.Comma):
         separator = plain
-        if _has_comment(tail) and isinstance(plain.whitespace_after, cst.ParenthesizedWhitespace):
+        if (
+            _has_comment(tail)
+            and isinstance(tail.whitespace_after, cst.ParenthesizedWhitespace)
+            and isinstance(plain.whitespace_after, cst.ParenthesizedWhitespace)
+        ):
             separator = plain.with_changes(
                 whitespace_after=plain.whitespace_after.with_changes(
                     first_line=tail.whitespace_after.first_line
-                )  # type: ignore[union-attr]
+                )
             )
         if isinstance(tail.whitespace_after, cst.ParenthesizedWhitespace):
             tail = tail.with_changes(
@@ -194,14 +203,22 @@ def _fit_import(stmt: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
     code = _EMPTY.code_for_node(stmt.with_changes(leading_lines=()))
     first = code.split("\n")[0]
     node = stmt.body[0]
-    if len(first) <= LINE_LENGTH or "\n" in code.rstrip("\n") or not isinstance(node, cst.ImportFrom):
+    if (
+        len(first) <= LINE_LENGTH
+        or "\n" in code.rstrip("\n")
+        or not isinstance(node, cst.ImportFrom)
+        or node.module is None
+        or isinstance(node.names, cst.ImportStar)
+    ):
         return stmt
-    module = _EMPTY.code_for_node(node.module)  # type: ignore[arg-type]
-    names = [_EMPTY.code_for_node(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]  # type: ignore[union-attr]
+    module = _EMPTY.code_for_node(node.module)
+    names = [_EMPTY.code_for_node(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]
     comment = stmt.trailing_whitespace.comment
     opening = f"from {module} import (" + (f"  {comment.value}" if comment else "")
     text = opening + "\n" + "".join(f"    {n},\n" for n in names) + ")\n"
-    return cst.parse_statement(text).with_changes(leading_lines=stmt.leading_lines)  # type: ignore[return-value]
+    laid_out = cst.parse_statement(text)
+    assert isinstance(laid_out, cst.SimpleStatementLine)  # an import statement
+    return laid_out.with_changes(leading_lines=stmt.leading_lines)
 
 
 def _module_name(stmt: cst.BaseStatement) -> str | None:
@@ -217,7 +234,10 @@ def _module_name(stmt: cst.BaseStatement) -> str | None:
 
 
 def _place_new_import(
-    project: Project, module: cst.Module, new_stmt: cst.BaseStatement, limit: int
+    project: Project,
+    module: cst.Module,
+    new_stmt: cst.SimpleStatementLine | cst.BaseCompoundStatement,
+    limit: int,
 ) -> cst.Module:
     """Insert a new import line where isort puts it: sorted among the imports of the same
     top-level package, else as a new section after the other absolute imports."""
@@ -251,12 +271,12 @@ def _place_new_import(
     return module.with_changes(body=body)
 
 
-def _first_definition(body: list[cst.BaseStatement]) -> int:
+def _first_definition(body: Sequence[cst.BaseStatement]) -> int:
     """Index of the first top-level function or class: the leading import block ends there."""
     return next((i for i, s in enumerate(body) if isinstance(s, (cst.FunctionDef, cst.ClassDef))), len(body))
 
 
-def _first_code(body: list[cst.BaseStatement]) -> int:
+def _first_code(body: Sequence[cst.BaseStatement]) -> int:
     """Index of the first statement after which a new import would be flake8's E402 (module level
     import not at top of file): pycodestyle allows the docstring, ``__dunder__`` assignments and
     ``if``/``try``/``with`` blocks before imports, and nothing else."""
@@ -266,7 +286,7 @@ def _first_code(body: list[cst.BaseStatement]) -> int:
         if m.matches(stmt, m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())])):
             continue
         if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
-            name = stmt.body[0].targets[0].target.value  # type: ignore[attr-defined]
+            name = stmt.body[0].targets[0].target.value  # type: ignore[attr-defined]  # libcst: m.matches does not narrow
             if name.startswith("__") and name.endswith("__"):
                 continue
         return index
@@ -277,7 +297,7 @@ def _is_from(stmt: cst.BaseStatement) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.ImportFrom)
 
 
-def _after_header(body: list[cst.BaseStatement]) -> int:
+def _after_header(body: Sequence[cst.BaseStatement]) -> int:
     """Index after the module docstring and ``from __future__`` imports."""
     index = 0
     if body and m.matches(

@@ -23,7 +23,7 @@ def fit(stmt: cst.BaseStatement, indent: str, origin: str) -> cst.BaseStatement:
         target = next((c for c in _hugged_calls(stmt) if _args_text(c) in long), None)
         if target is None:
             return stmt
-        stmt = stmt.visit(_Explode(target))  # type: ignore[assignment]
+        stmt = stmt.visit(_Explode(target))  # type: ignore[assignment]  # libcst: visit() may return a sentinel
     return stmt
 
 

@@ -50,9 +50,6 @@ class DictArg:
 Arg = str | DictArg
 
 
-string_literal = quote  # a double-quoted Python string literal
-
-
 def call_statement(prefix: str, args: Sequence[Arg], indent: str, step: str = "    ") -> str:
     """``{prefix}({args})`` as black would lay it out at ``indent``; no trailing newline."""
     flat = [a.inline() if isinstance(a, DictArg) else a for a in args]
@@ -115,9 +112,12 @@ def _arg(arg: cst.Arg) -> Arg:
     value = arg.value
     keyword = arg.keyword.value if arg.keyword is not None else ""
     lazy = isinstance(value, cst.Lambda) and not value.params.params and isinstance(value.body, cst.Dict)
-    body = value.body if lazy else value  # type: ignore[attr-defined]
-    if isinstance(body, cst.Dict) and all(isinstance(e, cst.DictElement) for e in body.elements):
-        items = tuple((_code(e.key), _code(e.value)) for e in body.elements)  # type: ignore[union-attr]
+    body = value.body if lazy and isinstance(value, cst.Lambda) else value
+    elements = (
+        [e for e in body.elements if isinstance(e, cst.DictElement)] if isinstance(body, cst.Dict) else []
+    )
+    if isinstance(body, cst.Dict) and len(elements) == len(body.elements):
+        items = tuple((_code(e.key), _code(e.value)) for e in elements)
         return DictArg(items, lazy, keyword)
     text = _code(value)
     return f"{keyword}={text}" if keyword else ("*" * len(arg.star) + text)

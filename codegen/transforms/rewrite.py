@@ -19,7 +19,8 @@ class CallRewriter(cst.CSTTransformer):
         if original_node is not self.rewrite.call:
             return updated_node
         hook = self.rewrite.hook
-        wrapper = cst.parse_expression(hook.wrapper)  # type: ignore[arg-type]
+        assert hook.wrapper is not None  # a wrap hook always has its wrapper
+        wrapper = cst.parse_expression(hook.wrapper)
         if hook.argument is not None:
             args = list(updated_node.args)
             index = argument_index(updated_node, hook.argument)

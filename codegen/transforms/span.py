@@ -16,23 +16,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from codegen.spec.model import Attribute, Project, Span
-from codegen.transforms.render import (
-    LINE_LENGTH,
-    DictArg,
-    call_statement,
-    string_literal,
-)
-
-SPAN_VARIABLE = "_otel_span"
-
-
-def span_variable(depth: int) -> str:
-    return SPAN_VARIABLE if depth == 1 else f"{SPAN_VARIABLE}_{depth}"
+from codegen.spec.reader import quote
+from codegen.transforms.render import LINE_LENGTH, DictArg, call_statement
 
 
 def span_start(project: Project, span: Span, var: str, indent: str, step: str) -> str:
     alias = project.runtime.alias
-    name = span.name_expr if span.name_expr else string_literal(span.name)
+    name = span.name_expr if span.name_expr else quote(span.name)
     args: list[str | DictArg] = [name]
     if span.attributes:
         args.append(dict_arg(span.attributes))
@@ -50,9 +40,9 @@ def span_start(project: Project, span: Span, var: str, indent: str, step: str) -
 
 def span_decorator(project: Project, span: Span) -> str:
     """``otel.traced("name", {"attribute": "parameter"})``: the decorator form, for cold functions."""
-    args = [string_literal(span.name)]
+    args = [quote(span.name)]
     if span.attributes:
-        pairs = ", ".join(f"{string_literal(a.key)}: {string_literal(a.expr)}" for a in span.attributes)
+        pairs = ", ".join(f"{quote(a.key)}: {quote(a.expr)}" for a in span.attributes)
         args.append("{" + pairs + "}")
     return f"{project.runtime.alias}.traced({', '.join(args)})"
 
