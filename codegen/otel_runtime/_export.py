@@ -213,7 +213,7 @@ def _processor_class() -> Any:
                 result = SpanExportResult.FAILURE
                 try:
                     result = self.exporter.export(spans)
-                    return result  # type: ignore[no-any-return]
+                    return result  # type: ignore[no-any-return]  # SDK: export() untyped
                 finally:
                     if result != SpanExportResult.SUCCESS:
                         self.failed += len(spans)
@@ -269,7 +269,7 @@ def _processor_class() -> Any:
                 """Export what is queued, for at most ``timeout_millis``, and stop."""
                 batch = getattr(self, "_batch_processor", None)
                 if timeout_millis is None or batch is None:
-                    super().shutdown()  # type: ignore[no-untyped-call]
+                    super().shutdown()  # type: ignore[no-untyped-call]  # SDK: shutdown() untyped
                 else:
                     batch.shutdown(timeout_millis=max(0.0, timeout_millis))
 
