@@ -28,7 +28,7 @@ def configure(
     settings = read_settings(args)
     rank, world = rank_and_world()
     exporting = settings.exporting_rank(world) == rank
-    if _lifecycle.active():
+    if _lifecycle.active() or STATE.shutdown_done:  # after shutdown(): a fresh run
         _lifecycle.reset()
     STATE.settings = None
     if not settings.enabled or not exporting:
@@ -99,7 +99,7 @@ def setup_worker(bootstrap: Mapping[str, Any]) -> None:
             service_name=bootstrap["service_name"],
             export=ExportLimits(**dict(bootstrap.get("export") or {})),
         )
-        if _lifecycle.active():
+        if _lifecycle.active() or STATE.shutdown_done:
             _lifecycle.reset()
         resource = dict(bootstrap.get("resource") or {})
         _start(settings, lambda: resource, None, None)

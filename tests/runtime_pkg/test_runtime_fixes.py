@@ -1,0 +1,66 @@
+"""Runtime defects a real run exposed (issue 10, item 4), each with the test that reproduced it."""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+STAMPS = {"program_start": 1_700_000_000.0, "main_entry": 1_700_000_004.0}
+
+
+def enable_env(monkeypatch: pytest.MonkeyPatch, groups: str = "all") -> None:
+    monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
+    monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", groups)
+    monkeypatch.setenv("MEGATRON_OTEL_METRICS_ENABLED", "0")
+
+
+def names(spans: Sequence[ReadableSpan]) -> list[str]:
+    return sorted(s.name for s in spans)
+
+
+def batched() -> tuple[TracerProvider, InMemorySpanExporter]:
+    """A provider that exports only when flushed (a batch processor with a very long delay)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=3_600_000))
+    return provider, exporter
+
+
+def pretrain(otel: ModuleType, provider: TracerProvider | None = None) -> None:
+    """What one pretrain() does with the runtime, ending with an explicit shutdown."""
+    otel.configure(tracer_provider=provider)
+    otel.startup(STAMPS)
+    otel.begin_training(0, 2)
+    for iteration in range(3):
+        otel.train_iteration(iteration)
+        span = otel.STEP and otel.start_span("megatron.train.iteration")
+        span and span.end()
+    otel.end_training()
+    otel.shutdown()
+
+
+# --- 1. shutdown() then configure(): a fresh run ---------------------------------------------
+
+
+def test_configure_after_shutdown_records_and_exports_a_fresh_run(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enable_env(monkeypatch)
+    first, first_exporter = batched()
+    pretrain(otel, first)
+    assert names(first_exporter.get_finished_spans()).count("megatron.startup") == 1
+    second, second_exporter = batched()
+    pretrain(otel, second)  # a second pretrain() in the same process
+    spans = second_exporter.get_finished_spans()
+    assert names(spans).count("megatron.startup") == 1  # a startup span again
+    assert names(spans).count("megatron.train") == 2  # intervals [0, 2) and [2, 3)
+    assert names(spans).count("megatron.train.iteration") == 3
+    assert len(first_exporter.get_finished_spans()) == len(spans)  # nothing went to the old one
