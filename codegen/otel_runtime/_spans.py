@@ -103,6 +103,8 @@ def start_span(
     tracer = STATE.tracer
     if tracer is None:
         return None
+    span: Span | None = None
+    token: Token[Context] | None = None
     try:
         base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
         values = base
@@ -116,9 +118,27 @@ def start_span(
         started = StartedSpan(span, token, name, _exc_info()[1])
         STATE.open_spans.stack.append(started)
         return started
-    except Exception:
-        warn_once(name, "starting the span")
+    except Exception:  # RecursionError included: whatever started is ended, the context restored
+        _abandon(span, token)
+        try:
+            warn_once(name, "starting the span")
+        except Exception:  # logging at the recursion limit
+            pass
         return None
+
+
+def _abandon(span: Span | None, token: Token[Context] | None) -> None:
+    """Undo a start_span that failed half-way: detach ``token``, end ``span``. Never raises."""
+    try:
+        if token is not None:
+            otel_context.detach(token)
+    except Exception:
+        pass
+    try:
+        if span is not None:
+            span.end()
+    except Exception:
+        pass
 
 
 def traced(name: str, attributes: Mapping[str, str] | None = None) -> Callable[[_F], _F]:

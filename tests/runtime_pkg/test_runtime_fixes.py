@@ -64,3 +64,87 @@ def test_configure_after_shutdown_records_and_exports_a_fresh_run(
     assert names(spans).count("megatron.train") == 2  # intervals [0, 2) and [2, 3)
     assert names(spans).count("megatron.train.iteration") == 3
     assert len(first_exporter.get_finished_spans()) == len(spans)  # nothing went to the old one
+
+
+# --- 5. a RecursionError inside start_span leaves no span open -------------------------------
+
+
+class Counting(SpanProcessor):
+    """Counts SDK spans started and ended."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.ended = 0
+
+    def on_start(self, span: object, parent_context: object = None) -> None:
+        self.started += 1
+
+    def on_end(self, span: object) -> None:
+        self.ended += 1
+
+
+def _depth() -> int:
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1  # type: ignore[assignment]
+    return depth
+
+
+def test_recursion_error_inside_start_span_leaves_no_sdk_span_open(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enable_env(monkeypatch)
+    counting = Counting()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(counting)
+    otel.configure(tracer_provider=provider)
+    limit = sys.getrecursionlimit()
+    failed = 0
+    try:
+        # Move the recursion limit across start_span's own calls: it hits at every depth inside.
+        for headroom in range(1, 120):
+            try:
+                sys.setrecursionlimit(_depth() + headroom)
+            except RecursionError:  # below the current depth
+                continue
+            try:
+                span = otel.start_span("megatron.checkpoint.save")
+            except RecursionError:
+                span = None
+            finally:
+                sys.setrecursionlimit(limit)
+            failed += span is None
+            span and span.end()
+            assert counting.started == counting.ended, headroom
+            assert not trace.get_current_span().is_recording(), headroom  # context restored
+    finally:
+        sys.setrecursionlimit(limit)
+    assert failed  # the limit did hit inside start_span
+    assert counting.started  # and spans did start past it
+
+
+@pytest.mark.parametrize("where", ["set_span_in_context", "attach"])
+def test_recursion_error_after_the_sdk_span_started_ends_it(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """The SDK span exists once tracer.start_span returns: an error past that point ends it."""
+    enable_env(monkeypatch)
+    counting = Counting()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(counting)
+    otel.configure(tracer_provider=provider)
+    module = {"attach": otel._spans.otel_context, "set_span_in_context": otel._spans.otel_trace}
+
+    def too_deep(*args: object, **kwargs: object) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(module[where], where, too_deep)
+        assert otel.start_span("megatron.checkpoint.save") is None  # never raises
+    assert counting.started == 1 and counting.ended == 1
+    assert not trace.get_current_span().is_recording()
+    assert otel._state.STATE.open_spans.stack == []
+    span = otel.start_span("megatron.checkpoint.save")  # and the next one records normally
+    assert span is not None
+    span.end()
+    assert counting.started == counting.ended == 2
