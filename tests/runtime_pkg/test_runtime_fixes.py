@@ -148,3 +148,25 @@ def test_recursion_error_after_the_sdk_span_started_ends_it(
     assert span is not None
     span.end()
     assert counting.started == counting.ended == 2
+
+
+# --- 6. ids from os.urandom; a programmatic enable() before configure() -----------------------
+
+
+def test_own_tracer_provider_ids_do_not_follow_pythons_seeded_random(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Megatron seeds ``random`` with --seed: two jobs with the same seed must not share ids."""
+    enable_env(monkeypatch)
+    monkeypatch.setenv("MEGATRON_OTEL_EXPORTER", "none")  # the runtime's own provider, no export
+    ids = []
+    for _ in range(2):
+        otel.configure()
+        random.seed(1234)
+        span = otel.start_span("megatron.checkpoint.save")
+        assert span is not None
+        context = trace.get_current_span().get_span_context()
+        ids.append((context.trace_id, context.span_id))
+        span.end()
+        otel.reset()
+    assert ids[0][0] != ids[1][0] and ids[0][1] != ids[1][1]
