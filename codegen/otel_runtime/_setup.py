@@ -11,7 +11,7 @@ from typing import Any
 from . import _export, _lifecycle, _metrics
 from ._config import ExportLimits, Settings, rank_and_world, read_settings
 from ._resource import resource_attributes
-from ._spans import OTEL_INSTALLED, enable, enabled_groups
+from ._spans import OTEL_INSTALLED, enabled_groups, select
 from ._state import STATE, flag, log_once, set_flag
 from ._taxonomy import GROUPS
 
@@ -21,13 +21,23 @@ def configure(
 ) -> frozenset[str]:
     """Set telemetry up from the environment and ``args`` (flags win); return the enabled groups.
 
-    Invalid settings raise ``ValueError`` on every rank. Only the exporting rank records: the others
-    get no groups, no instruments and no providers. Without a provider argument the SDK's are built
-    (exporter, service name, resource attributes) when the SDK is installed.
+    Groups a program turned on itself with ``enable()`` win: they are kept, nothing else is set up
+    (logged once). Invalid settings raise ``ValueError`` on every rank. Only the exporting rank
+    records: the others get no groups, no instruments and no providers. Without a provider argument
+    the SDK's are built (exporter, service name, resource attributes) when the SDK is installed.
     """
     settings = read_settings(args)
     rank, world = rank_and_world()
     exporting = settings.exporting_rank(world) == rank
+    if STATE.programmatic and not STATE.shutdown_done:
+        groups = enabled_groups()
+        log_once(
+            "programmatic",
+            "configure(): keeping the span groups enable() turned on (%s); the --otel-* flags and "
+            "environment variables are not applied (call otel.disable() first to apply them)",
+            ", ".join(sorted(groups)),
+        )
+        return groups
     if _lifecycle.active() or STATE.shutdown_done:  # after shutdown(): a fresh run
         _lifecycle.reset()
     STATE.settings = None
@@ -131,7 +141,7 @@ def _start(
             provider, owned = _export.tracer_provider(settings, sdk_resource), True
         if provider is not None:
             _lifecycle.adopt(provider, owned)
-        groups = enable(groups, tracer_provider=provider)
+        groups = select(groups, tracer_provider=provider)
     if settings.metrics:
         provider, owned = meter_provider, False
         if provider is None:

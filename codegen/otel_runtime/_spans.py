@@ -70,7 +70,18 @@ def enable(
 
     Spans come from ``tracer_provider``, or from the global provider when it is None. Without
     ``opentelemetry`` installed this logs a warning, leaves every group off and returns nothing.
+    A program that calls this itself keeps its groups through a later ``configure()`` (which then
+    applies no settings) until it calls ``disable()`` (or ``shutdown()``/``reset()``).
     """
+    selected = select(groups, tracer_provider)
+    STATE.programmatic = bool(selected)
+    return selected
+
+
+def select(
+    groups: str | Iterable[str], tracer_provider: TracerProvider | None = None
+) -> frozenset[str]:
+    """``enable()`` as ``configure()`` calls it: the groups the settings name."""
     selected = resolve(groups if isinstance(groups, str) else ",".join(groups))
     disable()
     if not OTEL_INSTALLED:
@@ -84,6 +95,7 @@ def enable(
 
 def disable() -> None:
     """Turn every group off; spans already started still end normally."""
+    STATE.programmatic = False
     for name in FLAGS.values():
         set_flag(name, False)
 

@@ -56,6 +56,7 @@ class State:
     # The current configuration: the tracer (None while no span records), the current meter's
     # recorders, the settings and resource attributes the worker bootstrap passes on.
     tracer: Tracer | None = None
+    programmatic: bool = False  # enable() called by the program: configure() keeps its groups
     recorders: dict[str, Recorder] = field(default_factory=dict)
     settings: Settings | None = None
     resource: dict[str, Any] = field(default_factory=dict)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import sys
 from collections.abc import Sequence
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 from opentelemetry import trace
@@ -170,3 +170,23 @@ def test_own_tracer_provider_ids_do_not_follow_pythons_seeded_random(
         span.end()
         otel.reset()
     assert ids[0][0] != ids[1][0] and ids[0][1] != ids[1][1]
+
+
+def test_programmatic_enable_before_configure_is_kept(
+    otel: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A script that calls enable() itself, then pretrain() without --otel-enabled."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    assert otel.enable("checkpoint", tracer_provider=provider) == {"checkpoint"}
+    with caplog.at_level("INFO"):
+        assert otel.configure(SimpleNamespace(otel_enabled=False)) == {"checkpoint"}
+    assert "enable()" in caplog.text  # said so, once
+    assert otel.enabled_groups() == {"checkpoint"}
+    span = otel.CHECKPOINT and otel.start_span("megatron.checkpoint.save")
+    assert span
+    span.end()
+    assert names(exporter.get_finished_spans()) == ["megatron.checkpoint.save"]
+    otel.disable()  # disable() hands control back to configure()
+    assert otel.configure(SimpleNamespace(otel_enabled=False)) == frozenset()
