@@ -132,6 +132,10 @@ def _start(
         return frozenset()
     groups = settings.span_groups if settings.traces else frozenset()
     STATE.resource = attributes() if groups or settings.metrics else {}
+    if tracer_provider is None and not settings.own_providers:
+        tracer_provider = _application_provider("trace")
+    if meter_provider is None and not settings.own_providers:
+        meter_provider = _application_provider("metrics")
     sdk_resource = None
     if (tracer_provider is None and groups) or (meter_provider is None and settings.metrics):
         sdk_resource = _sdk_resource(settings.service_name, STATE.resource)
@@ -162,6 +166,30 @@ def _start(
         STATE.flush_timeout = settings.export.flush_timeout
         _lifecycle.install_exit_hooks(settings.sigterm_flush_timeout)
     return groups
+
+
+def _application_provider(signal: str) -> Any:
+    """The global provider of ``signal`` when the application has set one (NeMo, a user's own SDK
+    setup): the runtime then records into it (flushed, never shut down). None when unset."""
+    try:
+        if signal == "trace":
+            from opentelemetry import trace
+
+            provider: Any = trace.get_tracer_provider()
+            unset: tuple[type, ...] = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        else:
+            from opentelemetry import metrics
+            from opentelemetry.metrics import _internal
+
+            provider = metrics.get_meter_provider()
+            unset = (
+                metrics.NoOpMeterProvider,
+                getattr(_internal, "_ProxyMeterProvider", type(None)),
+            )
+        return None if isinstance(provider, unset) else provider
+    except Exception:
+        log_once(f"global-{signal}", "reading the global %s provider failed", signal, exc_info=True)
+        return None
 
 
 def _sdk_resource(service_name: str, attributes: dict[str, Any]) -> Any:

@@ -190,3 +190,63 @@ def test_programmatic_enable_before_configure_is_kept(
     assert names(exporter.get_finished_spans()) == ["megatron.checkpoint.save"]
     otel.disable()  # disable() hands control back to configure()
     assert otel.configure(SimpleNamespace(otel_enabled=False)) == frozenset()
+
+
+# --- 3. a global provider the application set is used, not replaced ----------------------------
+
+
+@pytest.fixture
+def global_providers(monkeypatch: pytest.MonkeyPatch) -> tuple[InMemorySpanExporter, object]:
+    """An SDK TracerProvider and MeterProvider set globally (as NeMo does), restored afterwards."""
+    import opentelemetry.metrics._internal as metrics_internal
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=3_600_000))
+    reader = InMemoryMetricReader()
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    monkeypatch.setattr(
+        metrics_internal, "_METER_PROVIDER", MeterProvider([reader], shutdown_on_exit=False)
+    )
+    return exporter, reader
+
+
+def test_a_global_provider_set_by_the_application_is_used_and_flushed_not_replaced(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch, global_providers: tuple
+) -> None:
+    exporter, reader = global_providers
+    enable_env(monkeypatch)
+    monkeypatch.setenv("MEGATRON_OTEL_METRICS_ENABLED", "1")
+    monkeypatch.setenv("MEGATRON_OTEL_EXPORTER", "console")  # would print if it were used
+    otel.configure()
+    otel.startup(STAMPS)
+    otel.begin_training(0, None)
+    otel.record_metrics(lambda: {"megatron.training.loss": 2.5})
+    otel.end_training()
+    otel.shutdown()  # flushes the application's provider, never shuts it down
+    assert "megatron.train" in names(exporter.get_finished_spans())
+    metrics = reader.get_metrics_data()
+    recorded = {
+        m.name for rm in metrics.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+    }
+    assert "megatron.training.loss" in recorded
+    assert trace.get_tracer_provider().get_tracer("app").start_span("x").is_recording()
+
+
+def test_own_providers_switch_forces_the_runtimes_providers(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch, global_providers: tuple
+) -> None:
+    exporter, _ = global_providers
+    enable_env(monkeypatch)
+    monkeypatch.setenv("MEGATRON_OTEL_EXPORTER", "none")
+    monkeypatch.setenv("MEGATRON_OTEL_OWN_PROVIDERS", "1")
+    otel.configure()
+    otel.startup(STAMPS)
+    otel.begin_training(0, None)
+    otel.end_training()
+    otel.shutdown()
+    trace.get_tracer_provider().force_flush()
+    assert exporter.get_finished_spans() == ()
+    assert len(otel._state.STATE.owned) == 1  # the runtime built (and shut down) its own
