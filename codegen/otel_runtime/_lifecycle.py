@@ -24,7 +24,7 @@ from ._config import env_timestamps
 from ._export import flush_providers, shutdown_providers
 from ._spans import NO_ATTRIBUTES, SPAN_ATTRIBUTES, disable, end_open_spans
 from ._state import STATE, flag, log_once, set_flag, warn_once
-from ._taxonomy import INTERVAL, PHASES, PRE_STARTUP, STARTUP
+from ._taxonomy import FLAGS, INTERVAL, PHASES, PRE_STARTUP, STARTUP
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -250,6 +250,35 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     elif previous != signal.SIG_IGN:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: forget the parent's run without ending or exporting any of it.
+
+    The child records nothing (a DataLoader worker) until it is set up as a worker
+    (``setup_worker``/``in_worker``), which then starts a fresh run with its own providers; the
+    parent's open spans and providers are the parent's to end and flush. Never raises.
+    """
+    try:
+        from ._state import OpenSpans
+
+        for name in FLAGS.values():
+            set_flag(name, False)
+        set_flag("METRICS", False)
+        STATE.tracer = None
+        STATE.programmatic = False
+        STATE.open_spans = OpenSpans()
+        STATE.startup = STATE.interval = None
+        STATE.training = False
+        STATE.owned, STATE.borrowed = [], []
+        STATE.settings = None
+        STATE.shutdown_done = True  # nothing to end at exit; the next configure() starts afresh
+    except Exception:
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _open_interval(iteration: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import sys
 from collections.abc import Sequence
 from types import ModuleType, SimpleNamespace
@@ -12,6 +13,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from runtime_pkg_support import Rendered
 
 STAMPS = {"program_start": 1_700_000_000.0, "main_entry": 1_700_000_004.0}
 
@@ -250,3 +253,61 @@ def test_own_providers_switch_forces_the_runtimes_providers(
     trace.get_tracer_provider().force_flush()
     assert exporter.get_finished_spans() == ()
     assert len(otel._state.STATE.owned) == 1  # the runtime built (and shut down) its own
+
+
+# --- 2. fork safety ----------------------------------------------------------------------------
+
+FORK_TARGET = """\
+import importlib
+
+
+def write(module):
+    otel = importlib.import_module(module)
+    span = otel.CHECKPOINT and otel.start_span("megatron.checkpoint.save.io_write")
+    span and span.end()
+"""
+
+
+def test_forked_children_record_nothing_unless_set_up_as_workers_and_never_reexport(
+    rendered: Rendered,
+) -> None:
+    from test_process_exit import run_script, span_names
+
+    (rendered.root / "fork_target.py").write_text(FORK_TARGET, encoding="utf-8")
+    body = f"""\
+    import multiprocessing
+    import fork_target
+
+    otel.configure()
+    otel.startup(STAMPS)
+    otel.begin_training(0, None)
+    otel.train_iteration(0)
+    outer = otel.start_span("megatron.train.iteration")
+    ctx = multiprocessing.get_context("fork")
+    # the async checkpoint worker: set up as a worker, it exports its own spans only
+    worker = ctx.Process(target=otel.in_worker(fork_target.write), args=({rendered.project.runtime.module!r},))
+    worker.start()
+    worker.join(60)
+    assert worker.exitcode == 0, worker.exitcode
+    # a DataLoader-like child: records nothing, and exits through atexit
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        span = otel.STEP and otel.start_span("megatron.train.iteration")
+        print("CHILD RECORDS", bool(span), sorted(otel.enabled_groups()), flush=True)
+        sys.exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0, status
+    outer.end()
+    otel.end_training()
+    """
+    result = run_script(rendered, body)
+    assert result.returncode == 0, result.stderr
+    names = span_names(result.stdout)
+    span_ids = re.findall(r'^        "span_id": "(0x[0-9a-f]+)"', result.stdout, re.MULTILINE)
+    assert len(span_ids) == len(set(span_ids)) == len(names)
+    assert "CHILD RECORDS False []" in result.stdout
+    assert sorted(names).count("megatron.train") == 1, names
+    assert names.count("megatron.train.iteration") == 1, names
+    assert names.count("megatron.startup") == 1, names
+    assert names.count("megatron.checkpoint.save.io_write") == 1, names
