@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ._state import LOG, NAMESPACE, STATE, log_once, set_flag, warn_once
+from ._state import LOG, NAMESPACE, STACKS, STATE, log_once, set_flag, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
 
 if TYPE_CHECKING:
@@ -187,6 +187,23 @@ def traced(name: str, attributes: Mapping[str, str] | None = None) -> Callable[[
     return decorate
 
 
+def abort_open_spans(description: str) -> None:
+    """End every open span of every thread with an ERROR status (SIGTERM). Never raises.
+
+    This thread's spans are closed innermost first, restoring its context; another thread's are
+    only ended (its context is its own).
+    """
+    current = STATE.open_spans.stack
+    for ident, stack in list(STACKS.items()):
+        try:
+            while stack:
+                stack.pop().abort(description, restore=stack is current)
+            if stack is not current:
+                del STACKS[ident]  # recreated by OpenSpans if that thread starts a span again
+        except Exception:
+            log_once("abort", "ending the open spans failed", exc_info=True)
+
+
 def end_open_spans() -> None:
     """End every span this thread left open, innermost first (lifecycle ends, shutdown)."""
     stack = STATE.open_spans.stack
@@ -228,11 +245,32 @@ class StartedSpan:
         if self._span is None:
             return
         stack = STATE.open_spans.stack
-        if any(s is self for s in stack):
-            while stack[-1] is not self:
-                stack.pop().close()
-            stack.pop()
+        try:
+            if any(s is self for s in stack):
+                while stack[-1] is not self:
+                    stack.pop().close()
+                stack.pop()
+        except IndexError:  # emptied meanwhile by abort_open_spans() (SIGTERM)
+            pass
         self.close()
+
+    def abort(self, description: str, restore: bool) -> None:
+        """End this span with an ERROR status ``description``; restore the context only when
+        ``restore`` (the span's own thread). Never raises."""
+        span = self._span
+        if span is None:
+            return
+        self._span = None
+        try:
+            if restore:
+                otel_context.detach(self._token)
+        except Exception:
+            pass
+        try:
+            span.set_status(Status(StatusCode.ERROR, description))
+            span.end()
+        except Exception:
+            warn_once(self._name, "ending the span")
 
     def close(self) -> None:
         """End this span only, leaving the open-span stack alone."""

@@ -32,11 +32,16 @@ Recorder = Callable[[Any], Any]
 
 
 class OpenSpans(threading.local):
-    """Per thread: the spans it started and has not ended, outermost first."""
+    """Per thread: the spans it started and has not ended, outermost first. Every thread's stack
+    is also in ``STACKS`` (by thread id), so that SIGTERM can end the spans of all threads."""
 
     def __init__(self) -> None:
         super().__init__()
         self.stack: list[StartedSpan] = []
+        STACKS[threading.get_ident()] = self.stack
+
+
+STACKS: dict[int, list[StartedSpan]] = {}
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from types import ModuleType, SimpleNamespace
@@ -311,3 +312,125 @@ def test_forked_children_record_nothing_unless_set_up_as_workers_and_never_reexp
     assert names.count("megatron.train.iteration") == 1, names
     assert names.count("megatron.startup") == 1, names
     assert names.count("megatron.checkpoint.save.io_write") == 1, names
+
+
+# --- 4. SIGTERM --------------------------------------------------------------------------------
+
+
+def exported(stdout: str) -> list[dict]:
+    """The span objects ConsoleSpanExporter printed."""
+    import json
+
+    decoder, spans, at = json.JSONDecoder(), [], stdout.find("{")
+    while at != -1:
+        span, end = decoder.raw_decode(stdout, at)
+        spans.append(span)
+        at = stdout.find("{", end)
+    return spans
+
+
+SIGTERM_RUN = """\
+import threading
+
+otel.configure()
+otel.startup(STAMPS)
+otel.begin_training(0, 10)
+otel.train_iteration(0)
+iteration = otel.start_span("megatron.train.iteration")
+started, release = threading.Event(), threading.Event()
+
+def save():
+    span = otel.start_span("megatron.checkpoint.save")
+    started.set()
+    release.wait()
+    span and span.end()
+
+saver = threading.Thread(target=save, daemon=True)
+saver.start()
+started.wait()
+"""
+
+
+def test_sigterm_ends_every_open_span_of_every_thread_with_an_error_status(
+    rendered: Rendered,
+) -> None:
+    from test_process_exit import run_script
+
+    body = SIGTERM_RUN + "os.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(30)\n"
+    result = run_script(rendered, body, env={"MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S": "5"})
+    assert result.returncode == -signal.SIGTERM, result.stderr
+    spans = {s["name"]: s for s in exported(result.stdout)}
+    for name in ("megatron.train", "megatron.train.iteration", "megatron.checkpoint.save"):
+        assert spans[name]["status"]["status_code"] == "ERROR", name  # the other thread's too
+        assert "SIGTERM" in spans[name]["status"]["description"], name
+
+
+def test_sigterm_with_a_handler_that_returns_keeps_the_run_going(rendered: Rendered) -> None:
+    """Megatron's --exit-signal-handler only sets a flag: training saves a checkpoint and exits."""
+    from test_process_exit import run_script
+
+    body = (
+        "received = []\n"
+        "signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))\n"
+        + SIGTERM_RUN
+        + """\
+os.kill(os.getpid(), signal.SIGTERM)
+while not received:
+    time.sleep(0.01)
+release.set()
+saver.join()
+iteration.end()
+otel.train_iteration(1)
+exit_save = otel.start_span("megatron.checkpoint.save")  # the save on the way out
+exit_save.end()
+otel.end_training()
+sys.exit(0)
+"""
+    )
+    result = run_script(rendered, body, env={"MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S": "5"})
+    assert result.returncode == 0, result.stderr
+    spans = exported(result.stdout)
+    (interval,) = [s for s in spans if s["name"] == "megatron.train"]
+    saves = [s for s in spans if s["name"] == "megatron.checkpoint.save"]
+    assert len(saves) == 2  # the thread's (a root: threads start with an empty context) and:
+    exit_save = max(saves, key=lambda s: s["end_time"])
+    assert exit_save["parent_id"] == interval["context"]["span_id"]  # under the open interval
+    assert all(s["end_time"] <= interval["end_time"] for s in saves)
+    assert all(s["status"]["status_code"] == "UNSET" for s in spans), spans
+    assert any(e["name"] == "SIGTERM" for e in interval["events"])  # the signal is on record
+
+
+def test_sigterm_with_a_handler_that_raises_ends_and_flushes_then_propagates(
+    rendered: Rendered,
+) -> None:
+    from test_process_exit import run_script
+
+    body = (
+        "class Terminated(Exception):\n    pass\n\n"
+        "def previous(signum, frame):\n"
+        "    print('previous handler ran', flush=True)\n"
+        "    raise Terminated()\n\n"
+        "signal.signal(signal.SIGTERM, previous)\n"
+        + SIGTERM_RUN
+        + """\
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(30)
+except Terminated:
+    print("caught", flush=True)
+    os._exit(7)  # no atexit: whatever was exported, the SIGTERM handler exported
+"""
+    )
+    result = run_script(rendered, body, env={"MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S": "5"})
+    assert result.returncode == 7, result.stderr
+    assert result.stdout.index("previous handler ran") < result.stdout.index("{")
+    spans = {
+        s["name"]: s
+        for s in exported(result.stdout.split("caught")[0].replace("previous handler ran", ""))
+    }
+    assert {"megatron.startup", "megatron.train", "megatron.train.iteration"} <= set(spans)
+    assert "megatron.checkpoint.save" in spans
+    assert all(
+        spans[n]["status"]["status_code"] == "ERROR"
+        for n in ("megatron.train", "megatron.train.iteration", "megatron.checkpoint.save")
+    )
