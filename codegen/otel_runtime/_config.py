@@ -46,6 +46,7 @@ class Settings:
     sigterm_flush_timeout: float  # seconds; 0: no flush on SIGTERM
     service_name: str
     export: ExportLimits = field(default_factory=ExportLimits)
+    own_providers: bool = False  # build our providers even when the application set global ones
 
     def exporting_rank(self, world_size: int) -> int:
         """The rank that records and exports in a world of ``world_size``; ``ValueError`` when
@@ -90,6 +91,7 @@ def read_settings(args: Any = None, environ: Mapping[str, str] | None = None) ->
         sigterm_flush_timeout=_seconds(*raw["sigterm_flush_timeout"]),
         service_name=raw["service_name"][0],
         export=_export_limits(raw, environ),
+        own_providers=_boolean(raw, "own_providers"),
     )
 
 

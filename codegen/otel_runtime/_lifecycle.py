@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._config import env_timestamps
 from ._export import flush_providers, shutdown_providers
-from ._spans import NO_ATTRIBUTES, SPAN_ATTRIBUTES, disable, end_open_spans
+from ._spans import NO_ATTRIBUTES, SPAN_ATTRIBUTES, abort_open_spans, disable, end_open_spans
 from ._state import STATE, flag, log_once, set_flag, warn_once
-from ._taxonomy import INTERVAL, PHASES, PRE_STARTUP, STARTUP
+from ._taxonomy import FLAGS, INTERVAL, PHASES, PRE_STARTUP, STARTUP
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -235,21 +235,90 @@ def _at_exit() -> None:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    if STATE.sigterm_timeout > 0:
-        try:
-            for entry in (STATE.interval, STATE.startup):
-                if entry is not None:
-                    _end(entry, False)
-            STATE.interval = STATE.startup = None
-            flush_providers(STATE.owned + STATE.borrowed, STATE.sigterm_timeout)
-        except Exception:
-            log_once("sigterm-drain", "draining on SIGTERM failed", exc_info=True)
+    """SIGTERM: a Python handler installed before ours runs first. When it returns, the process
+    goes on (Megatron's ``--exit-signal-handler`` only sets a flag, then training saves a checkpoint
+    and exits): the spans stay open, the signal is an event on the open lifecycle span, and what
+    has ended is flushed. When it raises, and when the previous action is the default one (the
+    process ends), every open span of every thread ends with an ERROR status and everything is
+    flushed within the timeout, then the exception propagates or the default action runs."""
     previous = STATE.previous_sigterm
     if callable(previous):
-        previous(signum, frame)
-    elif previous != signal.SIG_IGN:
+        try:
+            previous(signum, frame)
+        except BaseException:
+            _drain(signum)
+            raise
+        _note(signum)
+    elif previous == signal.SIG_IGN:
+        _note(signum)
+    else:
+        _drain(signum)
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _note(signum: int) -> None:
+    """The run goes on after the signal: record it on the open lifecycle span, flush what ended."""
+    try:
+        for entry in (STATE.interval, STATE.startup):
+            if entry is not None:
+                entry[0].add_event(_signal_name(signum))
+        flush_providers(STATE.owned + STATE.borrowed, STATE.sigterm_timeout)
+    except Exception:
+        log_once("sigterm-note", "recording the signal failed", exc_info=True)
+
+
+def _drain(signum: int) -> None:
+    """The process ends: end every open span with an ERROR status, flush within the timeout."""
+    try:
+        reason = f"terminated by {_signal_name(signum)}"
+        abort_open_spans(reason)
+        for entry in (STATE.interval, STATE.startup):
+            if entry is not None:
+                entry[0].set_status(Status(StatusCode.ERROR, reason))
+                _end(entry, False)
+        STATE.interval = STATE.startup = None
+        STATE.training = False
+        flush_providers(STATE.owned + STATE.borrowed, STATE.sigterm_timeout)
+    except Exception:
+        log_once("sigterm-drain", "draining on SIGTERM failed", exc_info=True)
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: forget the parent's run without ending or exporting any of it.
+
+    The child records nothing (a DataLoader worker) until it is set up as a worker
+    (``setup_worker``/``in_worker``), which then starts a fresh run with its own providers; the
+    parent's open spans and providers are the parent's to end and flush. Never raises.
+    """
+    try:
+        from ._state import STACKS, OpenSpans
+
+        for name in FLAGS.values():
+            set_flag(name, False)
+        set_flag("METRICS", False)
+        STATE.tracer = None
+        STATE.programmatic = False
+        STACKS.clear()
+        STATE.open_spans = OpenSpans()
+        STATE.startup = STATE.interval = None
+        STATE.training = False
+        STATE.owned, STATE.borrowed = [], []
+        STATE.settings = None
+        STATE.shutdown_done = True  # nothing to end at exit; the next configure() starts afresh
+    except Exception:
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _open_interval(iteration: int) -> None:

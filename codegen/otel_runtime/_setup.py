@@ -11,7 +11,7 @@ from typing import Any
 from . import _export, _lifecycle, _metrics
 from ._config import ExportLimits, Settings, rank_and_world, read_settings
 from ._resource import resource_attributes
-from ._spans import OTEL_INSTALLED, enable, enabled_groups
+from ._spans import OTEL_INSTALLED, enabled_groups, select
 from ._state import STATE, flag, log_once, set_flag
 from ._taxonomy import GROUPS
 
@@ -21,14 +21,24 @@ def configure(
 ) -> frozenset[str]:
     """Set telemetry up from the environment and ``args`` (flags win); return the enabled groups.
 
-    Invalid settings raise ``ValueError`` on every rank. Only the exporting rank records: the others
-    get no groups, no instruments and no providers. Without a provider argument the SDK's are built
-    (exporter, service name, resource attributes) when the SDK is installed.
+    Groups a program turned on itself with ``enable()`` win: they are kept, nothing else is set up
+    (logged once). Invalid settings raise ``ValueError`` on every rank. Only the exporting rank
+    records: the others get no groups, no instruments and no providers. Without a provider argument
+    the SDK's are built (exporter, service name, resource attributes) when the SDK is installed.
     """
     settings = read_settings(args)
     rank, world = rank_and_world()
     exporting = settings.exporting_rank(world) == rank
-    if _lifecycle.active():
+    if STATE.programmatic and not STATE.shutdown_done:
+        groups = enabled_groups()
+        log_once(
+            "programmatic",
+            "configure(): keeping the span groups enable() turned on (%s); the --otel-* flags and "
+            "environment variables are not applied (call otel.disable() first to apply them)",
+            ", ".join(sorted(groups)),
+        )
+        return groups
+    if _lifecycle.active() or STATE.shutdown_done:  # after shutdown(): a fresh run
         _lifecycle.reset()
     STATE.settings = None
     if not settings.enabled or not exporting:
@@ -99,7 +109,7 @@ def setup_worker(bootstrap: Mapping[str, Any]) -> None:
             service_name=bootstrap["service_name"],
             export=ExportLimits(**dict(bootstrap.get("export") or {})),
         )
-        if _lifecycle.active():
+        if _lifecycle.active() or STATE.shutdown_done:
             _lifecycle.reset()
         resource = dict(bootstrap.get("resource") or {})
         _start(settings, lambda: resource, None, None)
@@ -122,6 +132,10 @@ def _start(
         return frozenset()
     groups = settings.span_groups if settings.traces else frozenset()
     STATE.resource = attributes() if groups or settings.metrics else {}
+    if tracer_provider is None and not settings.own_providers:
+        tracer_provider = _application_provider("trace")
+    if meter_provider is None and not settings.own_providers:
+        meter_provider = _application_provider("metrics")
     sdk_resource = None
     if (tracer_provider is None and groups) or (meter_provider is None and settings.metrics):
         sdk_resource = _sdk_resource(settings.service_name, STATE.resource)
@@ -131,7 +145,7 @@ def _start(
             provider, owned = _export.tracer_provider(settings, sdk_resource), True
         if provider is not None:
             _lifecycle.adopt(provider, owned)
-        groups = enable(groups, tracer_provider=provider)
+        groups = select(groups, tracer_provider=provider)
     if settings.metrics:
         provider, owned = meter_provider, False
         if provider is None:
@@ -152,6 +166,30 @@ def _start(
         STATE.flush_timeout = settings.export.flush_timeout
         _lifecycle.install_exit_hooks(settings.sigterm_flush_timeout)
     return groups
+
+
+def _application_provider(signal: str) -> Any:
+    """The global provider of ``signal`` when the application has set one (NeMo, a user's own SDK
+    setup): the runtime then records into it (flushed, never shut down). None when unset."""
+    try:
+        if signal == "trace":
+            from opentelemetry import trace
+
+            provider: Any = trace.get_tracer_provider()
+            unset: tuple[type, ...] = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        else:
+            from opentelemetry import metrics
+            from opentelemetry.metrics import _internal
+
+            provider = metrics.get_meter_provider()
+            unset = (
+                metrics.NoOpMeterProvider,
+                getattr(_internal, "_ProxyMeterProvider", type(None)),
+            )
+        return None if isinstance(provider, unset) else provider
+    except Exception:
+        log_once(f"global-{signal}", "reading the global %s provider failed", signal, exc_info=True)
+        return None
 
 
 def _sdk_resource(service_name: str, attributes: dict[str, Any]) -> Any:

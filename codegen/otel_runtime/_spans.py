@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ._state import LOG, NAMESPACE, STATE, log_once, set_flag, warn_once
+from ._state import LOG, NAMESPACE, STACKS, STATE, log_once, set_flag, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
 
 if TYPE_CHECKING:
@@ -70,7 +70,18 @@ def enable(
 
     Spans come from ``tracer_provider``, or from the global provider when it is None. Without
     ``opentelemetry`` installed this logs a warning, leaves every group off and returns nothing.
+    A program that calls this itself keeps its groups through a later ``configure()`` (which then
+    applies no settings) until it calls ``disable()`` (or ``shutdown()``/``reset()``).
     """
+    selected = select(groups, tracer_provider)
+    STATE.programmatic = bool(selected)
+    return selected
+
+
+def select(
+    groups: str | Iterable[str], tracer_provider: TracerProvider | None = None
+) -> frozenset[str]:
+    """``enable()`` as ``configure()`` calls it: the groups the settings name."""
     selected = resolve(groups if isinstance(groups, str) else ",".join(groups))
     disable()
     if not OTEL_INSTALLED:
@@ -84,6 +95,7 @@ def enable(
 
 def disable() -> None:
     """Turn every group off; spans already started still end normally."""
+    STATE.programmatic = False
     for name in FLAGS.values():
         set_flag(name, False)
 
@@ -103,6 +115,8 @@ def start_span(
     tracer = STATE.tracer
     if tracer is None:
         return None
+    span: Span | None = None
+    token: Token[Context] | None = None
     try:
         base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
         values = base
@@ -116,9 +130,27 @@ def start_span(
         started = StartedSpan(span, token, name, _exc_info()[1])
         STATE.open_spans.stack.append(started)
         return started
-    except Exception:
-        warn_once(name, "starting the span")
+    except Exception:  # RecursionError included: whatever started is ended, the context restored
+        _abandon(span, token)
+        try:
+            warn_once(name, "starting the span")
+        except Exception:  # logging at the recursion limit
+            pass
         return None
+
+
+def _abandon(span: Span | None, token: Token[Context] | None) -> None:
+    """Undo a start_span that failed half-way: detach ``token``, end ``span``. Never raises."""
+    try:
+        if token is not None:
+            otel_context.detach(token)
+    except Exception:
+        pass
+    try:
+        if span is not None:
+            span.end()
+    except Exception:
+        pass
 
 
 def traced(name: str, attributes: Mapping[str, str] | None = None) -> Callable[[_F], _F]:
@@ -153,6 +185,23 @@ def traced(name: str, attributes: Mapping[str, str] | None = None) -> Callable[[
         return cast("_F", wrapper)  # functools.wraps keeps fn's name, docs and signature
 
     return decorate
+
+
+def abort_open_spans(description: str) -> None:
+    """End every open span of every thread with an ERROR status (SIGTERM). Never raises.
+
+    This thread's spans are closed innermost first, restoring its context; another thread's are
+    only ended (its context is its own).
+    """
+    current = STATE.open_spans.stack
+    for ident, stack in list(STACKS.items()):
+        try:
+            while stack:
+                stack.pop().abort(description, restore=stack is current)
+            if stack is not current:
+                del STACKS[ident]  # recreated by OpenSpans if that thread starts a span again
+        except Exception:
+            log_once("abort", "ending the open spans failed", exc_info=True)
 
 
 def end_open_spans() -> None:
@@ -196,11 +245,32 @@ class StartedSpan:
         if self._span is None:
             return
         stack = STATE.open_spans.stack
-        if any(s is self for s in stack):
-            while stack[-1] is not self:
-                stack.pop().close()
-            stack.pop()
+        try:
+            if any(s is self for s in stack):
+                while stack[-1] is not self:
+                    stack.pop().close()
+                stack.pop()
+        except IndexError:  # emptied meanwhile by abort_open_spans() (SIGTERM)
+            pass
         self.close()
+
+    def abort(self, description: str, restore: bool) -> None:
+        """End this span with an ERROR status ``description``; restore the context only when
+        ``restore`` (the span's own thread). Never raises."""
+        span = self._span
+        if span is None:
+            return
+        self._span = None
+        try:
+            if restore:
+                otel_context.detach(self._token)
+        except Exception:
+            pass
+        try:
+            span.set_status(Status(StatusCode.ERROR, description))
+            span.end()
+        except Exception:
+            warn_once(self._name, "ending the span")
 
     def close(self) -> None:
         """End this span only, leaving the open-span stack alone."""

@@ -32,11 +32,16 @@ Recorder = Callable[[Any], Any]
 
 
 class OpenSpans(threading.local):
-    """Per thread: the spans it started and has not ended, outermost first."""
+    """Per thread: the spans it started and has not ended, outermost first. Every thread's stack
+    is also in ``STACKS`` (by thread id), so that SIGTERM can end the spans of all threads."""
 
     def __init__(self) -> None:
         super().__init__()
         self.stack: list[StartedSpan] = []
+        STACKS[threading.get_ident()] = self.stack
+
+
+STACKS: dict[int, list[StartedSpan]] = {}
 
 
 @dataclass
@@ -56,6 +61,7 @@ class State:
     # The current configuration: the tracer (None while no span records), the current meter's
     # recorders, the settings and resource attributes the worker bootstrap passes on.
     tracer: Tracer | None = None
+    programmatic: bool = False  # enable() called by the program: configure() keeps its groups
     recorders: dict[str, Recorder] = field(default_factory=dict)
     settings: Settings | None = None
     resource: dict[str, Any] = field(default_factory=dict)

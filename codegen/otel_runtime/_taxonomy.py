@@ -143,6 +143,7 @@ ENV: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "span_batch_size": ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "512", ()),
     "span_schedule_delay": ("OTEL_BSP_SCHEDULE_DELAY", "5000", ()),
     "metric_export_interval": ("OTEL_METRIC_EXPORT_INTERVAL", "60000", ()),
+    "own_providers": ("MEGATRON_OTEL_OWN_PROVIDERS", "0", ("0", "1", "false", "true")),
 }
 # Variables that give a startup timestamp (epoch seconds) -> the timestamp key.
 ENV_TIMESTAMPS: dict[str, str] = {

@@ -41,6 +41,7 @@ ENV_ROLES: dict[str, tuple[str, str]] = {
     "span_batch_size": ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "512"),
     "span_schedule_delay": ("OTEL_BSP_SCHEDULE_DELAY", "5000"),
     "metric_export_interval": ("OTEL_METRIC_EXPORT_INTERVAL", "60000"),
+    "own_providers": ("MEGATRON_OTEL_OWN_PROVIDERS", "0"),
 }
 ROLE_BY_NAME = {name: role for role, (name, _) in ENV_ROLES.items()}
 

@@ -123,27 +123,8 @@ def test_exit_hooks_installed_once_across_two_runs_and_second_run_flushes_at_exi
     assert span_names(second).count("megatron.startup") == 1
 
 
-def test_sigterm_ends_and_flushes_spans_then_runs_previous_handler(rendered: Rendered) -> None:
-    body = """\
-    def previous(signum, frame):
-        print("previous handler ran", flush=True)
-        os._exit(7)  # no atexit: whatever was exported, the SIGTERM handler exported
-
-    signal.signal(signal.SIGTERM, previous)
-    otel.configure()
-    otel.startup(STAMPS)
-    otel.begin_training(0, 10)
-    otel.train_iteration(0)
-    span = otel.start_span("megatron.train.iteration")
-    os.kill(os.getpid(), signal.SIGTERM)
-    time.sleep(30)
-    """
-    result = run_script(rendered, body, env={"MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S": "5"})
-    assert result.returncode == 7, result.stderr
-    assert "previous handler ran" in result.stdout
-    assert result.stdout.index('"name"') < result.stdout.index("previous handler ran")
-    names = span_names(result.stdout)
-    assert names.count("megatron.startup") == 1 and names.count("megatron.train") == 1
+# A Python handler installed before ours runs first (it may return and let training go on):
+# test_runtime_fixes.py covers the handler that returns, the one that raises, and every thread.
 
 
 def test_sigterm_default_action_is_reraised_after_the_flush(rendered: Rendered) -> None:
