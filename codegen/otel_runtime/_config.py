@@ -179,6 +179,17 @@ def _export_limits(raw: Mapping[str, tuple[str, str]], environ: Mapping[str, str
     )
 
 
+def _number(value: str, where: str, low: float, strict: bool, valid: str) -> float:
+    """``value`` as a finite number above ``low`` (or equal to it unless ``strict``)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not ((number > low) if strict else (number >= low)) or number == float("inf"):
+        raise ValueError(f"{where}={value!r} is not valid; valid values: {valid}")
+    return number
+
+
 def _count(value: str, where: str) -> int:
     try:
         number = int(value)
@@ -190,23 +201,11 @@ def _count(value: str, where: str) -> int:
 
 
 def _milliseconds(value: str, where: str) -> float:
-    try:
-        millis = float(value)
-    except ValueError:
-        millis = 0.0
-    if not 0 < millis < float("inf"):
-        raise ValueError(f"{where}={value!r} is not valid; valid values: milliseconds > 0")
-    return millis
+    return _number(value, where, 0, True, "milliseconds > 0")
 
 
 def _seconds(value: str, where: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise ValueError(f"{where}={value!r} is not valid; valid values: seconds >= 0")
-    return seconds
+    return _number(value, where, 0, False, "seconds >= 0")
 
 
 def _int_env(name: str, default: int) -> int:

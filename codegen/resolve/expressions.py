@@ -39,7 +39,7 @@ from libcst.metadata import (
 
 from codegen.diagnostics import Diagnostics, Pos
 from codegen.resolve.sites import FilePlan
-from codegen.resolve.statements import child_blocks
+from codegen.resolve.statements import assigned_names, child_blocks
 from codegen.spec.model import Hook, Span
 
 # The attributes of torch.nn.Module (torch 2.13: ``dir(torch.nn.Module) | vars(torch.nn.Module())``,
@@ -699,20 +699,14 @@ def _bound_by(stmt: cst.BaseStatement) -> set[str]:
         return {stmt.name.value}
     names: set[str] = set()
     if isinstance(stmt, cst.SimpleStatementLine):
+        names |= assigned_names(stmt)
         for small in stmt.body:
-            targets: list[cst.CSTNode] = []
-            if isinstance(small, cst.Assign):
-                targets = [t.target for t in small.targets]
-            elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
-                targets = [small.target]
-            elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
+            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(
                 small.names, cst.ImportStar
             ):
                 for alias in small.names:
                     full = get_full_name_for_node(alias.name) or ""
                     names.add(_asname(alias) or full.partition(".")[0])
-            for t in targets:
-                names |= {n.value for n in m.findall(t, m.Name()) if isinstance(n, cst.Name)}
     elif isinstance(stmt, (cst.If, cst.Try)):
         for body in _child_bodies(stmt):
             for child in body:

@@ -40,17 +40,8 @@ TOP_KEYS = (
     "hooks",
     "attributes",
 )
-SINGLETON_KEYS = (
-    "runtime",
-    "upstream",
-    "groups",
-    "presets",
-    "lifecycle",
-    "metrics",
-    "env",
-    "flags",
-    "attributes",
-)
+# Keys that only one spec file of a project may declare: all but a file's own spans and hooks.
+SINGLETON_KEYS = tuple(key for key in TOP_KEYS if key not in ("file", "form", "spans", "hooks"))
 
 
 SPEC_SUFFIXES = (".yaml", ".yml")
