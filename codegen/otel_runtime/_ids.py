@@ -48,7 +48,7 @@ def trace_id() -> int:
 
 
 def generator() -> Any:
-    """The SDK ``IdGenerator`` over ``span_id`` and ``trace_id`` (one per process; needs the SDK)."""
+    """The SDK ``IdGenerator`` drawing from ``span_id`` and ``trace_id`` (one per process)."""
     global _GENERATOR
     if _GENERATOR is None:
         from opentelemetry.sdk.trace.id_generator import IdGenerator

@@ -41,41 +41,36 @@ from typing import Any
 from . import _ids
 from ._state import LOG, log_once
 
-try:
-    from opentelemetry import context as otel_context
+try:  # the API only: the SDK is imported when a recorder is installed (it may be missing)
     from opentelemetry import trace as otel_trace
-    from opentelemetry.attributes import BoundedAttributes
-    from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits, SpanProcessor
-    from opentelemetry.sdk.trace.export import SpanExportResult
-    from opentelemetry.sdk.util import BoundedList
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
     from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
-except ImportError:  # the SDK is optional: without it the runtime never builds a LeanRecorder
-    AVAILABLE = False
+except ImportError:  # opentelemetry is optional: without it nothing here is used
     _SpanBase: Any = object
     _TracerBase: Any = object
-    _ProcessorBase: Any = object
 else:
-    AVAILABLE = True
     _SpanBase = otel_trace.Span
     _TracerBase = otel_trace.Tracer
-    _ProcessorBase = SpanProcessor
 
 # False: the runtime's own provider records through the SDK path too (the benchmarks flip it).
 ALLOWED = True
 _SAMPLED = 0x01
 _RANDOM_TRACE_ID = 0x02
 _RECORDERS: weakref.WeakSet[LeanRecorder] = weakref.WeakSet()
+# The runtime's own TracerProviders that record lean -> their recorder.
+_BY_PROVIDER: weakref.WeakKeyDictionary[Any, LeanRecorder] = weakref.WeakKeyDictionary()
 _time_ns = time.time_ns
 
 
 def usable(provider: Any) -> bool:
     """Whether spans of ``provider`` (an SDK TracerProvider the runtime built) may record lean:
     the lean path is allowed and the provider samples everything its parents sample."""
-    if not (AVAILABLE and ALLOWED):
+    if not ALLOWED:
         return False
     sampler = getattr(provider, "sampler", None)
-    from opentelemetry.sdk.trace import sampling
+    try:
+        from opentelemetry.sdk.trace import sampling
+    except ImportError:
+        return False
 
     return sampler is sampling.DEFAULT_ON or sampler is sampling.ALWAYS_ON
 
@@ -126,10 +121,11 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
         self._links: list[Any] | None = None
         self._context: Any = None
 
-    # -- the opentelemetry.trace.Span interface ---------------------------------------------------
+    # -- the opentelemetry.trace.Span interface
 
     def get_span_context(self) -> SpanContext:
-        context = self._context
+        """This span's SpanContext (built on first use)."""
+        context: SpanContext | None = self._context
         if context is None:
             context = self._context = SpanContext(
                 self.trace_id,
@@ -141,15 +137,18 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
         return context
 
     def is_recording(self) -> bool:
+        """True until the span ends."""
         return self._end is None
 
     def set_attribute(self, key: str, value: Any) -> None:
+        """Set one attribute (validated on export, as the SDK validates it)."""
         if self._end is None:
             if self._extra is None:
                 self._extra = {}
             self._extra[key] = value
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Set attributes (validated on export)."""
         if self._end is None:
             if self._extra is None:
                 self._extra = dict(attributes)
@@ -159,18 +158,21 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
     def add_event(
         self, name: str, attributes: Mapping[str, Any] | None = None, timestamp: int | None = None
     ) -> None:
+        """Add an event (its attributes validated on export)."""
         if self._end is None:
             if self._events is None:
                 self._events = []
             self._events.append((name, attributes, _time_ns() if timestamp is None else timestamp))
 
     def add_link(self, context: SpanContext, attributes: Mapping[str, Any] | None = None) -> None:
+        """Link to ``context`` (a valid one)."""
         if self._end is None and context is not None and context.is_valid:
             if self._links is None:
                 self._links = []
             self._links.append((context, attributes))
 
     def update_name(self, name: str) -> None:
+        """Rename the span."""
         if self._end is None:
             self._name = name
 
@@ -197,10 +199,11 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
         """The SDK's exception event (type, message, stack trace, escaped), formatted now."""
         module = type(exception).__module__
         qualname = type(exception).__qualname__
+        exception_type = qualname
+        if module and module != "builtins":
+            exception_type = f"{module}.{qualname}"
         values: dict[str, Any] = {
-            "exception.type": f"{module}.{qualname}"
-            if module and module != "builtins"
-            else qualname,
+            "exception.type": exception_type,
             "exception.message": str(exception),
             "exception.stacktrace": "".join(traceback.format_exception(exception)),
             "exception.escaped": str(escaped),
@@ -210,6 +213,7 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
         self.add_event("exception", values, timestamp)
 
     def end(self, end_time: int | None = None) -> None:
+        """End the span and queue it for export; a second call does nothing."""
         if self._end is not None:
             return
         self._end = _time_ns() if end_time is None else end_time
@@ -259,8 +263,8 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                 _time_ns() if start_time is None else start_time,
             )
         else:
-            parent_context = parent.get_span_context()
-            if parent_context.is_valid:
+            parent_context: SpanContext | None = parent.get_span_context()
+            if parent_context is not None and parent_context.is_valid:
                 if not parent_context.trace_flags.sampled:  # the sampler's decision
                     return self.sdk_tracer.start_span(
                         name, context, SpanKind.INTERNAL, attributes, links, start_time
@@ -288,10 +292,12 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                 span.add_link(link.context, link.attributes)
         return span
 
-    def start_fast(self, name: str, extra: dict[str, Any] | None) -> LeanSpan | None:
+    def start_fast(self, name: str, extra: Mapping[str, Any] | None) -> Any:
         """``start_span(name)`` for the runtime's statement sites: ``extra`` is the call site's
-        evaluated attributes (kept as given; the span group attributes are added on export).
-        None when the current span is a sampled-out foreign one (the caller then uses the SDK)."""
+        evaluated attributes, kept as given (the span group attributes are added on export). A
+        child of a sampled-out foreign span is left to the SDK tracer (its sampler decides)."""
+        if extra is not None and type(extra) is not dict:
+            extra = dict(extra)
         parent = otel_trace.get_current_span()
         if type(parent) is LeanSpan:
             return LeanSpan(
@@ -317,7 +323,8 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                 _time_ns(),
             )
         if not parent_context.trace_flags.sampled:
-            return None
+            values = {**self.recorder.base.get(name, {}), **(extra or {})}
+            return self.sdk_tracer.start_span(name, attributes=values)
         return LeanSpan(
             self.recorder,
             name,
@@ -362,9 +369,10 @@ class _Buffer(threading.local):
             recorder.buffers.append(self.spans)
 
 
-class LeanRecorder(_ProcessorBase):  # type: ignore[misc]  # the SDK's SpanProcessor when installed
+class LeanRecorder:
     """Per-thread buffers of ended spans and the thread that exports them; the provider's one span
-    processor (so the SDK spans of the same provider are exported with the lean ones)."""
+    processor (so the SDK spans of the same provider are exported with the lean ones). Built by
+    ``install()`` only, after the SDK imported (``_sdk``)."""
 
     def __init__(
         self,
@@ -380,8 +388,9 @@ class LeanRecorder(_ProcessorBase):  # type: ignore[misc]  # the SDK's SpanProce
         self.exporter = exporter
         self.resource = resource
         self.base = base_attributes
-        self.scope = InstrumentationScope("megatron")
-        self.limits = SpanLimits()
+        sdk = self.sdk = _sdk()
+        self.scope = sdk.InstrumentationScope("megatron", "", None, None)  # get_tracer("megatron")
+        self.limits = sdk.SpanLimits()
         self.capacity = int(max_queue_size)
         self.batch_size = int(max_export_batch_size)
         self.delay = float(schedule_delay_millis) / 1000
@@ -403,7 +412,7 @@ class LeanRecorder(_ProcessorBase):  # type: ignore[misc]  # the SDK's SpanProce
         self.thread.start()
         _RECORDERS.add(self)
 
-    # -- the training thread ------------------------------------------------------------------------
+    # -- the training thread
 
     def push(self, span: Any) -> None:
         """Queue an ended span (a LeanSpan or an SDK ReadableSpan); drop and count it when this
@@ -425,12 +434,16 @@ class LeanRecorder(_ProcessorBase):  # type: ignore[misc]  # the SDK's SpanProce
         if len(spans) == self.batch_size:
             self.wake.set()
 
-    # -- the SpanProcessor interface (the SDK spans of the same provider) -------------------------
+    # -- the SpanProcessor interface (the SDK spans of the same provider)
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
-        pass
+        """Nothing to do when an SDK span starts."""
+
+    def _on_ending(self, span: Any) -> None:
+        """Nothing to do before an SDK span ends."""
 
     def on_end(self, span: Any) -> None:
+        """Queue an ended SDK span of the same provider."""
         self.push(span)
 
     def queued(self) -> int:
@@ -442,11 +455,14 @@ class LeanRecorder(_ProcessorBase):  # type: ignore[misc]  # the SDK's SpanProce
         return self._drain(time.monotonic() + max(0.0, timeout_millis) / 1000)
 
     def shutdown(self, timeout_millis: float | None = None) -> None:
-        """Export what is buffered within ``timeout_millis`` (default: the export timeout), stop the
-        export thread, shut the exporter down. Later spans are ignored; a second call does nothing."""
+        """Export what is buffered within ``timeout_millis`` (default: the export timeout),
+        stop the export thread, shut the exporter down. Later spans are ignored; a second call
+        does nothing."""
         if self.done:
             return
-        timeout = self.export_timeout if timeout_millis is None else max(0.0, timeout_millis) / 1000
+        timeout = self.export_timeout
+        if timeout_millis is not None:
+            timeout = max(0.0, timeout_millis) / 1000
         deadline = time.monotonic() + timeout
         self.done = True
         self.wake.set()
@@ -456,7 +472,9 @@ class LeanRecorder(_ProcessorBase):  # type: ignore[misc]  # the SDK's SpanProce
         try:
             self.exporter.shutdown()
         except Exception:
-            log_once("lean-exporter-shutdown", "shutting the span exporter down failed", exc_info=True)
+            log_once(
+                "lean-exporter-shutdown", "shutting the span exporter down failed", exc_info=True
+            )
 
     def report(self, timeout: float) -> None:
         """Log, once, how many spans were not exported and why."""
@@ -474,7 +492,7 @@ class LeanRecorder(_ProcessorBase):  # type: ignore[misc]  # the SDK's SpanProce
                 timeout,
             )
 
-    # -- the export thread -------------------------------------------------------------------------
+    # -- the export thread
 
     def _run(self) -> None:
         while not self.done:
@@ -525,7 +543,7 @@ class LeanRecorder(_ProcessorBase):  # type: ignore[misc]  # the SDK's SpanProce
         except Exception:
             log_once("lean-export", "exporting spans failed", exc_info=True)
         finally:
-            if result != SpanExportResult.SUCCESS:
+            if result != self.sdk.SpanExportResult.SUCCESS:
                 self.failed += len(readable)
             else:
                 self.exported += len(readable)
@@ -533,7 +551,8 @@ class LeanRecorder(_ProcessorBase):  # type: ignore[misc]  # the SDK's SpanProce
 
     def materialize(self, span: LeanSpan) -> Any:
         """The SDK ``ReadableSpan`` a LeanSpan stands for, as the SDK path would have made it."""
-        limits = self.limits
+        limits, sdk = self.limits, self.sdk
+        BoundedAttributes, BoundedList = sdk.BoundedAttributes, sdk.BoundedList
         values: dict[str, Any] = dict(self.base.get(span._name, ()))
         if span._extra:
             values.update(span._extra)
@@ -553,7 +572,7 @@ class LeanRecorder(_ProcessorBase):  # type: ignore[misc]  # the SDK's SpanProce
                     max_value_len=limits.max_attribute_length,
                     immutable=True,
                 )
-                events.append(Event(name=name, attributes=bounded, timestamp=timestamp))
+                events.append(sdk.Event(name=name, attributes=bounded, timestamp=timestamp))
         links: Any = ()
         if span._links:
             links = BoundedList(limits.max_links)
@@ -568,7 +587,7 @@ class LeanRecorder(_ProcessorBase):  # type: ignore[misc]  # the SDK's SpanProce
         parent = span._parent
         if type(parent) is LeanSpan:
             parent = parent.get_span_context()
-        return ReadableSpan(
+        return sdk.ReadableSpan(
             name=span._name,
             context=span.get_span_context(),
             parent=parent,
@@ -582,6 +601,27 @@ class LeanRecorder(_ProcessorBase):  # type: ignore[misc]  # the SDK's SpanProce
             end_time=span._end,
             instrumentation_scope=self.scope,
         )
+
+
+def _sdk() -> Any:
+    """The SDK names a recorder uses, imported on first use (the SDK is optional)."""
+    import types
+
+    from opentelemetry.attributes import BoundedAttributes
+    from opentelemetry.sdk.trace import Event, ReadableSpan, SpanLimits
+    from opentelemetry.sdk.trace.export import SpanExportResult
+    from opentelemetry.sdk.util import BoundedList
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    return types.SimpleNamespace(
+        BoundedAttributes=BoundedAttributes,
+        BoundedList=BoundedList,
+        Event=Event,
+        InstrumentationScope=InstrumentationScope,
+        ReadableSpan=ReadableSpan,
+        SpanExportResult=SpanExportResult,
+        SpanLimits=SpanLimits,
+    )
 
 
 def _after_fork_in_child() -> None:
@@ -602,17 +642,31 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def recorder_for(
-    exporter: Any, resource: Any, base: Mapping[str, Mapping[str, Any]], limits: Any
-) -> LeanRecorder:
-    """A LeanRecorder with the run's export limits (``ExportLimits``)."""
-    return LeanRecorder(
+def install(provider: Any, exporter: Any, limits: Any) -> LeanRecorder:
+    """Make ``provider`` (a TracerProvider the runtime built) record lean, exporting through
+    ``exporter`` within the run's export limits (``ExportLimits``); the recorder is its
+    processor."""
+    from ._spans import SPAN_ATTRIBUTES
+
+    recorder = LeanRecorder(
         exporter,
-        resource,
-        base,
+        provider.resource,
+        SPAN_ATTRIBUTES,
         max_queue_size=limits.span_queue_size,
         max_export_batch_size=limits.span_batch_size,
         schedule_delay_millis=limits.span_schedule_delay_ms,
         export_timeout_millis=limits.export_timeout * 1000,
     )
+    provider.add_span_processor(recorder)
+    _BY_PROVIDER[provider] = recorder
+    return recorder
 
+
+def tracer(provider: Any, sdk_tracer: Any) -> Any:
+    """The tracer spans of ``provider`` record with: a LeanTracer when the runtime made
+    ``provider`` record lean, else ``sdk_tracer`` (the SDK path)."""
+    try:
+        recorder = _BY_PROVIDER.get(provider) if provider is not None else None
+    except TypeError:  # not weakly referenceable: not ours
+        recorder = None
+    return sdk_tracer if recorder is None else LeanTracer(recorder, sdk_tracer)

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from ._lean import LeanTracer
+from ._lean import tracer as _tracer_for
 from ._state import LOG, NAMESPACE, STACKS, STATE, log_once, set_flag, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
 
@@ -87,7 +89,8 @@ def select(
     if not OTEL_INSTALLED:
         LOG.warning("opentelemetry is not installed: Megatron telemetry stays disabled")
         return frozenset()
-    STATE.tracer = otel_trace.get_tracer("megatron", tracer_provider=tracer_provider)
+    sdk_tracer = otel_trace.get_tracer("megatron", tracer_provider=tracer_provider)
+    STATE.tracer = _tracer_for(tracer_provider, sdk_tracer)  # lean when the runtime built it
     for group in selected:
         set_flag(FLAGS[group], True)
     return selected
@@ -118,14 +121,17 @@ def start_span(
     span: Span | None = None
     token: Token[Context] | None = None
     try:
-        base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
-        values = base
+        extra = None
         if attributes is not None:
             try:
-                values = {**base, **attributes()}
+                extra = attributes()
             except Exception:
                 warn_once(name, "evaluating attributes")
-        span = tracer.start_span(name, attributes=values)
+        if type(tracer) is LeanTracer:  # the span group attributes are added on export
+            span = tracer.start_fast(name, extra)
+        else:
+            base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
+            span = tracer.start_span(name, attributes={**base, **extra} if extra else base)
         token = otel_context.attach(otel_trace.set_span_in_context(span))
         started = StartedSpan(span, token, name, _exc_info()[1])
         STATE.open_spans.stack.append(started)
@@ -246,7 +252,9 @@ class StartedSpan:
             return
         stack = STATE.open_spans.stack
         try:
-            if any(s is self for s in stack):
+            if stack and stack[-1] is self:  # the usual case: the innermost span ends
+                stack.pop()
+            elif any(s is self for s in stack):
                 while stack[-1] is not self:
                     stack.pop().close()
                 stack.pop()
