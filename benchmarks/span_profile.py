@@ -31,11 +31,11 @@ sys.path.insert(0, str(REPO / "tests" / "megatron_cpu"))
 
 # (category, predicate on (file, function)); the first that matches wins.
 CATEGORIES: list[tuple[str, object]] = [
-    ("id generation", lambda f, n: "id_generator" in f or "generate_" in n or n in ("urandom", "getrandbits", "from_bytes")),
+    ("id generation", lambda f, n: "id_generator" in f or f.endswith("_ids.py") or "generate_" in n or n in ("urandom", "getrandbits", "from_bytes")),
     ("sampler", lambda f, n: f.endswith("sampling.py")),
     ("attribute handling", lambda f, n: "/attributes/" in f or "BoundedAttributes" in n or n in ("_new_links", "_clean_attribute")),
     ("context attach/detach", lambda f, n: "/context/" in f or n in ("set_span_in_context", "get_current_span", "set", "reset", "get")),
-    ("processor on_start/on_end", lambda f, n: "export/__init__" in f or "_shared_internal" in f or n in ("on_start", "on_end", "emit", "append")),
+    ("processor on_start/on_end", lambda f, n: "export/__init__" in f or "_shared_internal" in f or n in ("on_start", "on_end", "emit", "append", "push")),
     ("runtime (otel_runtime) own code", lambda f, n: "otel_runtime" in f or "/megatron/core/otel/" in f),
     ("SDK span objects (start_span, _Span, end, SpanContext)", lambda f, n: "opentelemetry" in f),
 ]  # fmt: skip

@@ -9,7 +9,9 @@ data, ``forward_step_func``, Megatron's global state, DDP wrapper and optimizer 
 runtime tests (``tests/megatron_cpu/megatron_training_worker.py``, with its CPU redirects). Every
 round runs one ``train_step`` per arm in a shuffled order: ``off`` (telemetry never enabled), a
 second ``off`` (the noise floor: how far two identical arms drift apart), ``default``, ``all``
-(the SDK path) and ``lean`` (``all`` on the lean path, when the runtime has one). A telemetry arm
+(the SDK path), ``all_urandom`` (the SDK path with the runtime's previous id generator, a
+``os.urandom`` call per id: what the per-process generator saves) and ``lean`` (``all`` on the
+lean path, when the runtime has one). A telemetry arm
 is set up as a job sets it up, outside the timed region: ``MEGATRON_OTEL_*`` variables and
 ``otel.configure()``, which builds the runtime's own ``TracerProvider``, its bounded batch span
 processor (or the lean recorder) and the OTLP/HTTP exporter pointed at the tests' receiver
@@ -58,13 +60,14 @@ SHAPES = {
     "tiny": dict(NUM_LAYERS=2, HIDDEN=64, HEADS=4, SEQ=16, VOCAB=128, MICRO_BATCH=2, NUM_MICROBATCHES=2),
     "layer": dict(NUM_LAYERS=2, HIDDEN=1024, HEADS=16, SEQ=1024, VOCAB=1024, MICRO_BATCH=1, NUM_MICROBATCHES=2),
 }
-ARMS = ("off", "off2", "default", "all", "lean")
+ARMS = ("off", "off2", "default", "all", "all_urandom", "lean")
 PROBES = ("probe", "probe_lean")
 TIMED = ARMS + PROBES
 # arm -> (span groups, lean path)
 TELEMETRY = {
     "default": ("default", False),
     "all": ("all", False),
+    "all_urandom": ("all", False),
     "lean": ("all", True),
     "probe": ("all", False),
     "probe_lean": ("all", True),
@@ -151,6 +154,27 @@ def owned_provider():
     return next(p for p in owned if hasattr(p, "get_tracer"))
 
 
+def run_tracer():
+    """The tracer this run's spans start from."""
+    from megatron.core.otel import _state
+
+    holder = getattr(_state, "PROCESS", None)
+    return holder.run.tracer if holder is not None else _state.STATE.tracer
+
+
+class UrandomIds:
+    """The runtime's previous id generator: ``os.urandom`` for every id (a system call each)."""
+
+    def generate_span_id(self) -> int:
+        return int.from_bytes(os.urandom(8), "big") or 1
+
+    def generate_trace_id(self) -> int:
+        return int.from_bytes(os.urandom(16), "big") or 1
+
+    def is_trace_id_random(self) -> bool:
+        return False
+
+
 def lean_module():
     try:
         from megatron.core.otel import _lean
@@ -170,6 +194,8 @@ def set_up(otel, arm: str) -> None:
     if module is not None:
         module.ALLOWED = lean
     otel.configure()
+    if arm == "all_urandom":  # the SDK path as it was: a system call per id
+        run_tracer().id_generator = UrandomIds()
 
 
 def main() -> None:
