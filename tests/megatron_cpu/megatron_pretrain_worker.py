@@ -72,9 +72,14 @@ from cuda_on_cpu import cuda_on_cpu  # noqa: E402
 
 
 class Telemetry:
-    """SDK providers writing ``capture.jsonl``; handed to ``otel.configure`` by a wrapper."""
+    """SDK providers writing ``capture.jsonl``; handed to ``otel.configure`` by a wrapper.
 
-    def __init__(self, path: Path) -> None:
+    With ``lean`` (``PRETRAIN_RECORDING=lean``) no tracer provider is handed over: the runtime
+    builds its own and records on its lean path, its span exporter the same capture file; the
+    spans left open are those of the lean path (every LeanSpan made and not ended)."""
+
+    def __init__(self, path: Path, lean: bool = False) -> None:
+        self.path, self.lean = path, lean
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.trace import TracerProvider
@@ -96,15 +101,37 @@ class Telemetry:
 
         configure = otel.configure
 
+        if self.lean:
+            self._install_lean(otel)
+
         @functools.wraps(configure)
         def configure_with_capture(args=None, **kwargs):
-            kwargs.setdefault("tracer_provider", self.tracer_provider)
+            if not self.lean:
+                kwargs.setdefault("tracer_provider", self.tracer_provider)
             kwargs.setdefault("meter_provider", self.meter_provider)
             groups = configure(args, **kwargs)
             self.configured.append(sorted(groups))
             return groups
 
         otel.configure = configure_with_capture
+
+    def _install_lean(self, otel) -> None:
+        from otlp_file import OtlpJsonSpanExporter
+
+        exporter = OtlpJsonSpanExporter(str(self.path))
+        otel._export.otlp_exporter = lambda settings, signal, kind: exporter if signal == "trace" else None
+        lean, open_spans = otel._lean, self.open_spans.open
+        made, ended = lean.LeanSpan.__init__, lean.LeanSpan.end
+
+        def init(span, *args, **kwargs) -> None:
+            made(span, *args, **kwargs)
+            open_spans[span.span_id] = span._name
+
+        def end(span, end_time=None) -> None:
+            open_spans.pop(span.span_id, None)
+            ended(span, end_time)
+
+        lean.LeanSpan.__init__, lean.LeanSpan.end = init, end
 
     def flush(self) -> None:
         self.tracer_provider.force_flush()
@@ -309,7 +336,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     telemetry = None
     if options.telemetry != "plain":
-        telemetry = Telemetry(out / "capture.jsonl")
+        telemetry = Telemetry(out / "capture.jsonl", lean=os.environ.get("PRETRAIN_RECORDING") == "lean")
         telemetry.install()
 
     def write_results() -> None:

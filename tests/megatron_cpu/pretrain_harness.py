@@ -83,6 +83,10 @@ PP_ARGV = (
 CONFIGS: dict[str, Config] = {
     # 1 rank, all groups: train 4 iterations, save and evaluate every 2
     "fresh": _fresh("all", "--num-workers", "0"),
+    # the same on the runtime's own provider: the lean recording path (fresh's is a program's)
+    "fresh_lean": Config(
+        "all", _fresh("all", "--num-workers", "0").argv, env=(("PRETRAIN_RECORDING", "lean"),), save=True
+    ),
     # the same with telemetry off, the production preset, and on the pristine release
     "off": _fresh("off", "--num-workers", "0"),
     # default preset; a DataLoader with 2 worker processes (fork, the Linux default)
@@ -141,7 +145,7 @@ BATCHES = (
     ("pp",),
     ("pp_first",),
     ("dp",),
-    ("sigterm",),
+    ("sigterm", "fresh_lean"),
 )
 
 

@@ -38,7 +38,8 @@ from tests.megatron_cpu.pretrain_harness import (  # noqa: E402
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 TELEMETRY_RUNS = [name for name, config in CONFIGS.items() if config.telemetry not in ("plain", "off")]
-IDENTICAL_RUNS = ("pristine", "off", "default", "fresh")  # the same run: plain, off, default, all
+# the same run: plain, off, default, all (a program's provider: the SDK path), all (the lean path)
+IDENTICAL_RUNS = ("pristine", "off", "default", "fresh", "fresh_lean")
 
 PHASES = (
     "megatron.startup.launch_script",
@@ -86,6 +87,7 @@ LOOP_OPTIONS = {"megatron.startup.weight_hash_check", "megatron.train.params_nor
 
 OBSERVED: dict[str, set[str]] = {
     "fresh": STARTUP | SETUP | LOOP | HOT | EVALUATE | SAVE | LOOP_OPTIONS | {"megatron.grad_sync.finish"},
+    "fresh_lean": STARTUP | SETUP | LOOP | HOT | EVALUATE | SAVE | LOOP_OPTIONS | {"megatron.grad_sync.finish"},
     "resume": STARTUP | SETUP | LOOP | HOT | EVALUATE | SAVE | LOOP_OPTIONS
     | {"megatron.grad_sync.finish", "megatron.checkpoint.load", "megatron.checkpoint.load.io_read"},
     # default = job, checkpoint, evaluate, first_iteration (inference has no spans yet)
@@ -182,7 +184,7 @@ def test_run_exits_as_configured(pretrain_runs, name, pristine_root, fork_root):
             assert result["megatron_file"].startswith(str(root))
 
 
-@pytest.mark.parametrize("name", ["fresh", "off", "default", "pristine", "resume", "pp", "dp"])
+@pytest.mark.parametrize("name", ["fresh", "fresh_lean", "off", "default", "pristine", "resume", "pp", "dp"])
 def test_pretrain_returns_after_training(pretrain_runs, name):
     run = _run(pretrain_runs, name)
     last = int(run.config.argv[run.config.argv.index("--train-iters") + 1])
@@ -241,6 +243,27 @@ def test_verify_finds_only_the_unreachable_spans_missing(pretrain_runs, project_
         assert all(f.endswith("was never seen") for f in report.findings), report.render()
         missing.append({f.split("'")[1] for f in report.findings})
     assert set.intersection(*missing) == set(UNREACHABLE_ON_CPU)
+
+
+def test_the_lean_path_records_the_same_spans_as_the_sdk_path(pretrain_runs, project_and_plan):
+    """``fresh`` records through a program's provider (the SDK path), ``fresh_lean`` through the
+    runtime's own (the lean path): the same spans with the same parents, attributes and status,
+    and the same verify report."""
+
+    def shape(spans: list[dict[str, Any]]) -> list[tuple]:
+        by_id = {span["span_id"]: span for span in spans}
+        out = []
+        for span in spans:
+            parent = by_id.get(span["parent_id"]) if span["parent_id"] else None
+            attributes = {k: v for k, v in span["attributes"].items() if "path" not in k and "dir" not in k}
+            out.append((span["name"], parent["name"] if parent else None, sorted(attributes.items(), key=str),
+                        span["status"], sorted(by_id[link]["name"] for link in span["links"] if link in by_id)))  # fmt: skip
+        return sorted(out, key=str)
+
+    sdk, lean = (_run(pretrain_runs, name) for name in ("fresh", "fresh_lean"))
+    assert shape(lean.spans()) == shape(sdk.spans())
+    reports = [_verify(project_and_plan, run.capture, frozenset()) for run in (sdk, lean)]
+    assert reports[0].render().replace(str(sdk.capture), "") == reports[1].render().replace(str(lean.capture), "")
 
 
 # --------------------------------------------------------------------------------------------
