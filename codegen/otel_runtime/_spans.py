@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ._state import LOG, NAMESPACE, STACKS, STATE, log_once, set_flag, warn_once
+from ._state import LOG, NAMESPACE, PROCESS, log_once, set_flag, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
 
 if TYPE_CHECKING:
@@ -29,8 +29,8 @@ _PRESET_KEYS = {name.lower(): name for name in PRESETS}
 _GROUP_KEYS = {name.lower(): name for name in GROUPS}
 # Attributes every span of a given name starts with.
 SPAN_ATTRIBUTES: dict[str, dict[str, Any]] = {
-    name: {"megatron.span_group": group, **({"is_goodput_span": True} if goodput else {})}
-    for name, (group, goodput) in SPANS.items()
+    name: {"megatron.span_group": span.group, **({"is_goodput_span": True} if span.goodput else {})}
+    for name, span in SPANS.items()
 }
 NO_ATTRIBUTES: dict[str, Any] = {}
 _exc_info = sys.exc_info
@@ -74,7 +74,7 @@ def enable(
     applies no settings) until it calls ``disable()`` (or ``shutdown()``/``reset()``).
     """
     selected = select(groups, tracer_provider)
-    STATE.programmatic = bool(selected)
+    PROCESS.run.programmatic = bool(selected)
     return selected
 
 
@@ -87,7 +87,7 @@ def select(
     if not OTEL_INSTALLED:
         LOG.warning("opentelemetry is not installed: Megatron telemetry stays disabled")
         return frozenset()
-    STATE.tracer = otel_trace.get_tracer("megatron", tracer_provider=tracer_provider)
+    PROCESS.run.tracer = otel_trace.get_tracer("megatron", tracer_provider=tracer_provider)
     for group in selected:
         set_flag(FLAGS[group], True)
     return selected
@@ -95,7 +95,7 @@ def select(
 
 def disable() -> None:
     """Turn every group off; spans already started still end normally."""
-    STATE.programmatic = False
+    PROCESS.run.programmatic = False
     for name in FLAGS.values():
         set_flag(name, False)
 
@@ -112,7 +112,8 @@ def start_span(
 
     The caller has already checked the span's group flag; ``attributes`` is evaluated here only.
     """
-    tracer = STATE.tracer
+    run = PROCESS.run
+    tracer = run.tracer
     if tracer is None:
         return None
     span: Span | None = None
@@ -127,8 +128,9 @@ def start_span(
                 warn_once(name, "evaluating attributes")
         span = tracer.start_span(name, attributes=values)
         token = otel_context.attach(otel_trace.set_span_in_context(span))
+        stack = run.open_spans.stack
         started = StartedSpan(span, token, name, _exc_info()[1])
-        STATE.open_spans.stack.append(started)
+        stack.append(started)
         return started
     except Exception:  # RecursionError included: whatever started is ended, the context restored
         _abandon(span, token)
@@ -165,7 +167,7 @@ def traced(name: str, attributes: Mapping[str, str] | None = None) -> Callable[[
         if entry is None:
             log_once(f"traced:{name}", "no span named %r: %s is not traced", name, fn)
             return fn
-        flag = FLAGS[entry[0]]
+        flag = FLAGS[entry.group]
         namespace = NAMESPACE
         parameters = _parameters(name, fn, attributes or {})
 
@@ -193,20 +195,21 @@ def abort_open_spans(description: str) -> None:
     This thread's spans are closed innermost first, restoring its context; another thread's are
     only ended (its context is its own).
     """
-    current = STATE.open_spans.stack
-    for ident, stack in list(STACKS.items()):
+    run = PROCESS.run
+    current = run.open_spans.stack
+    for ident, stack in list(run.stacks.items()):
         try:
             while stack:
                 stack.pop().abort(description, restore=stack is current)
             if stack is not current:
-                del STACKS[ident]  # recreated by OpenSpans if that thread starts a span again
+                del run.stacks[ident]  # recreated by OpenSpans if that thread starts a span again
         except Exception:
             log_once("abort", "ending the open spans failed", exc_info=True)
 
 
 def end_open_spans() -> None:
     """End every span this thread left open, innermost first (lifecycle ends, shutdown)."""
-    stack = STATE.open_spans.stack
+    stack = PROCESS.run.open_spans.stack
     while stack:
         stack.pop().close()
 
@@ -244,7 +247,7 @@ class StartedSpan:
         """
         if self._span is None:
             return
-        stack = STATE.open_spans.stack
+        stack = PROCESS.run.open_spans.stack  # this thread's, in the current run
         try:
             if any(s is self for s in stack):
                 while stack[-1] is not self:
