@@ -34,6 +34,7 @@ SPAN_ATTRIBUTES: dict[str, dict[str, Any]] = {
 }
 NO_ATTRIBUTES: dict[str, Any] = {}
 _exc_info = sys.exc_info
+_is_finalizing = sys.is_finalizing
 _F = TypeVar("_F", bound=Callable[..., Any])
 _Parameters = tuple[tuple[str, str, "int | None", Any], ...]
 
@@ -128,17 +129,36 @@ def start_span(
                 warn_once(name, "evaluating attributes")
         span = tracer.start_span(name, attributes=values)
         token = otel_context.attach(otel_trace.set_span_in_context(span))
-        stack = run.open_spans.stack
         started = StartedSpan(span, token, name, _exc_info()[1])
-        stack.append(started)
+        run.open_spans.stack.append(started)
         return started
-    except Exception:  # RecursionError included: whatever started is ended, the context restored
-        _abandon(span, token)
+    except Exception as error:  # RecursionError included: whatever started is ended, the
+        # context restored; a span the tracer started before failing is found in the traceback
+        _abandon(span if span is not None else _started_in(error), token)
         try:
             warn_once(name, "starting the span")
         except Exception:  # logging at the recursion limit
             pass
         return None
+
+
+def _started_in(error: BaseException) -> Span | None:
+    """The span a tracer's ``start_span`` had started when ``error`` left it (a RecursionError in
+    a span processor's ``on_start`` after an earlier processor saw the span start): the recording
+    ``span`` of the innermost ``start_span`` frame of the traceback. Never raises."""
+    found = None
+    try:
+        tb = error.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            if frame.f_code.co_name == "start_span":
+                candidate = frame.f_locals.get("span")
+                if isinstance(candidate, otel_trace.Span) and candidate.is_recording():
+                    found = candidate
+            tb = tb.tb_next
+    except Exception:
+        pass
+    return found
 
 
 def _abandon(span: Span | None, token: Token[Context] | None) -> None:
@@ -276,11 +296,17 @@ class StartedSpan:
             warn_once(self._name, "ending the span")
 
     def close(self) -> None:
-        """End this span only, leaving the open-span stack alone."""
+        """End this span only, leaving the open-span stack alone.
+
+        After interpreter shutdown began (a ``__del__`` at exit) the span is dropped: the
+        providers are shut down, and the context and SDK would only log warnings.
+        """
         span = self._span
         if span is None:
             return
         self._span = None
+        if _is_finalizing():
+            return
         try:
             otel_context.detach(self._token)
         except Exception:

@@ -154,6 +154,51 @@ def test_recursion_error_after_the_sdk_span_started_ends_it(
     assert counting.started == counting.ended == 2
 
 
+class Deep(SpanProcessor):
+    """A span processor whose on_start runs deeper than the processor before it."""
+
+    def on_start(self, span: object, parent_context: object = None) -> None:
+        _deeper(15)
+
+
+def _deeper(n: int) -> int:
+    return _deeper(n - 1) if n else 0
+
+
+def test_recursion_error_in_a_later_processors_on_start_ends_the_span_it_started(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's start_span raises after the first processor's on_start saw the span start: the
+    runtime finds that span (the SDK's start_span frame in the traceback) and ends it."""
+    enable_env(monkeypatch)
+    counting = Counting()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(counting)
+    provider.add_span_processor(Deep())
+    otel.configure(tracer_provider=provider)
+    limit = sys.getrecursionlimit()
+    inside = 0  # start_span calls that failed after the span started
+    try:
+        for headroom in range(1, 150):
+            try:
+                sys.setrecursionlimit(_depth() + headroom)
+            except RecursionError:
+                continue
+            before = counting.started
+            try:
+                span = otel.start_span("megatron.checkpoint.save")
+            finally:
+                sys.setrecursionlimit(limit)
+            inside += span is None and counting.started > before
+            span and span.end()
+            assert counting.started == counting.ended, headroom
+            assert not trace.get_current_span().is_recording(), headroom
+    finally:
+        sys.setrecursionlimit(limit)
+    assert inside  # the limit did hit after the first on_start
+    assert otel._state.PROCESS.run.open_spans.stack == []
+
+
 # --- 6. ids from os.urandom; a programmatic enable() before configure() -----------------------
 
 
