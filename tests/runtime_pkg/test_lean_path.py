@@ -95,7 +95,7 @@ def run(otel: ModuleType, monkeypatch: pytest.MonkeyPatch, lean: bool) -> list[R
     muted_provider = TracerProvider(sampler=ALWAYS_OFF)
     otel.configure()
     expected = "LeanTracer" if lean else "Tracer"
-    assert type(otel._state.STATE.tracer).__name__ == expected
+    assert type(otel._state.PROCESS.run.tracer).__name__ == expected
     workload(otel, foreign_provider.get_tracer("foreign"), muted_provider.get_tracer("muted"))
     otel.shutdown()  # flushes the runtime's own provider
     spans = list(exporter.get_finished_spans()) + list(foreign_exporter.get_finished_spans())
@@ -189,7 +189,7 @@ def test_spans_started_with_a_program_provider_take_the_sdk_path(
     monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", "all")
     monkeypatch.setenv("MEGATRON_OTEL_METRICS_ENABLED", "0")
     otel.configure(tracer_provider=provider)
-    assert type(otel._state.STATE.tracer).__name__ == "Tracer"
+    assert type(otel._state.PROCESS.run.tracer).__name__ == "Tracer"
     span = otel.start_span("megatron.layer.forward")
     assert span is not None
     span.end()
@@ -251,7 +251,7 @@ def test_a_forked_child_drops_the_parents_buffered_spans(
     span = otel.start_span("megatron.layer.forward")
     assert span is not None
     span.end()
-    (recorder,) = [p for p in otel._state.STATE.owned[0]._megatron_processors]
+    (recorder,) = otel._state.PROCESS.run.processors
     assert recorder.queued() == 1
     read, write = os.pipe()
     pid = os.fork()
