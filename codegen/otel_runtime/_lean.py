@@ -59,6 +59,8 @@ _RECORDERS: weakref.WeakSet[LeanRecorder] = weakref.WeakSet()
 # The runtime's own TracerProviders that record lean -> their recorder.
 _BY_PROVIDER: weakref.WeakKeyDictionary[Any, LeanRecorder] = weakref.WeakKeyDictionary()
 _time_ns = time.time_ns
+# Attribute value types the SDK's validation keeps as they are.
+_PLAIN = frozenset((str, bool, int, float))
 
 
 def usable(provider: Any) -> bool:
@@ -556,12 +558,18 @@ class LeanRecorder:
         values: dict[str, Any] = dict(self.base.get(span._name, ()))
         if span._extra:
             values.update(span._extra)
-        attributes = BoundedAttributes(
-            limits.max_span_attributes,
-            values,
-            immutable=True,
-            max_value_len=limits.max_span_attribute_length,
-        )
+        attributes: Any = values  # plain values within the limits: what validation would keep
+        if (
+            len(values) > limits.max_span_attributes
+            or limits.max_span_attribute_length is not None
+            or not all(type(v) in _PLAIN for v in values.values())
+        ):
+            attributes = BoundedAttributes(
+                limits.max_span_attributes,
+                values,
+                immutable=True,
+                max_value_len=limits.max_span_attribute_length,
+            )
         events: Any = ()
         if span._events:
             events = BoundedList(limits.max_events)
