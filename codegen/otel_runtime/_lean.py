@@ -497,12 +497,15 @@ class LeanRecorder:
     # -- the export thread
 
     def _run(self) -> None:
-        while not self.done:
-            self.wake.wait(self.delay)
-            self.wake.clear()
-            self._drain(None)
-        # shut down: what is left, until the deadline the shutdown set (the join's timeout)
-        self._drain(time.monotonic() + self.export_timeout)
+        try:
+            while not self.done:
+                self.wake.wait(self.delay)
+                self.wake.clear()
+                self._drain(None)
+            # shut down: what is left, until the deadline the shutdown set (the join's timeout)
+            self._drain(time.monotonic() + self.export_timeout)
+        except Exception:  # never expected; the spans then wait for a flush, bounded, counted
+            log_once("lean-thread", "the span export thread stopped", exc_info=True)
 
     def _drain(self, deadline: float | None) -> bool:
         """Export every buffered span, a batch at a time; False when ``deadline`` passed first."""
