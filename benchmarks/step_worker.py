@@ -7,8 +7,9 @@ them: through the runtime's own providers, exporting over OTLP/HTTP to a live re
 ``FORK`` is the instrumented megatron-core (``codegen apply specs/ --out FORK``). The model,
 data, ``forward_step_func``, Megatron's global state, DDP wrapper and optimizer are those of the
 runtime tests (``tests/megatron_cpu/megatron_training_worker.py``, with its CPU redirects). Every
-round runs one ``train_step`` per arm in a shuffled order: ``off`` (telemetry never enabled), a
-second ``off`` (the noise floor: how far two identical arms drift apart), ``default``, ``all``
+round runs one ``train_step`` per arm in a shuffled order: ``off`` (telemetry off during the step:
+the arm configures and resets telemetry before it, the same set-up work and garbage as the other
+arms), a second ``off`` (the noise floor: how far two identical arms drift apart), ``default``, ``all``
 (the SDK path), ``all_urandom`` (the SDK path with the runtime's previous id generator, a
 ``os.urandom`` call per id: what the per-process generator saves) and ``lean`` (``all`` on the
 lean path, when the runtime has one). A telemetry arm
@@ -37,6 +38,7 @@ Shapes: ``tiny`` is the runtime tests' GPT (2 layers, hidden 64, seq 16, 2 micro
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -80,21 +82,23 @@ class Probe:
 
     def __init__(self, otel, tracer) -> None:
         self.otel, self.tracer, self.start_span = otel, tracer, otel.start_span
-        self.runtime_s = self.sdk_s = 0.0
+        self.runtime_s = self.sdk_s = self.runtime_cpu_s = self.sdk_cpu_s = 0.0
         self.spans = 0
 
     def sdk_span(self) -> None:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         with self.tracer.start_as_current_span(PROBE_NAME, attributes={"megatron.span_group": "layer"}):
             pass
+        self.sdk_cpu_s += time.thread_time() - cpu
         self.sdk_s += time.perf_counter() - start
 
     def __call__(self, *args, **kwargs):
         sdk_first = self.spans % 2 == 0
         if sdk_first:
             self.sdk_span()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         span = self.start_span(*args, **kwargs)
+        self.runtime_cpu_s += time.thread_time() - cpu
         self.runtime_s += time.perf_counter() - start
         self.spans += 1
         if not sdk_first:
@@ -112,8 +116,9 @@ class _Timed:
         return self.span.set_attributes(attributes)
 
     def end(self) -> None:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         self.span.end()
+        self.probe.runtime_cpu_s += time.thread_time() - cpu
         self.probe.runtime_s += time.perf_counter() - start
 
 
@@ -252,11 +257,15 @@ def main() -> None:
             for arm in arms:
                 if arm in TELEMETRY:
                     set_up(otel, arm)
+                else:  # the same set-up work as a telemetry arm, ended before the step
+                    set_up(otel, "all")
+                    otel.reset()
                 probe = probes.get(arm)
                 if probe is not None and step >= options.warmup:
                     probe.tracer = owned_provider().get_tracer("bench")
                     otel.start_span = probe
                 data = iter(batches)
+                gc.collect()  # what configure() allocated is not collected inside the timed step
                 process = time.process_time()
                 start, thread = time.perf_counter(), time.thread_time()
                 training.train_step(
@@ -292,6 +301,7 @@ def main() -> None:
                 "python": sys.version.split()[0],
                 "torch": torch.__version__,
                 "threads": torch.get_num_threads(),
+                "load": f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
                 "recording": "runtime's own providers, OTLP/HTTP to a live receiver (batch export)",
                 "median_s": {arm: statistics.median(times[arm]) for arm in timed if arm not in PROBES},
                 "cpu_s": {arm: statistics.median(cpu[arm]) for arm in timed if arm not in PROBES},
@@ -304,6 +314,8 @@ def main() -> None:
                         "spans": probe.spans,
                         "runtime_span_s": probe.runtime_s / max(probe.spans, 1),
                         "sdk_span_s": probe.sdk_s / max(probe.spans, 1),
+                        "runtime_span_cpu_s": probe.runtime_cpu_s / max(probe.spans, 1),
+                        "sdk_span_cpu_s": probe.sdk_cpu_s / max(probe.spans, 1),
                     }
                     for arm, probe in probes.items()
                 },
