@@ -29,7 +29,7 @@ from tests.megatron_cpu.test_otlp_export import SPECS, Worker, otel_env  # noqa:
 RECORDINGS = ("lean", "sdk", "program")
 TRACERS = {"lean": "LeanTracer", "sdk": "Tracer", "program": "Tracer"}
 # Resource attributes that name the process itself (they differ between two runs)
-PER_PROCESS = ("process.pid", "process.command_args", "process.runtime.version")
+PER_PROCESS = ("process.pid", "process.command_args", "process.runtime.version", "service.instance.id")
 
 
 @pytest.fixture(scope="module")
