@@ -82,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
         help="groups/presets whose every span must appear (default: the groups seen in the capture)",
     )
 
+    _report_parser(commands)
+
     validate = commands.add_parser(
         "validate",
         help="check the specs against the sources without writing anything",
@@ -129,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.specs}: error: no such spec directory or file", file=sys.stderr)
         return EXIT_SPEC
     try:
+        if args.command == "report":
+            return _report(args)
         if args.command != "verify" and not _spec_warnings(args):
             return EXIT_SPEC
         if args.command == "validate":
@@ -283,6 +287,58 @@ def _verify(args: argparse.Namespace) -> int:
     report = verify(project, plan, captured, groups, metrics)
     print(report.render())
     return EXIT_OK if report.clean else EXIT_STALE
+
+
+# -- codegen report (codegen/report/) ---------------------------------------------------------------
+
+DEFAULT_SPECS = Path(__file__).resolve().parent.parent / "specs"
+
+
+def _report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    report = commands.add_parser(
+        "report",
+        help="goodput, badput and step times of a run from its captured spans; a timeline",
+        description="Read what a run exported (OTLP JSON files, the console exporter's output; several "
+        "files of several ranks and restarts of one job) and print where the time went: goodput, badput "
+        "by category, step times, checkpoints. With --out, also write report.txt, a Perfetto trace "
+        "(trace.perfetto.json) and a self-contained HTML page (report.html). Exit 0, or 3 when a capture "
+        "cannot be read.",
+    )
+    report.add_argument("captures", type=Path, nargs="+", metavar="CAPTURE", help="captured spans")
+    report.add_argument(
+        "--specs", type=Path, default=DEFAULT_SPECS, metavar="DIR", help="the spec directory (default: %(default)s)"
+    )
+    report.add_argument("--out", type=Path, metavar="DIR", help="write the report files into DIR")
+    report.add_argument("--title", default="Where did the time go", help="the HTML page's title")
+
+
+def _report(args: argparse.Namespace) -> int:
+    from codegen.report import CaptureError, TaxonomyError, build, write_outputs
+    from codegen.spec.load import load_project
+
+    diags = Diagnostics()
+    try:
+        project = load_project(args.specs, diags)
+        outputs = build(project, args.captures)
+        written = write_outputs(outputs, args.out, args.title) if args.out is not None else []
+    except SpecError as exc:
+        print(exc.diagnostics.render(), file=sys.stderr)
+        return EXIT_SPEC
+    except TaxonomyError as exc:
+        print(f"{args.specs}: error: {exc}", file=sys.stderr)
+        return EXIT_SPEC
+    except CaptureError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_SOURCE
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SOURCE
+    for name, (count, where) in sorted(outputs.report.unknown.items()):
+        print(f"{where}: warning: span '{name}' ({count}x) is not in the specs' taxonomy", file=sys.stderr)
+    print(outputs.text, end="")
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
 
 
 FORK_MARKER = ".codegen-fork"

@@ -1,0 +1,296 @@
+"""Parse: capture records -> a compact, checked model of one job (processes, runs, spans).
+
+Spans are kept in flat arrays (about 60 bytes a span), not as objects: a million spans fit in
+tens of megabytes, and only one exported document is held as parsed JSON at a time. Everything
+the report needs later (accounting, the timeline files) reads these arrays.
+
+A *process* is one exporting rank of one run, told apart by its resource (``run_uuid``, the rank,
+host and pid). A *run* (an attempt: the first start or a restart) is the set of processes whose
+time overlaps (or that share a ``run_uuid``). Checked here, each failure a
+:class:`~codegen.report.capture_adapter.CaptureError` naming the record: a negative duration,
+resources of two jobs (``job_uuid``, ``service.name``, or the run's shape attributes differing,
+more processes in a run than its ``dl.world_size``).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from codegen.report.capture_adapter import CaptureError, CapturedSpan, iter_records
+from codegen.report.taxonomy import Taxonomy
+
+RANK_KEYS = ("dl.rank", "megatron.rank", "rank", "slurm.procid")
+# Resource attributes every process of one job shares (the job's shape).
+SHAPE_KEYS = (
+    "dl.world_size",
+    "dl.tensor_parallel.size",
+    "dl.pipeline_parallel.size",
+    "dl.data_parallel.size",
+    "megatron.num_layers",
+    "megatron.hidden_size",
+    "megatron.num_attention_heads",
+)
+THREAD_KEYS = ("thread.id",)
+
+
+@dataclass
+class Process:
+    index: int
+    key: tuple[Any, ...]
+    resource: dict[str, Any]
+    source: str  # where its first span was read
+    rank: int | None
+    start: int = sys.maxsize
+    end: int = 0
+    run: int = -1  # index of its run, set by ``Capture.close``
+
+    @property
+    def label(self) -> str:
+        pid = self.resource.get("process.pid")
+        rank = f"rank {self.rank}" if self.rank is not None else f"process {self.index}"
+        return f"{rank} (pid {pid})" if pid is not None else rank
+
+
+@dataclass
+class Run:
+    index: int
+    processes: list[int]
+    start: int
+    end: int
+    uuid: str | None = None
+
+
+@dataclass
+class Link:
+    span: int  # index of the linking span
+    trace_id: str
+    span_id: int
+
+
+@dataclass
+class Capture:
+    """One job's spans: parallel arrays indexed by span number, and the processes and runs."""
+
+    names: list[str] = field(default_factory=list)  # name index -> name
+    name_index: dict[str, int] = field(default_factory=dict)
+    name: array[int] = field(default_factory=lambda: array("I"))
+    process: array[int] = field(default_factory=lambda: array("I"))
+    start: array[int] = field(default_factory=lambda: array("q"))
+    end: array[int] = field(default_factory=lambda: array("q"))
+    span_id: array[int] = field(default_factory=lambda: array("Q"))
+    parent_id: array[int] = field(default_factory=lambda: array("Q"))  # 0: a root
+    iteration: array[int] = field(default_factory=lambda: array("q"))  # -1: none
+    thread: array[int] = field(default_factory=lambda: array("q"))  # 0: not recorded
+    error: array[int] = field(default_factory=lambda: array("b"))  # 1: status ERROR
+    links: list[Link] = field(default_factory=list)
+    processes: list[Process] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    unknown: dict[str, tuple[int, str]] = field(default_factory=dict)  # name -> (count, first source)
+    metrics: int = 0
+    job: dict[str, tuple[Any, str]] = field(default_factory=dict)  # job-identity key -> (value, source)
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def name_id(self, name: str) -> int:
+        index = self.name_index.get(name)
+        if index is None:
+            index = self.name_index[name] = len(self.names)
+            self.names.append(name)
+        return index
+
+    def spans_named(self, name: str) -> Iterator[int]:
+        index = self.name_index.get(name)
+        if index is None:
+            return iter(())
+        return (i for i, n in enumerate(self.name) if n == index)
+
+
+def _span_int(value: str, what: str, source: str) -> int:
+    if not value:
+        return 0
+    try:
+        return int(value[-16:], 16)
+    except ValueError:
+        raise CaptureError(f"{source}:1: error: {what} {value!r} is not hexadecimal") from None
+
+
+def _rank(resource: dict[str, Any]) -> int | None:
+    for key in RANK_KEYS:
+        value = resource.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+    return None
+
+
+def read(paths: Iterable[Path], taxonomy: Taxonomy) -> Capture:
+    capture = Capture()
+    by_key: dict[tuple[Any, ...], Process] = {}
+    key_attr = taxonomy.iteration_key
+    keep = frozenset((key_attr, *THREAD_KEYS))
+    known = taxonomy.names
+    # the hot loop: local names for every array's append (a million spans take seconds)
+    name_index = capture.name_index
+    add_name, add_process = capture.name.append, capture.process.append
+    add_start, add_end = capture.start.append, capture.end.append
+    add_id, add_parent = capture.span_id.append, capture.parent_id.append
+    add_iteration, add_thread, add_error = capture.iteration.append, capture.thread.append, capture.error.append
+    last_resource: dict[str, Any] | None = None
+    process: Process | None = None
+    # millions of short-lived dicts, none in a cycle: the cyclic collector only costs time here
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for span in iter_records(paths, keep):
+            if not isinstance(span, CapturedSpan):
+                capture.metrics += 1
+                _check_job(capture, span.resource, span.source)
+                continue
+            start, end = span.start_ns, span.end_ns
+            if end < start:
+                raise CaptureError(
+                    f"{span.source}:1: error: span '{span.name}' ends before it starts "
+                    f"(duration {(end - start) / 1e6:.3f} ms)"
+                )
+            if span.resource is not last_resource or process is None:
+                last_resource = span.resource
+                process = _process(capture, by_key, span)
+            if start < process.start:
+                process.start = start
+            if end > process.end:
+                process.end = end
+            name = span.name
+            name_id = name_index.get(name)
+            if name_id is None:
+                name_id = capture.name_id(name)
+                if name not in known:
+                    capture.unknown[name] = (0, span.source)
+            if name in capture.unknown:
+                count, where = capture.unknown[name]
+                capture.unknown[name] = (count + 1, where)
+            if span.links:
+                index = len(capture.name)
+                for link in span.links:
+                    capture.links.append(Link(index, link.trace_id, _span_int(link.span_id, "linked span id", span.source)))
+            add_name(name_id)
+            add_process(process.index)
+            add_start(start)
+            add_end(end)
+            try:
+                add_id(int(span.span_id, 16) if span.span_id else 0)
+                add_parent(int(span.parent_id, 16) if span.parent_id else 0)
+            except ValueError:
+                del capture.name[-1:], capture.process[-1:], capture.start[-1:], capture.end[-1:]
+                _span_int(span.span_id, "span id", span.source)
+                _span_int(span.parent_id or "", "parent span id", span.source)
+                raise
+            attributes = span.attributes
+            number = attributes.get(key_attr, -1) if attributes else -1
+            add_iteration(number if number.__class__ is int else -1)
+            thread = attributes.get("thread.id", 0) if attributes else 0
+            add_thread(thread if thread.__class__ is int else 0)
+            add_error(1 if span.status == "ERROR" else 0)
+    finally:
+        if collecting:
+            gc.enable()
+    close(capture)
+    return capture
+
+
+def _process(capture: Capture, by_key: dict[tuple[Any, ...], Process], span: CapturedSpan) -> Process:
+    resource = span.resource
+    rank = _rank(resource)
+    key = (
+        resource.get("run_uuid"),
+        rank,
+        resource.get("host.name"),
+        resource.get("process.pid"),
+        None if any(k in resource for k in ("process.pid", "run_uuid")) else span.source.rsplit(":", 1)[0],
+    )
+    process = by_key.get(key)
+    if process is None:
+        _check_job(capture, resource, span.source)
+        process = Process(len(capture.processes), key, dict(resource), span.source, rank)
+        by_key[key] = process
+        capture.processes.append(process)
+    return process
+
+
+def _check_job(capture: Capture, resource: dict[str, Any], source: str) -> None:
+    for key in ("job_uuid", "service.name"):
+        value = resource.get(key)
+        if value is None:
+            continue
+        seen = capture.job.setdefault(key, (value, source))
+        if seen[0] != value:
+            raise CaptureError(
+                f"{source}:1: error: spans of two jobs mixed: {key} is {value!r} here and {seen[0]!r} at "
+                f"{seen[1]}; report one job at a time"
+            )
+
+
+def close(capture: Capture) -> None:
+    """Group the processes into runs and check that they belong to one job."""
+    if not capture.processes:
+        raise CaptureError("error: the capture holds no spans")
+    order = sorted(capture.processes, key=lambda p: (p.start, p.index))
+    runs: list[Run] = []
+    by_uuid: dict[str, Run] = {}
+    for process in order:
+        uuid = process.resource.get("run_uuid")
+        run = by_uuid.get(uuid) if isinstance(uuid, str) else None
+        if run is None and uuid is None and runs and runs[-1].uuid is None and process.start < runs[-1].end:
+            run = runs[-1]
+        if run is None:
+            run = Run(len(runs), [], process.start, process.end, uuid if isinstance(uuid, str) else None)
+            runs.append(run)
+            if run.uuid is not None:
+                by_uuid[run.uuid] = run
+        run.processes.append(process.index)
+        run.start, run.end = min(run.start, process.start), max(run.end, process.end)
+        process.run = run.index
+    runs.sort(key=lambda r: r.start)
+    for index, run in enumerate(runs):
+        run.index = index
+        for p in run.processes:
+            capture.processes[p].run = index
+        _check_run(capture, run)
+    for before, after in zip(runs, runs[1:]):
+        if after.start < before.end:
+            raise CaptureError(
+                f"{capture.processes[after.processes[0]].source}:1: error: spans of two jobs mixed: "
+                f"runs {before.uuid} and {after.uuid} overlap in time"
+            )
+    capture.runs = runs
+
+
+def _check_run(capture: Capture, run: Run) -> None:
+    members = [capture.processes[p] for p in run.processes]
+    first = members[0]
+    for other in members[1:]:
+        for key in SHAPE_KEYS:
+            a, b = first.resource.get(key), other.resource.get(key)
+            if a is not None and b is not None and a != b:
+                raise CaptureError(
+                    f"{other.source}:1: error: spans of two jobs mixed: processes running at the same time "
+                    f"differ in {key} ({b!r} here, {a!r} at {first.source})"
+                )
+        if first.rank is not None and first.rank == other.rank:
+            raise CaptureError(
+                f"{other.source}:1: error: spans of two jobs mixed: two processes of rank {other.rank} "
+                f"run at the same time (here and at {first.source})"
+            )
+    world = first.resource.get("dl.world_size")
+    if isinstance(world, int) and len(members) > world:
+        raise CaptureError(
+            f"{members[-1].source}:1: error: spans of two jobs mixed: {len(members)} processes run at the "
+            f"same time, but dl.world_size is {world}"
+        )
