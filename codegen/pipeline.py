@@ -8,6 +8,7 @@ from pathlib import Path
 from codegen.diagnostics import Diagnostic, Diagnostics, Pos, SpecError
 from codegen.emit.coverage import render_report
 from codegen.emit.docs import render_docs
+from codegen.emit.goodput_docs import render_goodput_docs
 from codegen.emit.patch import make_patch, write_patch_set
 from codegen.emit.registry import render_registry
 from codegen.emit.runtime import render_runtime
@@ -89,6 +90,7 @@ def generate(
         if old != text:
             changes[path] = (old, text)
     docs = render_docs(project, plan, TEMPLATES_DIR, full)
+    docs.update(render_goodput_docs(project, TEMPLATES_DIR))
     report = render_report(TEMPLATES_DIR, tree, project, excluded, missing)
     return Generation(
         project,
