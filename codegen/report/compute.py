@@ -265,6 +265,9 @@ def account(capture: Capture, taxonomy: Taxonomy) -> Report:
     summaries: list[RunSummary] = []
     save_end: dict[tuple[int, int], int] = {}  # (process, iteration) -> end of its save
     saves_by_run: dict[int, set[int]] = defaultdict(set)
+    # a save span inside another (checkpoint.save within exposed_save) is part of that save
+    save_ids = {(capture.process[i], capture.span_id[i]) for i in by_role["save"]}
+    by_role["save"] = [i for i in by_role["save"] if (capture.process[i], capture.parent_id[i]) not in save_ids]
     for i in by_role["save"]:
         p = capture.process[i]
         number = capture.iteration[i]
