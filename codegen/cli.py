@@ -306,7 +306,11 @@ def _report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     report.add_argument("captures", type=Path, nargs="+", metavar="CAPTURE", help="captured spans")
     report.add_argument(
-        "--specs", type=Path, default=DEFAULT_SPECS, metavar="DIR", help="the spec directory (default: %(default)s)"
+        "--specs",
+        type=Path,
+        default=DEFAULT_SPECS,
+        metavar="DIR",
+        help="the spec directory (default: %(default)s)",
     )
     report.add_argument("--out", type=Path, metavar="DIR", help="write the report files into DIR")
     report.add_argument("--title", default="Where did the time go", help="the HTML page's title")

@@ -58,7 +58,9 @@ def render_goodput_docs(project: Project, templates_dir: Path) -> dict[str, str]
         rule = rules.get(category) or f"spans of group `{by_group[category]}`"
         names = taxonomy.names_in(category) if category in (GOODPUT, STARTUP) or category in by_group else ()
         rows.append({"title": TITLES[category], "rule": rule, "names": _names(names)})
-    children = sorted(n for n, phase in taxonomy.startup_phase.items() if n not in taxonomy.phases and n != taxonomy.startup)
+    children = sorted(
+        n for n, phase in taxonomy.startup_phase.items() if n not in taxonomy.phases and n != taxonomy.startup
+    )
     finalize = [n for n in taxonomy.names_in(CHECKPOINT_SAVE) if "finalize" in n]
     context = {
         "categories": rows,

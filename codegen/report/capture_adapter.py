@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -25,7 +25,7 @@ class CaptureError(Exception):
 class CapturedLink(NamedTuple):
     trace_id: str
     span_id: str
-    attributes: dict[str, Any] = {}
+    attributes: dict[str, Any]
 
 
 class CapturedSpan(NamedTuple):  # a tuple: a million of them are built in seconds
@@ -119,7 +119,9 @@ def _unterminated(exc: json.JSONDecodeError) -> bool:
     return exc.msg.startswith("Unterminated string")
 
 
-def _records(document: Any, where: str, keep: frozenset[str] | None) -> Iterator[CapturedSpan | CapturedMetric]:
+def _records(
+    document: Any, where: str, keep: frozenset[str] | None
+) -> Iterator[CapturedSpan | CapturedMetric]:
     if isinstance(document, dict) and "resourceSpans" in document:
         for resource in _list(document["resourceSpans"], where, "resourceSpans"):
             attrs = _attributes((resource.get("resource") or {}).get("attributes"), where)
@@ -132,7 +134,9 @@ def _records(document: Any, where: str, keep: frozenset[str] | None) -> Iterator
             for scope in _list(resource.get("scopeMetrics", []), where, "scopeMetrics"):
                 for raw in _list(scope.get("metrics", []), where, "metrics"):
                     kind = next((k for k in ("histogram", "sum", "gauge") if k in raw), "")
-                    yield CapturedMetric(str(raw.get("name", "")), str(raw.get("unit", "")), kind, attrs, where)
+                    yield CapturedMetric(
+                        str(raw.get("name", "")), str(raw.get("unit", "")), kind, attrs, where
+                    )
     elif isinstance(document, dict) and "context" in document and "name" in document:
         yield _console_span(document, where)
     else:
@@ -173,7 +177,7 @@ def _attributes(raw: Any, where: str) -> dict[str, Any]:
 
 def _hex(value: Any) -> str:
     if value.__class__ is str and not value.startswith("0x"):
-        return value  # type: ignore[no-any-return]  # the common case: already plain hex
+        return str(value)  # the common case: already plain hex
     return str(value or "").removeprefix("0x")
 
 
@@ -218,7 +222,11 @@ def _otlp_span(
         _attributes(raw_attributes, where) if raw_attributes else {},
         resource,
         tuple(
-            CapturedLink(_hex(link.get("traceId")), _hex(link.get("spanId")), _attributes(link.get("attributes"), where))
+            CapturedLink(
+                _hex(link.get("traceId")),
+                _hex(link.get("spanId")),
+                _attributes(link.get("attributes"), where),
+            )
             for link in links
             if isinstance(link, dict)
         )
@@ -236,7 +244,7 @@ def _iso_nanos(value: Any, key: str, name: str, where: str) -> int:
     text = value.rstrip("Z")
     whole, _, fraction = text.partition(".")
     try:
-        moment = datetime.fromisoformat(whole).replace(tzinfo=timezone.utc)
+        moment = datetime.fromisoformat(whole).replace(tzinfo=UTC)
     except ValueError:
         raise CaptureError(f"{where}:1: error: span '{name}': {key} {value!r} is not an ISO time") from None
     digits = (fraction + "000000000")[:9] if fraction.isdigit() or not fraction else None

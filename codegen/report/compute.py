@@ -11,6 +11,8 @@ generated docs page "How the report counts" for each definition.
 
 from __future__ import annotations
 
+import itertools
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -152,98 +154,19 @@ def _partition(spans: Sequence[tuple[int, int, str]], lo: int, hi: int, totals: 
     advance(hi)
 
 
+@dataclass
+class _Scan:
+    """One pass over the spans: per process the category-setting spans, span indices by role."""
+
+    classified: list[list[tuple[int, int, str]]]
+    by_role: dict[str, list[int]]
+    bars: list[Bar]
+    proc_run: list[int]
+
+
 def account(capture: Capture, taxonomy: Taxonomy) -> Report:
-    names = capture.names
-    bucket_of: list[str | None] = []
-    for name in names:
-        category = taxonomy.category.get(name)
-        if category == STARTUP:
-            bucket_of.append(f"{STARTUP}:{taxonomy.startup_phase[name]}")
-        else:
-            bucket_of.append(category)
-    role = {taxonomy.iteration: "iteration", taxonomy.interval: "interval", taxonomy.startup: "startup"}
-    role.update({n: "phase" for n in taxonomy.step_phases})
-    role.update({n: "logging" for n in taxonomy.logging})
-    role.update({n: "save" for n in taxonomy.save})
-    role.update({n: "load" for n in taxonomy.load})
-    first_names = set(taxonomy.names_in(FIRST_ITERATION))
-    role_of = [role.get(n, "first" if n in first_names else "") for n in names]
-
-    nproc = len(capture.processes)
-    classified: list[list[tuple[int, int, str]]] = [[] for _ in range(nproc)]
-    by_role: dict[str, list[int]] = defaultdict(list)
-    bars: list[Bar] = []
-    drawn: dict[int, int] = defaultdict(int)
-    for i in range(len(capture)):
-        n = capture.name[i]
-        bucket = bucket_of[n]
-        p = capture.process[i]
-        if bucket is not None:
-            classified[p].append((capture.start[i], capture.end[i], bucket))
-        r = role_of[n]
-        if r:
-            by_role[r].append(i)
-        if bucket is not None or r == "iteration":
-            row = _row(bucket, r)
-            if r == "iteration":
-                drawn[p] += 1
-                if drawn[p] > TIMELINE_ITERATIONS:
-                    continue
-            elif names[n] not in taxonomy.timeline:
-                continue
-            number = capture.iteration[i]
-            bars.append(
-                Bar(p, row, names[n], capture.start[i], capture.end[i],
-                    str(number) if number >= 0 else "", bool(capture.error[i]))  # fmt: skip
-            )
-
-    runs = capture.runs
-    proc_run = [pr.run for pr in capture.processes]
-    # -- iterations, per run and number ---------------------------------------------------------
-    per_iter: dict[tuple[int, int], Iteration] = {}
-    step_of_span: dict[tuple[int, int], tuple[int, int]] = {}
-    first_seen: dict[int, int] = {}
-    for i in sorted(by_role["iteration"], key=lambda k: capture.start[k]):
-        p = capture.process[i]
-        number = capture.iteration[i]
-        key = (proc_run[p], number)
-        item = per_iter.setdefault(key, Iteration(proc_run[p], number, {}))
-        item.durations[p] = capture.end[i] - capture.start[i]
-        step_of_span[(p, capture.span_id[i])] = key
-        if p not in first_seen:
-            first_seen[p] = number
-            item.first = True
-    for i in by_role["first"]:
-        p = capture.process[i]
-        parent = step_of_span.get((p, capture.parent_id[i]))
-        if parent is not None:
-            step_of_span[(p, capture.span_id[i])] = parent
-    phase_ns: dict[tuple[int, int], dict[int, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
-    for i in by_role["phase"]:
-        p = capture.process[i]
-        key = step_of_span.get((p, capture.parent_id[i]))
-        if key is not None:
-            phase_ns[key][p][names[capture.name[i]]] += capture.end[i] - capture.start[i]
-    # logging beside the iteration: the iteration of the same process that started last before it
-    starts: dict[int, list[tuple[int, tuple[int, int]]]] = defaultdict(list)
-    for i in by_role["iteration"]:
-        p = capture.process[i]
-        starts[p].append((capture.start[i], (proc_run[p], capture.iteration[i])))
-    for value in starts.values():
-        value.sort()
-    from bisect import bisect_right
-
-    for i in by_role["logging"]:
-        p = capture.process[i]
-        found = starts.get(p, [])
-        at = bisect_right(found, (capture.start[i], (1 << 62, 0))) - 1
-        if at >= 0:
-            phase_ns[found[at][1]][p]["logging"] += capture.end[i] - capture.start[i]
-    ordered = sorted(per_iter.values(), key=lambda it: (it.run, it.number))
-    for item in ordered:
-        slow, _ = item.slowest
-        item.phases = dict(phase_ns.get((item.run, item.number), {}).get(slow, {}))
-
+    scan = _scan(capture, taxonomy)
+    ordered = _iterations(capture, scan)
     rest = sorted(it.slowest[1] for it in ordered if not it.first)
     firsts = [it.slowest[1] for it in ordered if it.first]
     steps = StepStats(
@@ -253,21 +176,133 @@ def account(capture: Capture, taxonomy: Taxonomy) -> Report:
         p90=_quantile(rest, 0.9) / 1e9 if rest else None,
         max=rest[-1] / 1e9 if rest else None,
     )
-    phase_names = sorted({k for it in ordered for k in it.phases})
+    others = [it for it in ordered if not it.first]
     phase_totals = {
-        k: median([it.phases.get(k, 0) for it in ordered if not it.first]) / 1e9
-        for k in phase_names
-        if any(not it.first for it in ordered)
+        k: median([it.phases.get(k, 0) for it in others]) / 1e9
+        for k in sorted({k for it in ordered for k in it.phases})
+        if others
     }
+    summaries, cut = _runs(capture, scan, ordered)
     median_step = {p: median(d) for p, d in _per_process_steps(ordered).items()}
+    totals, startup_phases, per_process = _time(capture, scan, cut, median_step)
+    runs = capture.runs
+    return Report(
+        start=runs[0].start,
+        end=runs[-1].end,
+        totals=totals,
+        startup_phases=startup_phases,
+        per_process=per_process,
+        labels={pr.index: pr.label for pr in capture.processes},
+        runs=summaries,
+        iterations=ordered,
+        steps=steps,
+        phase_totals=phase_totals,
+        checkpoints=_checkpoints(capture, scan),
+        bars=scan.bars,
+        unknown=dict(capture.unknown),
+        spans=len(capture),
+    )
 
-    # -- runs: saves, resume points, progress lost ------------------------------------------------
-    summaries: list[RunSummary] = []
+
+def _scan(capture: Capture, taxonomy: Taxonomy) -> _Scan:
+    names = capture.names
+    bucket_of: list[str | None] = []
+    for name in names:
+        category = taxonomy.category.get(name)
+        bucket_of.append(f"{STARTUP}:{taxonomy.startup_phase[name]}" if category == STARTUP else category)
+    role = {taxonomy.iteration: "iteration", taxonomy.interval: "interval", taxonomy.startup: "startup"}
+    role.update(dict.fromkeys(taxonomy.step_phases, "phase"))
+    role.update(dict.fromkeys(taxonomy.logging, "logging"))
+    role.update(dict.fromkeys(taxonomy.save, "save"))
+    role.update(dict.fromkeys(taxonomy.load, "load"))
+    first_names = set(taxonomy.names_in(FIRST_ITERATION))
+    role_of = [role.get(n, "first" if n in first_names else "") for n in names]
+    scan = _Scan([[] for _ in capture.processes], defaultdict(list), [], [p.run for p in capture.processes])
+    drawn: dict[int, int] = defaultdict(int)
+    for i in range(len(capture)):
+        n = capture.name[i]
+        bucket = bucket_of[n]
+        p = capture.process[i]
+        if bucket is not None:
+            scan.classified[p].append((capture.start[i], capture.end[i], bucket))
+        r = role_of[n]
+        if r:
+            scan.by_role[r].append(i)
+        if bucket is None and r != "iteration":
+            continue
+        if r == "iteration":
+            drawn[p] += 1
+            if drawn[p] > TIMELINE_ITERATIONS:
+                continue
+        elif names[n] not in taxonomy.timeline:
+            continue
+        number = capture.iteration[i]
+        label = str(number) if number >= 0 else ""
+        row = _row(bucket, r)
+        scan.bars.append(
+            Bar(p, row, names[n], capture.start[i], capture.end[i], label, bool(capture.error[i]))
+        )
+    # a save span inside another (checkpoint.save within exposed_save) is part of that save
+    saves = scan.by_role["save"]
+    save_ids = {(capture.process[i], capture.span_id[i]) for i in saves}
+    scan.by_role["save"] = [i for i in saves if (capture.process[i], capture.parent_id[i]) not in save_ids]
+    return scan
+
+
+def _iterations(capture: Capture, scan: _Scan) -> list[Iteration]:
+    """Iterations per run and number, with each process's step time and the slowest's phases."""
+    by_role, proc_run, names = scan.by_role, scan.proc_run, capture.names
+    per_iter: dict[tuple[int, int], Iteration] = {}
+    step_of_span: dict[tuple[int, int], tuple[int, int]] = {}
+    seen: set[int] = set()
+    for i in sorted(by_role["iteration"], key=lambda k: capture.start[k]):
+        p = capture.process[i]
+        key = (proc_run[p], capture.iteration[i])
+        item = per_iter.setdefault(key, Iteration(key[0], key[1], {}))
+        item.durations[p] = capture.end[i] - capture.start[i]
+        step_of_span[(p, capture.span_id[i])] = key
+        if p not in seen:
+            seen.add(p)
+            item.first = True
+    for i in by_role["first"]:  # phases may run inside the first-iteration span
+        p = capture.process[i]
+        owner = step_of_span.get((p, capture.parent_id[i]))
+        if owner is not None:
+            step_of_span[(p, capture.span_id[i])] = owner
+    phase_ns: dict[tuple[int, int], dict[int, dict[str, int]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(int))
+    )
+    for i in by_role["phase"]:
+        p = capture.process[i]
+        owner = step_of_span.get((p, capture.parent_id[i]))
+        if owner is not None:
+            phase_ns[owner][p][names[capture.name[i]]] += capture.end[i] - capture.start[i]
+    # logging beside the iteration: the iteration of the same process that started last before it
+    starts: dict[int, list[tuple[int, tuple[int, int]]]] = defaultdict(list)
+    for i in by_role["iteration"]:
+        p = capture.process[i]
+        starts[p].append((capture.start[i], (proc_run[p], capture.iteration[i])))
+    for value in starts.values():
+        value.sort()
+    for i in by_role["logging"]:
+        p = capture.process[i]
+        candidates = starts.get(p, [])
+        at = bisect_right(candidates, (capture.start[i], (1 << 62, 0))) - 1
+        if at >= 0:
+            phase_ns[candidates[at][1]][p]["logging"] += capture.end[i] - capture.start[i]
+    ordered = sorted(per_iter.values(), key=lambda it: (it.run, it.number))
+    for item in ordered:
+        slow, _ = item.slowest
+        item.phases = dict(phase_ns.get((item.run, item.number), {}).get(slow, {}))
+    return ordered
+
+
+def _runs(capture: Capture, scan: _Scan, ordered: list[Iteration]) -> tuple[list[RunSummary], dict[int, int]]:
+    """Each run's summary, and per process of a run that a later run resumed from, the time
+    after which its goodput is lost (the end of the save the later run resumed from)."""
+    by_role, proc_run = scan.by_role, scan.proc_run
     save_end: dict[tuple[int, int], int] = {}  # (process, iteration) -> end of its save
     saves_by_run: dict[int, set[int]] = defaultdict(set)
-    # a save span inside another (checkpoint.save within exposed_save) is part of that save
-    save_ids = {(capture.process[i], capture.span_id[i]) for i in by_role["save"]}
-    by_role["save"] = [i for i in by_role["save"] if (capture.process[i], capture.parent_id[i]) not in save_ids]
     for i in by_role["save"]:
         p = capture.process[i]
         number = capture.iteration[i]
@@ -277,52 +312,65 @@ def account(capture: Capture, taxonomy: Taxonomy) -> Report:
     interval_first: dict[int, int] = {}
     failed: dict[int, bool] = defaultdict(bool)
     for i in by_role["interval"]:
-        run = proc_run[capture.process[i]]
+        index = proc_run[capture.process[i]]
         if capture.iteration[i] >= 0:
-            interval_first[run] = min(interval_first.get(run, 1 << 62), capture.iteration[i])
-        failed[run] |= bool(capture.error[i])
-    for run in runs:
+            interval_first[index] = min(interval_first.get(index, 1 << 62), capture.iteration[i])
+        failed[index] |= bool(capture.error[i])
+    summaries = []
+    for run in capture.runs:
         numbers = [it.number for it in ordered if it.run == run.index]
         summaries.append(
             RunSummary(
-                run.index, run.start, run.end, list(run.processes),
+                run.index,
+                run.start,
+                run.end,
+                list(run.processes),
                 min(numbers) if numbers else interval_first.get(run.index),
                 max(numbers) if numbers else None,
-                sorted(saves_by_run.get(run.index, ())), failed[run.index],
-            )  # fmt: skip
+                sorted(saves_by_run.get(run.index, ())),
+                failed[run.index],
+            )
         )
-    # where each run's progress stops counting: a later run resumed from a checkpoint of it
-    cut: dict[int, int] = {}  # process -> time after which its goodput is lost
-    for before, after in zip(summaries, summaries[1:]):
+    cut: dict[int, int] = {}
+    for before, after in itertools.pairwise(summaries):
         resumed = interval_first.get(after.index)
         if resumed is None:
             continue
         after.resumed_from = resumed
         before.redone = sum(1 for it in ordered if it.run == before.index and it.number >= resumed)
         for p in before.processes:
-            end = save_end.get((p, resumed))
-            if end is None:  # not saved in this run: everything past the iteration it reached is lost
-                later = [capture.start[i] for i in by_role["interval"] if capture.process[i] == p and capture.iteration[i] >= resumed]
-                end = min(later) if later else capture.processes[p].start
-            cut[p] = end
+            saved = save_end.get((p, resumed))
+            if saved is None:  # not saved in this run: everything from that iteration on is lost
+                later = [
+                    capture.start[i]
+                    for i in by_role["interval"]
+                    if capture.process[i] == p and capture.iteration[i] >= resumed
+                ]
+                saved = min(later) if later else capture.processes[p].start
+            cut[p] = saved
+    return summaries, cut
 
-    # -- the partition ---------------------------------------------------------------------------
+
+def _time(
+    capture: Capture, scan: _Scan, cut: dict[int, int], median_step: dict[int, float]
+) -> tuple[dict[str, float], dict[str, float], dict[int, dict[str, float]]]:
+    """The partition: job totals per category, start-up per phase, and per process."""
     totals = dict.fromkeys(CATEGORIES, 0.0)
     startup_phases: dict[str, float] = defaultdict(float)
     per_process: dict[int, dict[str, float]] = {}
-    for run in runs:
+    for run in capture.runs:
         share = 1.0 / len(run.processes)
         for p in run.processes:
-            spans = sorted(classified[p], key=lambda s: (s[0], -s[1]))
+            spans = sorted(scan.classified[p], key=lambda s: (s[0], -s[1]))
             found: dict[str, int] = defaultdict(int)
             at = cut.get(p)
             if at is not None and run.start < at < run.end:
                 _partition(spans, run.start, at, found)
-                after: dict[str, int] = defaultdict(int)
-                _partition(spans, at, run.end, after)
-                after[PROGRESS_LOST] += after.pop(GOODPUT, 0)
-                for k, v in after.items():
-                    found[k] += v
+                later: dict[str, int] = defaultdict(int)
+                _partition(spans, at, run.end, later)
+                later[PROGRESS_LOST] += later.pop(GOODPUT, 0)
+                for bucket, ns in later.items():
+                    found[bucket] += ns
             else:
                 _partition(spans, run.start, run.end, found)
                 if at is not None and at <= run.start:
@@ -334,50 +382,38 @@ def account(capture: Capture, taxonomy: Taxonomy) -> Report:
                 found[GOODPUT] += typical
             row = dict.fromkeys(CATEGORIES, 0.0)
             for bucket, ns in found.items():
-                category = bucket.split(":", 1)[0]
+                category, _, phase = bucket.partition(":")
                 row[category] += ns / 1e9
                 if category == STARTUP:
-                    startup_phases[bucket.split(":", 1)[1]] += ns / 1e9 * share
+                    startup_phases[phase] += ns / 1e9 * share
             per_process[p] = row
-            for category, seconds in row.items():
-                totals[category] += seconds * share
-    for before, after in zip(runs, runs[1:]):
+            for category, value in row.items():
+                totals[category] += value * share
+    for before, after in itertools.pairwise(capture.runs):
         totals[RESTART] += (after.start - before.end) / 1e9
+    return totals, dict(startup_phases), per_process
 
-    # -- checkpoints -----------------------------------------------------------------------------
+
+def _checkpoints(capture: Capture, scan: _Scan) -> list[Checkpoint]:
+    """Per save (and load): the slowest process's time, and the interval (run) it is a share of."""
     interval_span: dict[tuple[int, int], tuple[int, int]] = {}
-    for i in by_role["interval"]:
+    for i in scan.by_role["interval"]:
         interval_span[(capture.process[i], capture.span_id[i])] = (capture.start[i], capture.end[i])
-    checkpoints: dict[tuple[str, int, int], Checkpoint] = {}
+    found: dict[tuple[str, int, int], Checkpoint] = {}
     for kind in ("save", "load"):
-        for i in by_role[kind]:
+        for i in scan.by_role[kind]:
             p = capture.process[i]
-            run = proc_run[p]
-            seconds = (capture.end[i] - capture.start[i]) / 1e9
+            index = scan.proc_run[p]
+            took = (capture.end[i] - capture.start[i]) / 1e9
             if kind == "save":
                 lo, hi = interval_span.get((p, capture.parent_id[i]), (capture.start[i], capture.end[i]))
             else:
-                lo, hi = runs[run].start, runs[run].end
-            key = (kind, run, capture.iteration[i])
-            old = checkpoints.get(key)
-            if old is None or seconds > old.seconds:
-                checkpoints[key] = Checkpoint(kind, run, capture.iteration[i], seconds, (hi - lo) / 1e9)
-    return Report(
-        start=runs[0].start,
-        end=runs[-1].end,
-        totals=totals,
-        startup_phases=dict(startup_phases),
-        per_process=per_process,
-        labels={pr.index: pr.label for pr in capture.processes},
-        runs=summaries,
-        iterations=ordered,
-        steps=steps,
-        phase_totals=phase_totals,
-        checkpoints=sorted(checkpoints.values(), key=lambda c: (c.run, c.kind != "load", c.iteration)),
-        bars=bars,
-        unknown=dict(capture.unknown),
-        spans=len(capture),
-    )
+                lo, hi = capture.runs[index].start, capture.runs[index].end
+            key = (kind, index, capture.iteration[i])
+            old = found.get(key)
+            if old is None or took > old.seconds:
+                found[key] = Checkpoint(kind, index, capture.iteration[i], took, (hi - lo) / 1e9)
+    return sorted(found.values(), key=lambda c: (c.run, c.kind != "load", c.iteration))
 
 
 def _row(bucket: str | None, role: str) -> str:

@@ -15,6 +15,7 @@ more processes in a run than its ``dl.world_size``).
 from __future__ import annotations
 
 import gc
+import itertools
 import sys
 from array import array
 from collections.abc import Iterable, Iterator
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codegen.report.capture_adapter import CaptureError, CapturedSpan, iter_records
+from codegen.report.capture_adapter import CapturedSpan, CaptureError, iter_records
 from codegen.report.taxonomy import Taxonomy
 
 RANK_KEYS = ("dl.rank", "megatron.rank", "rank", "slurm.procid")
@@ -142,7 +143,11 @@ def read(paths: Iterable[Path], taxonomy: Taxonomy) -> Capture:
     add_name, add_process = capture.name.append, capture.process.append
     add_start, add_end = capture.start.append, capture.end.append
     add_id, add_parent = capture.span_id.append, capture.parent_id.append
-    add_iteration, add_thread, add_error = capture.iteration.append, capture.thread.append, capture.error.append
+    add_iteration, add_thread, add_error = (
+        capture.iteration.append,
+        capture.thread.append,
+        capture.error.append,
+    )
     last_resource: dict[str, Any] | None = None
     process: Process | None = None
     # millions of short-lived dicts, none in a cycle: the cyclic collector only costs time here
@@ -163,10 +168,8 @@ def read(paths: Iterable[Path], taxonomy: Taxonomy) -> Capture:
             if span.resource is not last_resource or process is None:
                 last_resource = span.resource
                 process = _process(capture, by_key, span)
-            if start < process.start:
-                process.start = start
-            if end > process.end:
-                process.end = end
+            process.start = min(process.start, start)
+            process.end = max(process.end, end)
             name = span.name
             name_id = name_index.get(name)
             if name_id is None:
@@ -179,7 +182,9 @@ def read(paths: Iterable[Path], taxonomy: Taxonomy) -> Capture:
             if span.links:
                 index = len(capture.name)
                 for link in span.links:
-                    capture.links.append(Link(index, link.trace_id, _span_int(link.span_id, "linked span id", span.source)))
+                    capture.links.append(
+                        Link(index, link.trace_id, _span_int(link.span_id, "linked span id", span.source))
+                    )
             add_name(name_id)
             add_process(process.index)
             add_start(start)
@@ -263,7 +268,7 @@ def close(capture: Capture) -> None:
         for p in run.processes:
             capture.processes[p].run = index
         _check_run(capture, run)
-    for before, after in zip(runs, runs[1:]):
+    for before, after in itertools.pairwise(runs):
         if after.start < before.end:
             raise CaptureError(
                 f"{capture.processes[after.processes[0]].source}:1: error: spans of two jobs mixed: "

@@ -55,12 +55,21 @@ def page_data(report: Report) -> dict[str, Any]:
     lane_index = {row: k for k, (row, _, _) in enumerate(LANES)}
     processes = sorted(report.labels, key=lambda p: (_run_of(report, p), p))
     bars = [
-        [b.process, lane_index[b.row], (b.start - origin) / 1e9, (b.end - origin) / 1e9, b.name, b.label, b.error]
+        [
+            b.process,
+            lane_index[b.row],
+            (b.start - origin) / 1e9,
+            (b.end - origin) / 1e9,
+            b.name,
+            b.label,
+            b.error,
+        ]
         for b in report.bars
         if b.row in lane_index
     ]
     steps = [
-        [it.run, it.number, it.slowest[1] / 1e9, it.first, report.labels[it.slowest[0]]] for it in report.iterations
+        [it.run, it.number, it.slowest[1] / 1e9, it.first, report.labels[it.slowest[0]]]
+        for it in report.iterations
     ]
     return {
         "wall": wall,
@@ -77,7 +86,9 @@ def page_data(report: Report) -> dict[str, Any]:
             for c in CATEGORIES
         ],
         "lanes": [{"title": title, "color": COLORS[color]} for _, title, color in LANES],
-        "processes": [{"index": p, "label": f"run {_run_of(report, p)}: {report.labels[p]}"} for p in processes],
+        "processes": [
+            {"index": p, "label": f"run {_run_of(report, p)}: {report.labels[p]}"} for p in processes
+        ],
         "processIndex": {str(p): k for k, p in enumerate(processes)},
         "runs": [{"start": (r.start - origin) / 1e9, "end": (r.end - origin) / 1e9} for r in report.runs],
         "bars": bars,

@@ -92,17 +92,26 @@ def _write(capture: Capture, taxonomy: Taxonomy, origin: int, out: IO[str]) -> i
         target = link.span
         emit(
             {
-                "ph": "s", "id": number, "name": "link", "cat": "link",
+                "ph": "s",
+                "id": number,
+                "name": "link",
+                "cat": "link",
                 "ts": _us(max(capture.start[source], capture.end[source] - 1000), origin),
-                "pid": capture.process[source] + 1, "tid": capture.thread[source] or MAIN_THREAD,
-            }  # fmt: skip
+                "pid": capture.process[source] + 1,
+                "tid": capture.thread[source] or MAIN_THREAD,
+            }
         )
         emit(
             {
-                "ph": "f", "bp": "e", "id": number, "name": "link", "cat": "link",
+                "ph": "f",
+                "bp": "e",
+                "id": number,
+                "name": "link",
+                "cat": "link",
                 "ts": _us(capture.start[target], origin),
-                "pid": capture.process[target] + 1, "tid": capture.thread[target] or MAIN_THREAD,
-            }  # fmt: skip
+                "pid": capture.process[target] + 1,
+                "tid": capture.thread[target] or MAIN_THREAD,
+            }
         )
     out.write("]}\n")
     return count

@@ -19,8 +19,10 @@ def seconds(value: float | None) -> str:
 def render_text(report: Report) -> str:
     wall = report.wall
     lines = [
-        f"Job: {wall:.3f} s wall time, {len(report.runs)} run{'s' if len(report.runs) != 1 else ''}, "
-        f"{len(report.labels)} process{'es' if len(report.labels) != 1 else ''}, {report.spans:,} spans",
+        (
+            f"Job: {wall:.3f} s wall time, {len(report.runs)} run{'s' if len(report.runs) != 1 else ''}, "
+            f"{len(report.labels)} process{'es' if len(report.labels) != 1 else ''}, {report.spans:,} spans"
+        ),
         f"Goodput: {report.goodput * 100:.1f}% ({seconds(report.totals[GOODPUT])} in productive training)",
         "",
         "Where the time went (share of wall time):",
@@ -38,7 +40,11 @@ def render_text(report: Report) -> str:
     lines.append(f"  {'total':<{width}}  {seconds(total):>10}  {total / wall * 100 if wall else 0:5.1f}%")
     lines += ["", "Runs:"]
     for run in report.runs:
-        what = [f"iterations {run.first_iteration}..{run.last_iteration}" if run.last_iteration is not None else "no iterations"]
+        what = [
+            f"iterations {run.first_iteration}..{run.last_iteration}"
+            if run.last_iteration is not None
+            else "no iterations"
+        ]
         what.append(f"saves at {', '.join(map(str, run.saves))}" if run.saves else "no saves")
         if run.resumed_from is not None:
             what.append(f"resumed from iteration {run.resumed_from}")
@@ -46,7 +52,10 @@ def render_text(report: Report) -> str:
             what.append(f"{run.redone} iteration{'s' if run.redone != 1 else ''} redone by the next run")
         if run.failed:
             what.append("ended with an error")
-        lines.append(f"  run {run.index}: {(run.end - run.start) / 1e9:.3f} s, {len(run.processes)} process(es); " + "; ".join(what))
+        lines.append(
+            f"  run {run.index}: {(run.end - run.start) / 1e9:.3f} s, {len(run.processes)} process(es); "
+            + "; ".join(what)
+        )
     steps = report.steps
     lines += ["", f"Iterations: {steps.count}"]
     if steps.count:

@@ -80,7 +80,9 @@ class Taxonomy:
     logging: tuple[str, ...]  # step-group spans beside the iteration (after it: logging, GC)
     save: tuple[str, ...]  # checkpoint-group spans that carry the iteration (one per save)
     load: tuple[str, ...]  # outermost load_checkpoint-group spans
-    timeline: frozenset[str]  # drawn on the job timeline: the outermost span of each category, startup's phases
+    timeline: frozenset[
+        str
+    ]  # drawn on the job timeline: the outermost span of each category, startup's phases
 
     @classmethod
     def from_project(cls, project: Project) -> Taxonomy:
@@ -106,7 +108,9 @@ class Taxonomy:
                 group.setdefault(name, span.group)
                 parents.setdefault(name, set()).update(span.parents_of(name))
                 attrs.setdefault(name, set()).update(a.key for a in span.attributes)
-        interval_keys = [key for life in project.lifecycle if life.role == "interval" for key, _ in life.attributes]
+        interval_keys = [
+            key for life in project.lifecycle if life.role == "interval" for key, _ in life.attributes
+        ]
         # the iteration span: of the step group, inside the interval, carrying the interval's
         # iteration attribute
         found = [
@@ -154,7 +158,9 @@ class Taxonomy:
             iteration_key=key,
             step_phases=tuple(n for n, p in parents.items() if iteration in p),
             logging=tuple(
-                n for n, g in group.items() if g == STEP_GROUP and interval in parents.get(n, set()) and n != iteration
+                n
+                for n, g in group.items()
+                if g == STEP_GROUP and interval in parents.get(n, set()) and n != iteration
             ),
             save=tuple(n for n in saves if not set(saves) & parents.get(n, set())),
             load=tuple(sorted(outermost(CHECKPOINT_LOAD))),
