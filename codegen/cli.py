@@ -341,8 +341,11 @@ def _report(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_SOURCE
+    from codegen.report.parse import located
+
     for name, (count, where) in sorted(outputs.report.unknown.items()):
-        print(f"{where}: warning: span '{name}' ({count}x) is not in the specs' taxonomy", file=sys.stderr)
+        message = f"span '{name}' ({count}x) is not in the specs' taxonomy"
+        print(located(where, message, "warning"), file=sys.stderr)
     print(outputs.text, end="")
     for path in written:
         print(f"wrote {path}")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from codegen.report.capture_adapter import CaptureError
+from codegen.capture import CaptureError
 from codegen.report.compute import Report, account
 from codegen.report.parse import Capture, read
 from codegen.report.render_html import render_html

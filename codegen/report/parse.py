@@ -7,7 +7,8 @@ the report needs later (accounting, the timeline files) reads these arrays.
 A *process* is one exporting rank of one run, told apart by its resource (``run_uuid``, the rank,
 host and pid). A *run* (an attempt: the first start or a restart) is the set of processes whose
 time overlaps (or that share a ``run_uuid``). Checked here, each failure a
-:class:`~codegen.report.capture_adapter.CaptureError` naming the record: a negative duration,
+:class:`~codegen.capture.CaptureError` naming the record (``codegen/capture.py``, the one reader,
+refuses malformed records itself, a negative duration among them): a span without an end or start time,
 resources of two jobs (``job_uuid``, ``service.name``, or the run's shape attributes differing,
 more processes in a run than its ``dl.world_size``).
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codegen.report.capture_adapter import CapturedSpan, CaptureError, iter_records
+from codegen.capture import CapturedSpan, CaptureError, iter_records
 from codegen.report.taxonomy import Taxonomy
 
 RANK_KEYS = ("dl.rank", "megatron.rank", "rank", "slurm.procid")
@@ -119,7 +120,7 @@ def _span_int(value: str, what: str, source: str) -> int:
     try:
         return int(value[-16:], 16)
     except ValueError:
-        raise CaptureError(f"{source}:1: error: {what} {value!r} is not hexadecimal") from None
+        raise CaptureError(located(source, f"{what} {value!r} is not hexadecimal")) from None
 
 
 def _rank(resource: dict[str, Any]) -> int | None:
@@ -136,7 +137,6 @@ def read(paths: Iterable[Path], taxonomy: Taxonomy) -> Capture:
     capture = Capture()
     by_key: dict[tuple[Any, ...], Process] = {}
     key_attr = taxonomy.iteration_key
-    keep = frozenset((key_attr, *THREAD_KEYS))
     known = taxonomy.names
     # the hot loop: local names for every array's append (a million spans take seconds)
     name_index = capture.name_index
@@ -154,17 +154,14 @@ def read(paths: Iterable[Path], taxonomy: Taxonomy) -> Capture:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for span in iter_records(paths, keep):
+        for span in iter_records(paths):
             if not isinstance(span, CapturedSpan):
                 capture.metrics += 1
                 _check_job(capture, span.resource, span.source)
                 continue
             start, end = span.start_ns, span.end_ns
-            if end < start:
-                raise CaptureError(
-                    f"{span.source}:1: error: span '{span.name}' ends before it starts "
-                    f"(duration {(end - start) / 1e6:.3f} ms)"
-                )
+            if not start or not end:
+                raise _error(span, f"span '{span.name}' has no {'end' if start else 'start'} time")
             if span.resource is not last_resource or process is None:
                 last_resource = span.resource
                 process = _process(capture, by_key, span)
@@ -210,6 +207,17 @@ def read(paths: Iterable[Path], taxonomy: Taxonomy) -> Capture:
     return capture
 
 
+def located(source: str, message: str, severity: str = "error") -> str:
+    """``path:line:1: error: record N: message`` for a record's ``source`` ("path:line: record N"),
+    as the reader words its own errors."""
+    where, _, record = source.partition(": ")
+    return f"{where}:1: {severity}: {record}: {message}" if record else f"{where}: {severity}: {message}"
+
+
+def _error(span: CapturedSpan, message: str) -> CaptureError:
+    return CaptureError(located(span.source, message))
+
+
 def _process(capture: Capture, by_key: dict[tuple[Any, ...], Process], span: CapturedSpan) -> Process:
     resource = span.resource
     rank = _rank(resource)
@@ -218,7 +226,9 @@ def _process(capture: Capture, by_key: dict[tuple[Any, ...], Process], span: Cap
         rank,
         resource.get("host.name"),
         resource.get("process.pid"),
-        None if any(k in resource for k in ("process.pid", "run_uuid")) else span.source.rsplit(":", 1)[0],
+        None
+        if any(k in resource for k in ("process.pid", "run_uuid"))
+        else span.source.partition(": ")[0].rsplit(":", 1)[0],
     )
     process = by_key.get(key)
     if process is None:
@@ -237,8 +247,11 @@ def _check_job(capture: Capture, resource: dict[str, Any], source: str) -> None:
         seen = capture.job.setdefault(key, (value, source))
         if seen[0] != value:
             raise CaptureError(
-                f"{source}:1: error: spans of two jobs mixed: {key} is {value!r} here and {seen[0]!r} at "
-                f"{seen[1]}; report one job at a time"
+                located(
+                    source,
+                    f"spans of two jobs mixed: {key} is {value!r} here and {seen[0]!r} at {seen[1]}; "
+                    "report one job at a time",
+                )
             )
 
 
@@ -271,8 +284,10 @@ def close(capture: Capture) -> None:
     for before, after in itertools.pairwise(runs):
         if after.start < before.end:
             raise CaptureError(
-                f"{capture.processes[after.processes[0]].source}:1: error: spans of two jobs mixed: "
-                f"runs {before.uuid} and {after.uuid} overlap in time"
+                located(
+                    capture.processes[after.processes[0]].source,
+                    f"spans of two jobs mixed: runs {before.uuid} and {after.uuid} overlap in time",
+                )
             )
     capture.runs = runs
 
@@ -285,17 +300,26 @@ def _check_run(capture: Capture, run: Run) -> None:
             a, b = first.resource.get(key), other.resource.get(key)
             if a is not None and b is not None and a != b:
                 raise CaptureError(
-                    f"{other.source}:1: error: spans of two jobs mixed: processes running at the same time "
-                    f"differ in {key} ({b!r} here, {a!r} at {first.source})"
+                    located(
+                        other.source,
+                        f"spans of two jobs mixed: processes running at the same time differ in {key} "
+                        f"({b!r} here, {a!r} at {first.source})",
+                    )
                 )
         if first.rank is not None and first.rank == other.rank:
             raise CaptureError(
-                f"{other.source}:1: error: spans of two jobs mixed: two processes of rank {other.rank} "
-                f"run at the same time (here and at {first.source})"
+                located(
+                    other.source,
+                    f"spans of two jobs mixed: two processes of rank {other.rank} run at the same time "
+                    f"(here and at {first.source})",
+                )
             )
     world = first.resource.get("dl.world_size")
     if isinstance(world, int) and len(members) > world:
         raise CaptureError(
-            f"{members[-1].source}:1: error: spans of two jobs mixed: {len(members)} processes run at the "
-            f"same time, but dl.world_size is {world}"
+            located(
+                members[-1].source,
+                f"spans of two jobs mixed: {len(members)} processes run at the same time, but "
+                f"dl.world_size is {world}",
+            )
         )
