@@ -66,17 +66,22 @@ def render_text(report: Report) -> str:
         for phase, value in report.phase_totals.items():
             lines.append(f"    {phase}: median {seconds(value)}")
         if len(report.labels) > 1:
-            multi = [it for it in report.iterations if len(it.durations) > 1]
-            if multi:
-                worst = max(multi, key=lambda it: it.spread)
+            # the first iteration apart (warm-up), and iterations where every rank took as long
+            multi = [it for it in report.iterations if len(it.durations) > 1 and not it.first]
+            uneven = [it for it in multi if it.spread > 0]
+            if uneven:
+                worst = max(uneven, key=lambda it: it.spread)
                 counts: dict[int, int] = {}
-                for it in multi:
+                for it in uneven:
                     counts[it.slowest[0]] = counts.get(it.slowest[0], 0) + 1
                 slowest = max(counts, key=lambda p: counts[p])
                 lines.append(
-                    f"  slowest rank most often: {report.labels[slowest]} ({counts[slowest]} of {len(multi)} iterations); "
-                    f"largest spread {seconds(worst.spread / 1e9)} at iteration {worst.number}"
+                    f"  slowest rank most often: {report.labels[slowest]} ({counts[slowest]} of "
+                    f"{len(multi)} iterations after the first); largest spread "
+                    f"{seconds(worst.spread / 1e9)} at iteration {worst.number}"
                 )
+            elif multi:
+                lines.append("  every rank took as long in every iteration after the first")
     if report.checkpoints:
         lines += ["", "Checkpoints:"]
         for c in report.checkpoints:

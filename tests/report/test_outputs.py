@@ -96,3 +96,11 @@ def test_html_escapes_names(tmp_path, capsys):
     page = (out / "report.html").read_text()
     assert "<i>t</i>" not in page and "&lt;i&gt;t&lt;/i&gt;" in page
     assert "</script><b>" not in page
+
+
+def test_text_names_the_slowest_rank_and_the_spread(tmp_path, capsys):
+    paths = _two_ranks(tmp_path)  # rank 1 takes 1.5 s a step, rank 0 1 s
+    assert main(["report", "--specs", str(SPECS), *map(str, paths)]) == 0
+    out = capsys.readouterr().out
+    assert "slowest rank most often: rank 1 (pid 11) (3 of 3 iterations after the first)" in out
+    assert "largest spread 500.0 ms at iteration 1" in out
