@@ -4,9 +4,10 @@ Spans are kept in flat arrays (about 60 bytes a span), not as objects: a million
 tens of megabytes, and only one exported document is held as parsed JSON at a time. Everything
 the report needs later (accounting, the timeline files) reads these arrays.
 
-A *process* is one exporting rank of one run, told apart by its resource (``run_uuid``, the rank,
+A *process* is one exporting rank of one run, told apart by its resource (the run id, the rank,
 host and pid). A *run* (an attempt: the first start or a restart) is the set of processes whose
-time overlaps (or that share a ``run_uuid``). Checked here, each failure a
+time overlaps, or that share a run id (``megatron.run_id``, which every rank of a multi-rank run
+exports, or SLURM's ``run_uuid``). Checked here, each failure a
 :class:`~codegen.capture.CaptureError` naming the record (``codegen/capture.py``, the one reader,
 refuses malformed records itself, a negative duration among them): a span without an end or start time,
 resources of two jobs (``job_uuid``, ``service.name``, or the run's shape attributes differing,
@@ -39,6 +40,11 @@ SHAPE_KEYS = (
     "megatron.num_attention_heads",
 )
 THREAD_KEYS = ("thread.id",)
+RUN_KEYS = ("megatron.run_id", "run_uuid")  # one value per run (attempt), shared by its ranks
+
+
+def _run_id(resource: dict[str, Any]) -> str | None:
+    return next((str(resource[k]) for k in RUN_KEYS if resource.get(k) is not None), None)
 
 
 @dataclass
@@ -222,12 +228,12 @@ def _process(capture: Capture, by_key: dict[tuple[Any, ...], Process], span: Cap
     resource = span.resource
     rank = _rank(resource)
     key = (
-        resource.get("run_uuid"),
+        _run_id(resource),
         rank,
         resource.get("host.name"),
         resource.get("process.pid"),
         None
-        if any(k in resource for k in ("process.pid", "run_uuid"))
+        if any(k in resource for k in ("process.pid", *RUN_KEYS))
         else span.source.partition(": ")[0].rsplit(":", 1)[0],
     )
     process = by_key.get(key)
@@ -263,7 +269,7 @@ def close(capture: Capture) -> None:
     runs: list[Run] = []
     by_uuid: dict[str, Run] = {}
     for process in order:
-        uuid = process.resource.get("run_uuid")
+        uuid = _run_id(process.resource)
         run = by_uuid.get(uuid) if isinstance(uuid, str) else None
         if run is None and uuid is None and runs and runs[-1].uuid is None and process.start < runs[-1].end:
             run = runs[-1]

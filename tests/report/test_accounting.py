@@ -113,3 +113,30 @@ def test_several_ranks_mean_slowest_and_spread(project, tmp_path):
     per_rank = report.per_process
     assert set(per_rank) == {0, 1}
     assert all(sum(row.values()) == pytest.approx(report.wall) for row in per_rank.values())
+
+
+def test_run_id_groups_ranks_and_separates_restarts(project, tmp_path):
+    """multi-rank runs export ``megatron.run_id`` on every rank: one run per id, in time order."""
+    captures = []
+    for run_id, offset in (("aa", 0.0), ("bb", 30.0)):
+        for rank in (0, 1):
+            spans = Spans({"service.name": "test", "process.pid": 100 + rank, "dl.rank": rank,
+                           "dl.world_size": 2, "megatron.run_id": run_id})  # fmt: skip
+            simple_run(spans, offset=offset + rank * 0.5)
+            captures.append(spans)
+    report = _report(project, tmp_path, *captures)
+    assert [len(r.processes) for r in report.runs] == [2, 2]
+    assert report.totals["restart"] == pytest.approx(30.0 - 12.0)
+    assert sum(report.totals.values()) == pytest.approx(report.wall)
+
+
+def test_overlapping_runs_of_different_ids_are_two_jobs(project, tmp_path):
+    from codegen.report import CaptureError
+
+    captures = []
+    for run_id in ("aa", "bb"):
+        spans = Spans({"service.name": "test", "process.pid": 7, "megatron.run_id": run_id})
+        simple_run(spans)
+        captures.append(spans)
+    with pytest.raises(CaptureError, match="spans of two jobs mixed: runs aa and bb overlap in time"):
+        _report(project, tmp_path, *captures)
