@@ -301,6 +301,15 @@ def close(capture: Capture) -> None:
 def _check_run(capture: Capture, run: Run) -> None:
     members = [capture.processes[p] for p in run.processes]
     first = members[0]
+    unranked = [m for m in members if m.rank is None]
+    if len(members) > 1 and unranked and run.uuid is None:
+        raise CaptureError(
+            located(
+                unranked[-1].source if unranked[-1] is not first else members[1].source,
+                "spans of two jobs mixed: processes ran at the same time with neither a rank (dl.rank) nor "
+                f"a run id to tie them to one run (here and at {first.source})",
+            )
+        )
     for other in members[1:]:
         for key in SHAPE_KEYS:
             a, b = first.resource.get(key), other.resource.get(key)

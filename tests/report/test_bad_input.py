@@ -57,10 +57,17 @@ def test_two_jobs_mixed_by_job_uuid(capsys, tmp_path):
 
 
 def test_two_jobs_mixed_by_overlapping_single_rank_runs(capsys, tmp_path):
-    """Two one-rank jobs that ran side by side (as two CPU runs of the harness do)."""
-    _good(tmp_path, "a.json", **{"dl.world_size": 1})
-    _good(tmp_path, "b.json", **{"dl.world_size": 1, "process.pid": 2})
+    """Two one-rank jobs that ran side by side."""
+    _good(tmp_path, "a.json", **{"dl.world_size": 1, "dl.rank": 0})
+    _good(tmp_path, "b.json", **{"dl.world_size": 1, "dl.rank": 1, "process.pid": 2})
     _refused(capsys, tmp_path, tmp_path / "a.json", tmp_path / "b.json", match="dl.world_size is 1")
+
+
+def test_two_jobs_mixed_by_overlapping_processes_without_rank(capsys, tmp_path):
+    """Two CPU runs of the harness side by side: no rank, no run id, at the same time."""
+    _good(tmp_path, "a.json")
+    _good(tmp_path, "b.json", **{"process.pid": 2})
+    _refused(capsys, tmp_path, tmp_path / "a.json", tmp_path / "b.json", match="neither a rank (dl.rank) nor a run id")
 
 
 def test_two_jobs_mixed_same_rank_twice(capsys, tmp_path):
