@@ -318,6 +318,13 @@ def _report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     report.add_argument("--out", type=Path, metavar="DIR", help="write the report files into DIR")
     report.add_argument("--title", default="Where did the time go", help="the HTML page's title")
+    report.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="read several capture files in N worker processes (default: one per CPU when the files "
+        "add up to 32 MB or more, else 1)",
+    )
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -327,7 +334,7 @@ def _report(args: argparse.Namespace) -> int:
     diags = Diagnostics()
     try:
         project = load_project(args.specs, diags)
-        outputs = build(project, args.captures)
+        outputs = build(project, args.captures, args.jobs)
         written = write_outputs(outputs, args.out, args.title) if args.out is not None else []
     except SpecError as exc:
         print(exc.diagnostics.render(), file=sys.stderr)

@@ -35,10 +35,11 @@ class Outputs:
     text: str
 
 
-def build(project: Project, paths: Sequence[Path]) -> Outputs:
-    """Read the captures and account them; raise ``CaptureError`` / ``TaxonomyError`` on bad input."""
+def build(project: Project, paths: Sequence[Path], jobs: int | None = None) -> Outputs:
+    """Read the captures and account them; raise ``CaptureError`` / ``TaxonomyError`` on bad input.
+    ``jobs``: worker processes reading several files (default: one per CPU for a large input)."""
     taxonomy = Taxonomy.from_project(project)
-    capture = read(paths, taxonomy)
+    capture = read(paths, taxonomy, jobs)
     report = account(capture, taxonomy)
     return Outputs(capture, taxonomy, report, render_text(report))
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import gc
 import itertools
+import os
 import sys
 from array import array
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,7 +141,70 @@ def _rank(resource: dict[str, Any]) -> int | None:
     return None
 
 
-def read(paths: Iterable[Path], taxonomy: Taxonomy) -> Capture:
+PARALLEL_BYTES = 32 * 1024 * 1024  # below this much input, worker processes cost more than they save
+
+
+def read(paths: Iterable[Path], taxonomy: Taxonomy, jobs: int | None = None) -> Capture:
+    """The checked capture of ``paths``. Several files (one per rank, say) are read by up to
+    ``jobs`` worker processes (default: one per CPU when the input is large), each into arrays of
+    its own, merged in file order; the result is the same as reading them one after the other."""
+    files = [Path(p) for p in paths]
+    if jobs is None:
+        try:
+            size = sum(p.stat().st_size for p in files)
+        except OSError:
+            size = 0  # the reader says which file cannot be read
+        jobs = min(len(files), os.cpu_count() or 1) if size >= PARALLEL_BYTES else 1
+    if jobs > 1 and len(files) > 1:
+        with ProcessPoolExecutor(min(jobs, len(files))) as pool:
+            parts = list(pool.map(_read_files, [[p] for p in files], [taxonomy] * len(files)))
+        capture = _merge(parts)
+    else:
+        capture = _read_files(files, taxonomy)
+    close(capture)
+    return capture
+
+
+def _merge(parts: list[Capture]) -> Capture:
+    capture = Capture()
+    by_key: dict[tuple[Any, ...], Process] = {}
+    for part in parts:
+        for key, (value, source) in part.job.items():
+            seen = capture.job.setdefault(key, (value, source))
+            if seen[0] != value:
+                raise CaptureError(
+                    located(
+                        source,
+                        f"spans of two jobs mixed: {key} is {value!r} here and {seen[0]!r} at {seen[1]}; "
+                        "report one job at a time",
+                    )
+                )
+        names = [capture.name_id(n) for n in part.names]
+        processes = []
+        for theirs in part.processes:
+            mine = by_key.get(theirs.key)
+            if mine is None:
+                mine = Process(
+                    len(capture.processes), theirs.key, theirs.resource, theirs.source, theirs.rank
+                )
+                by_key[theirs.key] = mine
+                capture.processes.append(mine)
+            mine.start, mine.end = min(mine.start, theirs.start), max(mine.end, theirs.end)
+            processes.append(mine.index)
+        offset = len(capture.name)
+        capture.name.extend(array("I", [names[n] for n in part.name]))
+        capture.process.extend(array("I", [processes[p] for p in part.process]))
+        for field_name in ("start", "end", "span_id", "parent_id", "iteration", "thread", "error"):
+            getattr(capture, field_name).extend(getattr(part, field_name))
+        capture.links += [Link(offset + link.span, link.trace_id, link.span_id) for link in part.links]
+        for name, (count, where) in part.unknown.items():
+            before, first = capture.unknown.get(name, (0, where))
+            capture.unknown[name] = (before + count, first)
+        capture.metrics += part.metrics
+    return capture
+
+
+def _read_files(paths: list[Path], taxonomy: Taxonomy) -> Capture:
     capture = Capture()
     by_key: dict[tuple[Any, ...], Process] = {}
     key_attr = taxonomy.iteration_key
@@ -209,7 +274,6 @@ def read(paths: Iterable[Path], taxonomy: Taxonomy) -> Capture:
     finally:
         if collecting:
             gc.enable()
-    close(capture)
     return capture
 
 

@@ -62,12 +62,21 @@ class _Writer:
 
 
 def write_capture(path: Path, ranks: int = 8, iterations: int = 5000, save_every: int = 500,
-                  eval_every: int = 1000, step_ms: int = 100, seed_skew_ms: int = 3) -> int:  # fmt: skip
-    """Write the capture (one file, every rank); return the number of spans written."""
+                  eval_every: int = 1000, step_ms: int = 100, seed_skew_ms: int = 3,
+                  split: bool = False) -> int:  # fmt: skip
+    """Write the capture: one file, every rank (``split``: one file per rank, ``path`` a folder,
+    files ``rank-N.jsonl``); return the number of spans written."""
     total = 0
     t0 = 1_700_000_000 * 1_000_000_000
-    with path.open("w", encoding="utf-8") as handle:
+    if split:
+        path.mkdir(parents=True, exist_ok=True)
+    handle = None
+    try:
         for rank in range(ranks):
+            if handle is None or split:
+                if handle is not None:
+                    handle.close()
+                handle = (path / f"rank-{rank}.jsonl" if split else path).open("w", encoding="utf-8")
             resource = {"service.name": "synthetic", "process.pid": 1000 + rank, "dl.rank": rank,
                         "dl.world_size": ranks, "host.name": "node0"}  # fmt: skip
             w = _Writer(handle, resource)
@@ -121,4 +130,7 @@ def write_capture(path: Path, ranks: int = 8, iterations: int = 5000, save_every
             w.span("megatron.train", interval_start, t, 0, interval_first, trace, (previous_link,), interval)
             w.flush()
             total += w.count
+    finally:
+        if handle is not None:
+            handle.close()
     return total

@@ -140,3 +140,33 @@ def test_overlapping_runs_of_different_ids_are_two_jobs(project, tmp_path):
         captures.append(spans)
     with pytest.raises(CaptureError, match="spans of two jobs mixed: runs aa and bb overlap in time"):
         _report(project, tmp_path, *captures)
+
+
+def test_files_read_in_worker_processes_give_the_same_report(project, tmp_path):
+    """Several files (one per rank) read by two worker processes, merged: the same figures."""
+    paths = []
+    for rank in (0, 1):
+        spans = Spans({"service.name": "test", "process.pid": 100 + rank, "dl.rank": rank, "dl.world_size": 2})
+        simple_run(spans, step=1.0 + 0.5 * rank)
+        spans.add("my.custom.span", 5, 6)
+        paths.append(spans.write(tmp_path / f"rank{rank}.json"))
+    serial = build(project, paths, jobs=1)
+    parallel = build(project, paths, jobs=2)
+    assert parallel.text == serial.text
+    assert parallel.report.totals == serial.report.totals
+    assert list(parallel.capture.name) == list(serial.capture.name)
+    assert parallel.capture.names == serial.capture.names
+    assert parallel.report.unknown == serial.report.unknown
+    assert [c.iteration for c in parallel.report.checkpoints] == [c.iteration for c in serial.report.checkpoints]
+
+
+def test_worker_processes_report_the_first_bad_file(project, tmp_path):
+    from codegen.report import CaptureError
+
+    good = Spans({"service.name": "a", "process.pid": 1})
+    simple_run(good)
+    other = Spans({"service.name": "b", "process.pid": 2})
+    simple_run(other, offset=100)
+    paths = [good.write(tmp_path / "a.json"), other.write(tmp_path / "b.json")]
+    with pytest.raises(CaptureError, match="b.json:1:1: error: record 1: spans of two jobs mixed: service.name"):
+        build(project, paths, jobs=2)
