@@ -14,7 +14,7 @@ from codegen.cache import store as store_cached
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
 from codegen.target import ReleaseError, SourceMismatch
-from codegen.upstream import PACKAGE_INFO, UpstreamError, default_cache_dir
+from codegen.upstream import FORK_MARKER, PACKAGE_INFO, UpstreamError, default_cache_dir
 
 EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
@@ -202,15 +202,16 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
         if e.releases is not None  # an excluded entry always names its releases
     ]
     warnings = list(generation.warnings)  # what the checks could not know (expressions)
+    if generation.absent_note:
+        warnings.append(f"warning: {generation.absent_note}")
     if generation.missing:
-        count = len(generation.missing)
-        warnings += [
-            render_failures(generation.missing, "warning"),
-            (
-                f"left out {count} entr{'ies' if count != 1 else 'y'} that cannot be placed in {tree.root} "
-                f"({tree.describe()}) (--allow-missing)"
-            ),
-        ]
+        warnings.append(render_failures(generation.missing, "warning"))
+    if generation.missing or generation.absent:
+        count = len(generation.missing) + len(generation.absent)
+        warnings.append(
+            f"left out {count} entr{'ies' if count != 1 else 'y'} that cannot be placed in {tree.root} "
+            f"({tree.describe()}) (--allow-missing)"
+        )
     source_root = generation.source_root
     files = sorted({*generation.plan.files, *generation.plan.also_read})
     files += [PACKAGE_INFO] if (source_root / PACKAGE_INFO).is_file() else []
@@ -225,7 +226,7 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
         tree.pinned,
         notes,
         warnings,
-        len(generation.missing),
+        len(generation.missing) + len(generation.absent),
         generation.report,
     )
 
@@ -289,7 +290,6 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.clean else EXIT_STALE
 
 
-FORK_MARKER = ".codegen-fork"
 FORK_REPORT = "otel-codegen-report.md"  # what was placed, excluded and left out, beside the sources
 # What `generated/` may hold: only files this command writes there.
 PATCH_FILE = re.compile(r"patches/(series|\d{4}-[^/]+\.patch)")

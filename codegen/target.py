@@ -5,12 +5,12 @@ Kept free of libcst and Jinja2: the command line imports it before it knows it h
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from codegen.diagnostics import Diagnostic
 from codegen.spec.model import Hook, Project, Span, version_key
-from codegen.upstream import PACKAGE_INFO, UpstreamError, tree_release
+from codegen.upstream import PACKAGE_DIR, PACKAGE_INFO, UpstreamError, instrumentation_in, tree_release
 from codegen.upstream import source_root as upstream_source_root
 
 
@@ -36,6 +36,16 @@ class Tree:
 Failure = tuple[Span | Hook, tuple[Diagnostic, ...]]
 
 
+class AlreadyInstrumented(UpstreamError):
+    """A tree that already carries OpenTelemetry instrumentation (exit 3): instrumenting it again
+    would emit every span twice."""
+
+
+class PackagesMissing(UpstreamError):
+    """A ``--source`` tree without a package the specs instrument (``megatron/training`` in a
+    megatron-core wheel or sdist of 0.16 and older): one message for all its entries (exit 3)."""
+
+
 class SourceMismatch(Exception):
     """Specs that are valid but do not fit a ``--source`` tree: every entry that cannot be placed."""
 
@@ -53,6 +63,7 @@ def locate_tree(project: Project, source: Path | None = None, release: str | Non
         raise ReleaseError(f"--release {release}: not a version X.Y.Z")
     if source is not None:
         root = upstream_source_root(project.upstream, source)
+        _refuse_instrumented(project, root, f"--source {source}")
         found = tree_release(root)
         if release is not None:
             how = "given by --release" + (f" (the tree says {found})" if found and found != release else "")
@@ -72,6 +83,7 @@ def locate_tree(project: Project, source: Path | None = None, release: str | Non
             f"instrument a tree of your own with --source DIR [--release {version}]"
         )
     root = upstream_source_root(pin)
+    _refuse_instrumented(project, root, str(root))
     found = tree_release(root)
     if found != pin.version:
         raise UpstreamError(
@@ -80,6 +92,89 @@ def locate_tree(project: Project, source: Path | None = None, release: str | Non
         )
     pinned = pin is project.upstream
     return Tree(root, pin.version, pinned, False, "the pinned release" if pinned else "a supported release")
+
+
+def _refuse_instrumented(project: Project, root: Path, what: str) -> None:
+    """Refuse, before resolving anything, a tree that already carries OpenTelemetry."""
+    found = instrumentation_in(root, project.runtime.package)
+    if not found:
+        return
+    releases = ", ".join(p.version for p in project.releases())
+    ours = any("this generator" in item or "codegen apply" in item for item in found)
+    how = (
+        "give --source the pristine tree the fork was written from"
+        if ours
+        else "use the instrumentation the tree has (Megatron-LM's own, turned on with --otel-enabled), "
+        f"or instrument a release without it (the specs serve {releases}: "
+        "`codegen apply SPECS --release X.Y.Z --out DIR`, or --source an unpacked wheel of one)"
+    )
+    raise AlreadyInstrumented(
+        f"{what} already carries OpenTelemetry instrumentation: {'; '.join(found)}; instrumenting it "
+        f"again would emit its spans twice. To proceed, {how}"
+    )
+
+
+def absent_packages(project: Project, root: Path) -> dict[str, tuple[Span | Hook, ...]]:
+    """The top-level packages (``megatron/training``) that entries of ``project`` instrument but
+    the tree at ``root`` does not have, with those entries."""
+    absent: dict[str, list[Span | Hook]] = {}
+    for entry in project.entries():
+        parts = entry.file.split("/")
+        if len(parts) < 3 or parts[0] != PACKAGE_DIR:
+            continue
+        package = "/".join(parts[:2])
+        if package in absent or not (root / package).is_dir():
+            absent.setdefault(package, []).append(entry)
+    return {package: tuple(entries) for package, entries in absent.items()}
+
+
+def without_absent_packages(
+    project: Project, tree: Tree, allow_missing: bool
+) -> tuple[Project, tuple[Failure, ...], str | None]:
+    """``project`` less the entries in packages the tree lacks, those entries as failures, and one
+    message for them all; without ``allow_missing`` that message is raised (PackagesMissing)."""
+    absent = absent_packages(project, tree.root)
+    if not absent:
+        return project, (), None
+    gone = {id(entry) for entries in absent.values() for entry in entries}
+    kept = [e for e in project.entries() if id(e) not in gone]
+    parts = []
+    for package, entries in absent.items():
+        spans = sorted({e.name for e in entries if isinstance(e, Span)})
+        hooks = sum(1 for e in entries if isinstance(e, Hook))
+        what = f"{len(spans)} span{'s' if len(spans) != 1 else ''}" + (
+            f" and {hooks} hook{'s' if hooks != 1 else ''}" if hooks else ""
+        )
+        shown = ", ".join(spans[:8]) + (f" and {len(spans) - 8} more" if len(spans) > 8 else "")
+        parts.append(f"{package}/ is missing, which leaves out {what}{f' ({shown})' if shown else ''}")
+    core_only = list(absent) == [f"{PACKAGE_DIR}/training"]
+    why = (
+        "the tree has megatron/core but no training package (megatron-core wheels and sdists of 0.16 "
+        "and older ship megatron/core alone)"
+        if core_only
+        else "the tree lacks packages the specs instrument"
+    )
+    spans_kept = sum(1 for e in kept if isinstance(e, Span))
+    there = sorted({"/".join(e.file.split("/")[:2]) for e in kept if isinstance(e, Span)})
+    rest = f"the {spans_kept} {' and '.join(there)} span{'s' if spans_kept != 1 else ''}"
+    message = f"{tree.root} ({tree.describe()}): {why}: {'; '.join(parts)}"
+    if not allow_missing:
+        raise PackagesMissing(
+            f"{message}. Pass --allow-missing to instrument {rest} alone"
+            + (", or give --source a Megatron-LM checkout for the training spans" if core_only else "")
+        )
+    message += f". Left out (--allow-missing): {rest} are instrumented"
+    failures = tuple(
+        (entry, (Diagnostic(entry.where_file, f"file '{entry.file}': {package}/ is not in the tree"),))
+        for package, entries in absent.items()
+        for entry in entries
+    )
+    left = replace(
+        project,
+        spans=tuple(s for s in project.spans if id(s) not in gone),
+        hooks=tuple(h for h in project.hooks if id(h) not in gone),
+    )
+    return left, failures, message
 
 
 def label(entry: Span | Hook) -> str:

@@ -1,0 +1,181 @@
+"""Trees a user holds that are not a supported release: a megatron-core wheel that ships only
+``megatron/core`` (0.16 and older), and trees already carrying OpenTelemetry (Megatron-LM main
+since PR #6438, or a fork this generator wrote). Small synthetic trees, built here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codegen.cli import main
+from tests.generator.support import make_project
+
+SPEC = """\
+spans:
+  - name: demo.core.forward
+    group: layer
+    file: megatron/core/model.py
+    function: forward
+  - name: demo.core.backward
+    group: layer
+    file: megatron/core/model.py
+    function: backward
+  - name: demo.train.step
+    group: step
+    file: megatron/training/training.py
+    function: train_step
+  - name: demo.train.save
+    group: io
+    file: megatron/training/checkpointing.py
+    function: save_checkpoint
+  - name: demo.train.eval
+    group: step
+    file: megatron/training/training.py
+    function: evaluate
+hooks:
+  - file: megatron/training/training.py
+    function: train_step
+    after: {assign: loss}
+    call: otel.reset()
+"""
+CORE = "def forward(x):\n    return x + 1\n\n\ndef backward(x):\n    return x - 1\n"
+TRAINING = "def train_step(batch):\n    loss = sum(batch)\n    return loss\n\n\ndef evaluate():\n    return 0\n"
+CHECKPOINTING = "def save_checkpoint(path):\n    return path\n"
+
+
+def _tree(tmp_path: Path, training: bool) -> tuple[Path, Path]:
+    sources = {"megatron/core/model.py": CORE}
+    if training:
+        sources["megatron/training/training.py"] = TRAINING
+        sources["megatron/training/checkpointing.py"] = CHECKPOINTING
+    return make_project(tmp_path, SPEC, None, sources)
+
+
+def _errors(err: str) -> list[str]:
+    return [line for line in err.splitlines() if "error:" in line]
+
+
+def test_the_full_tree_resolves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    specs, root = _tree(tmp_path, training=True)
+    assert main(["validate", str(specs), "--source", str(root)]) == 0, capsys.readouterr().err
+    assert "5 spans in 3 files" in capsys.readouterr().out
+
+
+def test_core_only_tree_is_one_message_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    specs, root = _tree(tmp_path, training=False)
+    assert main(["validate", str(specs), "--source", str(root)]) == 3
+    err = capsys.readouterr().err
+    assert len(_errors(err)) == 1, err  # not one error per entry
+    assert "Traceback" not in err
+    (line,) = _errors(err)
+    assert line.startswith(f"error: {root} (megatron-core 0.0.0, read from megatron/core/package_info.py): ")
+    assert "the tree has megatron/core but no training package" in line
+    assert "0.16 and older ship megatron/core alone" in line
+    assert (
+        "megatron/training/ is missing, which leaves out 3 spans and 1 hook "
+        "(demo.train.eval, demo.train.save, demo.train.step)"
+    ) in line
+    assert "Pass --allow-missing to instrument the 2 megatron/core spans alone" in line
+    assert "give --source a Megatron-LM checkout for the training spans" in line
+
+
+def test_core_only_tree_with_allow_missing_instruments_the_core_spans(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    specs, root = _tree(tmp_path, training=False)
+    fork = tmp_path / "fork"
+    argv = ["apply", str(specs), "--source", str(root), "--out", str(fork), "--allow-missing"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if "warning:" in line]
+    assert len(warnings) == 1, err  # one warning, not one per entry
+    assert "megatron/training/ is missing, which leaves out 3 spans and 1 hook" in warnings[0]
+    assert "Left out (--allow-missing): the 2 megatron/core spans are instrumented" in warnings[0]
+    assert "left out 4 entries that cannot be placed" in err
+    model = (fork / "megatron/core/model.py").read_text()
+    assert 'otel.start_span("demo.core.forward")' in model and 'otel.start_span("demo.core.backward")' in model
+    assert not (fork / "megatron/training").exists()
+    report = (fork / "otel-codegen-report.md").read_text()
+    assert "Placed: 2 spans and 0 hooks. Left out: 4 entries" in report
+    assert "megatron/training/ is not in the tree" in report
+
+
+def test_verify_against_a_core_only_tree_says_the_same(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    specs, root = _tree(tmp_path, training=False)
+    capture = tmp_path / "capture.json"
+    capture.write_text("", encoding="utf-8")
+    assert main(["verify", str(specs), str(capture), "--source", str(root)]) == 3
+    err = capsys.readouterr().err
+    assert len(_errors(err)) == 1 and "megatron/training/ is missing" in err
+
+
+def _with_megatron_telemetry(root: Path, package: bool, helpers: bool) -> None:
+    if package:
+        telemetry = root / "megatron/core/telemetry"
+        telemetry.mkdir(parents=True)
+        (telemetry / "__init__.py").write_text('"""Span groups and instruments."""\n')
+        (telemetry / "span_groups.py").write_text("GROUPS = ()\n")
+    if helpers:
+        training = root / "megatron/training/training.py"
+        training.write_text(
+            TRAINING
+            + "\n\ndef _otel_telemetry_active():\n    return False\n"
+            + "\n\ndef _start_otel_job_spans():\n    pass\n"
+            + "\n\ndef _end_otel_job_spans():\n    pass\n"
+        )
+
+
+@pytest.mark.parametrize(
+    ("package", "helpers"), [(True, True), (True, False), (False, True)], ids=["both", "package", "helpers"]
+)
+def test_tree_with_megatrons_own_opentelemetry_is_refused_before_resolving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], package: bool, helpers: bool
+) -> None:
+    specs, root = _tree(tmp_path, training=True)
+    _with_megatron_telemetry(root, package, helpers)
+    # what would otherwise be a mismatch: the refusal comes first, before any entry is resolved
+    (root / "megatron/training/checkpointing.py").write_text("def renamed(path):\n    return path\n")
+    fork = tmp_path / "fork"
+    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 3
+    err = capsys.readouterr().err
+    assert len(_errors(err)) == 1, err
+    (line,) = _errors(err)
+    assert line.startswith(f"error: --source {root} already carries OpenTelemetry instrumentation: ")
+    assert ("Megatron's own telemetry package megatron/core/telemetry/" in line) == package
+    assert (
+        "3 OpenTelemetry helpers in megatron/training/training.py "
+        "(_otel_telemetry_active, _start_otel_job_spans, _end_otel_job_spans)" in line
+    ) == helpers
+    assert "would emit its spans twice" in line
+    assert "use the instrumentation the tree has (Megatron-LM's own, turned on with --otel-enabled)" in line
+    assert "the specs serve 0.0.0, 0.0.1" in line and "--release X.Y.Z --out DIR" in line
+    assert "save_checkpoint" not in err, "nothing was resolved"
+    assert not fork.exists()
+    # --allow-missing does not make it instrument the tree twice either
+    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork), "--allow-missing"]) == 3
+    assert not fork.exists()
+
+
+def test_a_fork_written_by_this_generator_is_refused_as_a_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    specs, root = _tree(tmp_path, training=True)
+    fork = tmp_path / "fork"
+    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0
+    capsys.readouterr()
+    assert main(["validate", str(specs), "--source", str(fork)]) == 3
+    err = capsys.readouterr().err
+    assert len(_errors(err)) == 1, err
+    assert "this generator's runtime package megatron/otel/" in err
+    assert "the .codegen-fork marker of a fork written by `codegen apply --out`" in err
+    assert "give --source the pristine tree the fork was written from" in err
+
+
+def test_a_word_containing_otel_in_a_comment_is_not_instrumentation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    specs, root = _tree(tmp_path, training=True)
+    training = root / "megatron/training/training.py"
+    training.write_text(TRAINING + "# def _otel_later(): planned\nhotel_name = 'x'\n")
+    assert main(["validate", str(specs), "--source", str(root)]) == 0, capsys.readouterr().err
