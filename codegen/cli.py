@@ -14,7 +14,7 @@ from codegen.cache import store as store_cached
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
 from codegen.target import ReleaseError, SourceMismatch
-from codegen.upstream import FORK_MARKER, PACKAGE_INFO, UpstreamError, default_cache_dir
+from codegen.upstream import PACKAGE_INFO, UpstreamError, default_cache_dir
 
 EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
@@ -290,6 +290,7 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.clean else EXIT_STALE
 
 
+FORK_MARKER = ".codegen-fork"
 FORK_REPORT = "otel-codegen-report.md"  # what was placed, excluded and left out, beside the sources
 # What `generated/` may hold: only files this command writes there.
 PATCH_FILE = re.compile(r"patches/(series|\d{4}-[^/]+\.patch)")

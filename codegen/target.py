@@ -95,22 +95,17 @@ def locate_tree(project: Project, source: Path | None = None, release: str | Non
 
 
 def _refuse_instrumented(project: Project, root: Path, what: str) -> None:
-    """Refuse, before resolving anything, a tree that already carries OpenTelemetry."""
-    found = instrumentation_in(root, project.runtime.package)
+    """Refuse, before resolving anything, a tree that already carries Megatron's own OpenTelemetry."""
+    found = instrumentation_in(root)
     if not found:
         return
     releases = ", ".join(p.version for p in project.releases())
-    ours = any("this generator" in item or "codegen apply" in item for item in found)
-    how = (
-        "give --source the pristine tree the fork was written from"
-        if ours
-        else "use the instrumentation the tree has (Megatron-LM's own, turned on with --otel-enabled), "
-        f"or instrument a release without it (the specs serve {releases}: "
-        "`codegen apply SPECS --release X.Y.Z --out DIR`, or --source an unpacked wheel of one)"
-    )
     raise AlreadyInstrumented(
         f"{what} already carries OpenTelemetry instrumentation: {'; '.join(found)}; instrumenting it "
-        f"again would emit its spans twice. To proceed, {how}"
+        "again would emit its spans twice. To proceed, use the instrumentation the tree has "
+        "(Megatron-LM's own, turned on with --otel-enabled), or instrument a release without it (the "
+        f"specs serve {releases}: `codegen apply SPECS --release X.Y.Z --out DIR`, or --source an "
+        "unpacked wheel of one)"
     )
 
 

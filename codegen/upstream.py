@@ -85,15 +85,15 @@ def tree_release(root: Path) -> str | None:
 
 TELEMETRY_DIR = f"{PACKAGE_DIR}/core/telemetry"
 TRAINING_PY = f"{PACKAGE_DIR}/training/training.py"
-FORK_MARKER = ".codegen-fork"  # what `codegen apply --out` writes beside the sources
 _OTEL_HELPER = re.compile(rb"^def (_\w*otel\w*)\s*\(", re.MULTILINE)
 
 
-def instrumentation_in(root: Path, runtime_package: str) -> list[str]:
-    """What OpenTelemetry instrumentation the tree at ``root`` already carries, one phrase each:
-    Megatron-LM's own (``megatron/core/telemetry/``, the ``_otel_*`` helpers of ``training.py``,
-    upstream since PR #6438) or this generator's (its runtime package, a fork's marker). Read as
-    bytes, never imported; an unreadable file counts as not carrying any."""
+def instrumentation_in(root: Path) -> list[str]:
+    """The hand-written OpenTelemetry instrumentation the tree at ``root`` already carries, one
+    phrase each: Megatron-LM's own (``megatron/core/telemetry/``, the ``_otel_*`` helpers of
+    ``training.py``, upstream since PR #6438). Read as bytes, never imported; an unreadable file
+    counts as not carrying any. (This generator's own constructs are not listed: a fork it wrote is
+    stripped of them and instrumented afresh, see ``resolve/strip.py``.)"""
     found: list[str] = []
     telemetry = root / TELEMETRY_DIR
     if telemetry.is_dir() and any(telemetry.glob("*.py")):
@@ -108,10 +108,6 @@ def instrumentation_in(root: Path, runtime_package: str) -> list[str]:
         found.append(
             f"{len(names)} OpenTelemetry helper{'s' if len(names) != 1 else ''} in {TRAINING_PY} ({shown})"
         )
-    if (root / runtime_package).is_dir():
-        found.append(f"this generator's runtime package {runtime_package}/")
-    if (root / FORK_MARKER).is_file():
-        found.append(f"the {FORK_MARKER} marker of a fork written by `codegen apply --out`")
     return found
 
 
