@@ -182,6 +182,7 @@ def render_failures(failures: tuple[Failure, ...], severity: str) -> str:
     lines = []
     for entry, items in failures:
         for item in items:
-            lines.append(f"{item.pos}: {severity}: {label(entry)}: {item.message}")
+            message = item.message.removesuffix(f" ({entry.file})")  # the label names the file
+            lines.append(f"{item.pos}: {severity}: {label(entry)}: {message}")
             lines.extend(f"    {note}" for note in item.notes)
     return "\n".join(lines)

@@ -47,11 +47,6 @@ def modules(tmp_path: Path) -> Iterator[tuple[ModuleType, ModuleType, ModuleType
         del sys.modules[name]
 
 
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
 def _enable(otel: ModuleType, exporter: InMemorySpanExporter, groups: str) -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))

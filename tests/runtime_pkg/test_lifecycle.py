@@ -41,18 +41,6 @@ def ns(seconds: float) -> int:
 
 
 @pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    tracer_provider = TracerProvider(shutdown_on_exit=False)
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return tracer_provider
-
-
-@pytest.fixture
 def sites(rendered: Rendered) -> ModuleType:
     return rendered.import_call_sites()
 
