@@ -13,7 +13,7 @@ from codegen.cache import load as load_cached
 from codegen.cache import store as store_cached
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
-from codegen.target import ReleaseError, SourceMismatch
+from codegen.target import ReleaseError, SourceMismatch, mismatch_advice
 from codegen.upstream import PACKAGE_INFO, UpstreamError, default_cache_dir
 
 EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
@@ -143,13 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_SPEC
     except SourceMismatch as exc:
         print(exc, file=sys.stderr)
-        count = len(exc.failures)
-        print(
-            f"{count} entr{'ies' if count != 1 else 'y'} of {args.specs} cannot be placed in "
-            f"{exc.tree.root} ({exc.tree.describe()}): mark them with 'releases:' or give 'any:' "
-            "alternatives in the specs, or pass --allow-missing to instrument the rest",
-            file=sys.stderr,
-        )
+        print(mismatch_advice(exc.failures, args.specs, exc.tree), file=sys.stderr)
         return EXIT_SOURCE
     except SpecError as exc:
         for warning in exc.diagnostics.render_warnings():

@@ -172,6 +172,32 @@ def without_absent_packages(
     return left, failures, message
 
 
+# How refusals begin: the code is there, but it cannot be instrumented safely as asked.
+REFUSAL = ("cannot instrument ", "cannot wrap ", "cannot insert ", "cannot rewrite ", "a flat span cannot ")
+
+
+def mismatch_advice(failures: tuple[Failure, ...], specs: object, tree: Tree) -> str:
+    """The line under a mismatch's errors: what to do, for the kinds of failure there are. Marking
+    entries with ``releases:``/``any:`` helps entries the tree does not match, not refused ones
+    (their messages say why and what to do)."""
+    refused = sum(1 for _, items in failures if all(d.message.startswith(REFUSAL) for d in items))
+    unmatched = len(failures) - refused
+    count = len(failures)
+    head = f"{count} entr{'ies' if count != 1 else 'y'} of {specs} cannot be placed in {tree.root} ({tree.describe()})"
+    if not refused:
+        return (
+            f"{head}: mark them with 'releases:' or give 'any:' alternatives in the specs, or pass "
+            "--allow-missing to instrument the rest"
+        )
+    if not unmatched:
+        return f"{head}: each says why it is refused and what to do; or pass --allow-missing to instrument the rest"
+    return (
+        f"{head}: mark the {unmatched} the tree does not match with 'releases:' or give them 'any:' "
+        f"alternatives; the {refused} refused say why and what to do; or pass --allow-missing to "
+        "instrument the rest"
+    )
+
+
 def label(entry: Span | Hook) -> str:
     what = f"span '{entry.name}'" if isinstance(entry, Span) else "hook"
     return f"{what} ({entry.file}: {entry.function})"

@@ -175,3 +175,37 @@ def test_a_word_containing_otel_in_a_comment_is_not_instrumentation(
     training = root / "megatron/training/training.py"
     training.write_text(TRAINING + "# def _otel_later(): planned\nhotel_name = 'x'\n")
     assert main(["validate", str(specs), "--source", str(root)]) == 0, capsys.readouterr().err
+
+
+REFUSED_SPEC = """\
+file: megatron/demo.py
+spans:
+  - name: demo.stream
+    group: step
+    function: stream
+  - name: demo.gone
+    group: step
+    function: renamed_upstream
+"""
+REFUSED_SOURCE = "def stream(items):\n    for item in items:\n        yield item\n"
+
+
+@pytest.mark.parametrize("unmatched", [False, True], ids=["refused-only", "mixed"])
+def test_mismatch_advice_fits_the_failures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], unmatched: bool
+) -> None:
+    """'releases:'/'any:' helps an entry the tree does not match, never a refused one."""
+    spec = REFUSED_SPEC if unmatched else REFUSED_SPEC.split("  - name: demo.gone")[0]
+    specs, root = make_project(tmp_path, spec, REFUSED_SOURCE)
+    assert main(["validate", str(specs), "--source", str(root)]) == 3
+    err = capsys.readouterr().err
+    assert "span 'demo.stream' (megatron/demo.py: stream): cannot instrument stream in megatron/demo.py: " in err
+    advice = err.strip().splitlines()[-1]
+    if unmatched:
+        assert advice.startswith(f"2 entries of {specs} cannot be placed in {root}")
+        assert "mark the 1 the tree does not match with 'releases:' or give them 'any:' alternatives" in advice
+        assert "the 1 refused say why and what to do; or pass --allow-missing" in advice
+    else:
+        assert advice.startswith(f"1 entry of {specs} cannot be placed in {root}")
+        assert advice.endswith("each says why it is refused and what to do; or pass --allow-missing to instrument the rest")
+        assert "releases:" not in advice and "any:" not in advice
