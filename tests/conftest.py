@@ -27,6 +27,20 @@ def pytest_configure(config) -> None:
         os.environ["CODEGEN_CACHE_DIR"] = str(SUITE_CACHE)
 
 
+# Directories whose every test is slow: the real megatron-core tree generated and checked
+# (tests/target), Megatron itself run on CPU with torch (tests/megatron_cpu), GPU runs (tests/gpu).
+# Elsewhere a slow test carries @pytest.mark.slow itself. `pytest -m "not slow"` leaves them out.
+SLOW_DIRS = ("target", "megatron_cpu", "gpu")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    tests = Path(__file__).resolve().parent
+    slow = [tests / name for name in SLOW_DIRS]
+    for item in items:
+        if any(directory in item.path.parents for directory in slow):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def exporter() -> InMemorySpanExporter:
     """Finished spans, in memory."""
