@@ -17,9 +17,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from statistics import median
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

@@ -40,7 +40,7 @@ def import_tree(tree: str):
 
 def lens_variants(tracer, clear) -> tuple[list[Variant], str]:
     try:
-        import nemo.lens as lens
+        from nemo import lens
         from nemo.lens import managed_span, set_enabled_span_groups, trace_fn
     except ImportError as exc:
         return [], f"not importable: {exc}"

@@ -41,9 +41,9 @@ typing.override = getattr(typing, "override", lambda f: f)
 TESTS = Path(__file__).resolve().parents[1] / "tests" / "megatron_cpu"
 sys.path.insert(0, str(TESTS))
 
-import megatron_cpu_worker as base  # noqa: E402
-import megatron_training_worker as training_worker  # noqa: E402
-import torch  # noqa: E402
+import megatron_cpu_worker as base
+import megatron_training_worker as training_worker
+import torch
 
 SHAPES = {
     "tiny": dict(NUM_LAYERS=2, HIDDEN=64, HEADS=4, SEQ=16, VOCAB=128, MICRO_BATCH=2, NUM_MICROBATCHES=2),

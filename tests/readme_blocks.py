@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 SECTION = "## Use it in a training run"
-_BLOCK = re.compile(r"^<!-- readme: (?P<name>[^>]+?) -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.M | re.S)
+_BLOCK = re.compile(r"^<!-- readme: (?P<name>[^>]+?) -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
 def blocks() -> dict[str, str]:

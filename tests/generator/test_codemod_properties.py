@@ -250,7 +250,7 @@ def _run(source: str, runtime: _Runtime | None, n: int) -> tuple[object, list[ob
     saved = sys.modules.get("megatron")
     sys.modules["megatron"] = package
     try:
-        exec(compile(source, DEMO, "exec"), namespace)  # noqa: S102 - the program under test
+        exec(compile(source, DEMO, "exec"), namespace)
         try:
             result: object = ("returned", namespace["target"](n, log))  # type: ignore[operator]
         except Exception as exc:  # noqa: BLE001 - compared between the runs

@@ -85,7 +85,7 @@ ARGV = [
 ]
 
 
-from cuda_on_cpu import cpu_shims  # noqa: E402,F401  (shared with the other workers)
+from cuda_on_cpu import cpu_shims
 
 
 def init_megatron(port: int, megatron_argv: list[str] = ARGV):

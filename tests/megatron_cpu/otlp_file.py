@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,

@@ -95,7 +95,7 @@ CONFIGS: dict[str, Config] = {
             *MODEL_ARGV, *LOOP_ARGV, "--train-iters", str(RESUME_ITERS),
             "--save-interval", str(SAVE_INTERVAL), "--eval-interval", str(SAVE_INTERVAL),
             "--num-workers", "0", "--override-opt_param-scheduler",
-        ),  # fmt: skip
+        ),
         save=True,
         load="fresh",
     ),
@@ -118,7 +118,7 @@ CONFIGS: dict[str, Config] = {
         (
             *MODEL_ARGV, "--train-iters", "6", "--save-interval", "4", "--eval-interval", "10",
             "--num-workers", "0", "--exit-signal-handler",
-        ),  # fmt: skip
+        ),
         env=(("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "5"),),
         save=True,
         sigterm_at=SIGTERM_AT,

@@ -17,7 +17,7 @@ import pytest
 for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace"):
     pytest.importorskip(_module, reason=f"{_module} is needed to run megatron-core on CPU")
 
-import torch  # noqa: E402
+import torch
 
 LAYER_SPANS = {"megatron.layer.forward", "megatron.layer.self_attention", "megatron.layer.mlp"}
 MICROBATCH_SPANS = {"megatron.microbatch.forward", "megatron.microbatch.backward"}

@@ -14,19 +14,18 @@ for _module in (
 ):
     pytest.importorskip(_module, reason=f"{_module} is needed for the OTLP receiver")
 
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402,F401
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: F401
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
-from codegen.capture import read_spans as read_capture  # noqa: E402
-from tests.megatron_cpu.otlp_receiver import OtlpReceiver  # noqa: E402
+from codegen.capture import read_spans as read_capture
+from tests.megatron_cpu.otlp_receiver import OtlpReceiver
 
 PROTOCOLS = ["http"]
 try:
     import grpc  # noqa: F401
-
     import opentelemetry.exporter.otlp.proto.grpc.trace_exporter  # noqa: F401
 
     PROTOCOLS.append("grpc")

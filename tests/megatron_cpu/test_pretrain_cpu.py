@@ -15,6 +15,7 @@ The SIGTERM tests check the runtime fixes of issue 10, item 4 (they were strict 
 from __future__ import annotations
 
 import collections
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,9 @@ import pytest
 for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace", "pybind11", "psutil"):
     pytest.importorskip(_module, reason=f"{_module} is needed to run megatron.training on CPU")
 
-import torch  # noqa: E402
+import torch
 
-from tests.megatron_cpu.pretrain_harness import (  # noqa: E402
+from tests.megatron_cpu.pretrain_harness import (
     CONFIGS,
     KILL_AT,
     NUM_LAYERS,
@@ -259,7 +260,7 @@ def test_one_startup_span_with_its_backdated_phases(pretrain_runs):
     phases = [found[0] for found in phases]
     assert all(phase["parent_id"] == startup["span_id"] for phase in phases)
     # contiguous: each phase starts where the previous one ended
-    for before, after in zip(phases, phases[1:]):
+    for before, after in itertools.pairwise(phases):
         assert before["end"] == after["start"], (before["name"], after["name"])
         assert before["start"] <= before["end"]
     ns = {key: round(value * 1e9) for key, value in run.launch.items()}
@@ -298,7 +299,7 @@ def _check_intervals(spans, first_iteration: int, last_iteration: int) -> None:
         assert interval["trace_id"] != previous["trace_id"]
         assert interval["links"] == [previous["span_id"]]
         previous = interval
-    for before, after in zip(intervals, intervals[1:]):
+    for before, after in itertools.pairwise(intervals):
         assert before["end"] <= after["start"]
     # every iteration under the interval of its save_interval window
     by_start = {i["attributes"]["megatron.iteration"]: i for i in intervals}
@@ -495,7 +496,7 @@ def test_sigterm_with_exit_signal_handler_keeps_the_interval_open_for_the_exit_s
 def test_sigterm_without_handler_ends_the_process_and_drains(pretrain_runs):
     run = _run(pretrain_runs, "killed")
     spans = run.spans()
-    (interval,) = _named(spans, "megatron.train")
+    (_interval,) = _named(spans, "megatron.train")
     iterations = _named(spans, "megatron.train.iteration")
     done = [s["attributes"]["megatron.iteration"] for s in iterations if s["status"] != 2]
     assert done == list(range(KILL_AT))  # the iterations before the signal ended normally

@@ -16,7 +16,7 @@ import pytest
 for _module in ("torch", "triton", "numpy"):
     pytest.importorskip(_module, reason=f"{_module} is needed to import megatron.training")
 
-from tests.megatron_cpu.conftest import _env  # noqa: E402
+from tests.megatron_cpu.conftest import _env
 
 SCRIPT = """\
 import json, sys, typing

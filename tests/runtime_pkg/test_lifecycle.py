@@ -22,7 +22,6 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-
 from runtime_pkg_support import Rendered
 
 T0 = 1_700_000_000.0

@@ -190,7 +190,7 @@ def deinstrument(stmts: list[ast.stmt], alias: str) -> list[ast.stmt]:
                 i += 1
                 continue
             text = ast.unparse(stmt)
-            if text.startswith(f"{alias}.") or re.match(rf"_otel_span\w* and _otel_span\w*\.", text):
+            if text.startswith(f"{alias}.") or re.match(r"_otel_span\w* and _otel_span\w*\.", text):
                 i += 1
                 continue
             if isinstance(stmt, ast.Try) and len(stmt.finalbody) == 1 and ast.unparse(stmt.finalbody[0]).startswith(f"{alias}."):
