@@ -107,7 +107,13 @@ def main() -> int:
     names = [s.name for s in exporter.get_finished_spans()]
     assert names == ["bench.empty.recording"], names
     expected = off.small_base(WORKLOAD)
-    for func in (on.small_function, on.small_statement, on.small_recording, ref.small_trace_fn, ref.small_sdk):
+    for func in (
+        on.small_function,
+        on.small_statement,
+        on.small_recording,
+        ref.small_trace_fn,
+        ref.small_sdk,
+    ):
         assert func(WORKLOAD) == expected, func
     exporter.clear()
 

@@ -125,7 +125,12 @@ def cases(draw: st.DrawFn) -> tuple[str, str, _Program]:
         kind = draw(st.sampled_from(choices))
         form = draw(st.sampled_from(["try", "try", "flat"] + (["decorator"] if kind == "function" else [])))
         group = draw(st.sampled_from(["layer", "step", "io"]))
-        lines = [f"  - name: demo.s{number}", f"    group: {group}", "    function: target", f"    form: {form}"]
+        lines = [
+            f"  - name: demo.s{number}",
+            f"    group: {group}",
+            "    function: target",
+            f"    form: {form}",
+        ]
         if kind != "function":
             first = draw(st.sampled_from(prog.sites))
             if kind == "statement":
@@ -150,16 +155,22 @@ def cases(draw: st.DrawFn) -> tuple[str, str, _Program]:
         if kind == "entry":
             hooks.append(f"  - function: target\n    entry: true\n    call: otel.note(n)\n{guard}")
         elif kind in ("before", "after"):
-            hooks.append(f"  - function: target\n    {kind}: {{call: {site}}}\n    call: otel.note(v)\n{guard}")
+            hooks.append(
+                f"  - function: target\n    {kind}: {{call: {site}}}\n    call: otel.note(v)\n{guard}"
+            )
         elif kind == "around":
             hooks.append(
                 f"  - function: target\n    around: {{call: {site}}}\n"
                 f"    enter: otel.note(v)\n    exit: otel.note(-1)\n{guard}"
             )
         elif kind == "argument":
-            hooks.append(f"  - function: target\n    wrap: {{call: {site}, argument: 0, with: otel.passthrough}}\n")
+            hooks.append(
+                f"  - function: target\n    wrap: {{call: {site}, argument: 0, with: otel.passthrough}}\n"
+            )
         else:
-            hooks.append(f"  - function: target\n    wrap: {{call: {site}, result: demo.r, with: otel.stamp}}\n")
+            hooks.append(
+                f"  - function: target\n    wrap: {{call: {site}, result: demo.r, with: otel.stamp}}\n"
+            )
     spec = "file: megatron/demo.py\nspans:\n" + "\n".join(spans) + "\n"
     if hooks:
         spec += "hooks:\n" + "".join(hooks)

@@ -40,7 +40,9 @@ hooks:
     call: otel.reset()
 """
 CORE = "def forward(x):\n    return x + 1\n\n\ndef backward(x):\n    return x - 1\n"
-TRAINING = "def train_step(batch):\n    loss = sum(batch)\n    return loss\n\n\ndef evaluate():\n    return 0\n"
+TRAINING = (
+    "def train_step(batch):\n    loss = sum(batch)\n    return loss\n\n\ndef evaluate():\n    return 0\n"
+)
 CHECKPOINTING = "def save_checkpoint(path):\n    return path\n"
 
 
@@ -94,14 +96,18 @@ def test_core_only_tree_with_allow_missing_instruments_the_core_spans(
     assert "Left out (--allow-missing): the 2 megatron/core spans are instrumented" in warnings[0]
     assert "left out 4 entries that cannot be placed" in err
     model = (fork / "megatron/core/model.py").read_text()
-    assert 'otel.start_span("demo.core.forward")' in model and 'otel.start_span("demo.core.backward")' in model
+    assert (
+        'otel.start_span("demo.core.forward")' in model and 'otel.start_span("demo.core.backward")' in model
+    )
     assert not (fork / "megatron/training").exists()
     report = (fork / "otel-codegen-report.md").read_text()
     assert "Placed: 2 spans and 0 hooks. Left out: 4 entries" in report
     assert "megatron/training/ is not in the tree" in report
 
 
-def test_verify_against_a_core_only_tree_says_the_same(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_verify_against_a_core_only_tree_says_the_same(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     specs, root = _tree(tmp_path, training=False)
     capture = tmp_path / "capture.json"
     capture.write_text("", encoding="utf-8")
@@ -199,13 +205,19 @@ def test_mismatch_advice_fits_the_failures(
     specs, root = make_project(tmp_path, spec, REFUSED_SOURCE)
     assert main(["validate", str(specs), "--source", str(root)]) == 3
     err = capsys.readouterr().err
-    assert "span 'demo.stream' (megatron/demo.py: stream): cannot instrument stream in megatron/demo.py: " in err
+    assert (
+        "span 'demo.stream' (megatron/demo.py: stream): cannot instrument stream in megatron/demo.py: " in err
+    )
     advice = err.strip().splitlines()[-1]
     if unmatched:
         assert advice.startswith(f"2 entries of {specs} cannot be placed in {root}")
-        assert "mark the 1 the tree does not match with 'releases:' or give them 'any:' alternatives" in advice
+        assert (
+            "mark the 1 the tree does not match with 'releases:' or give them 'any:' alternatives" in advice
+        )
         assert "the 1 refused say why and what to do; or pass --allow-missing" in advice
     else:
         assert advice.startswith(f"1 entry of {specs} cannot be placed in {root}")
-        assert advice.endswith("each says why it is refused and what to do; or pass --allow-missing to instrument the rest")
+        assert advice.endswith(
+            "each says why it is refused and what to do; or pass --allow-missing to instrument the rest"
+        )
         assert "releases:" not in advice and "any:" not in advice

@@ -45,4 +45,6 @@ def test_crlf_patch_applies_with_git(tmp_path: Path) -> None:
     # and the instrumented CRLF file is recognised as such: applying again changes nothing
     (root / DEMO).write_bytes((tree / DEMO).read_bytes())
     assert DEMO not in generate(specs, root).changes
-    assert b"\r\n" in (tree / DEMO).read_bytes() and b"\n" not in (tree / DEMO).read_bytes().replace(b"\r\n", b"")
+    assert b"\r\n" in (tree / DEMO).read_bytes() and b"\n" not in (tree / DEMO).read_bytes().replace(
+        b"\r\n", b""
+    )

@@ -36,7 +36,9 @@ def _import_fresh(root: Path) -> tuple[ModuleType, ModuleType | None]:
 def modules(tmp_path: Path) -> Iterator[tuple[ModuleType, ModuleType, ModuleType]]:
     """(pristine demo, instrumented demo, runtime) imported from fresh trees."""
     source = (FIXTURES / "runtime_src/megatron/demo.py").read_text(encoding="utf-8")
-    specs, root = make_project(tmp_path, (FIXTURES / "runtime_specs.yaml").read_text(encoding="utf-8"), source)
+    specs, root = make_project(
+        tmp_path, (FIXTURES / "runtime_specs.yaml").read_text(encoding="utf-8"), source
+    )
     generation = generate(specs, root)
     fork = tmp_path / "fork"
     write_tree(fork, {p: new for p, (_, new) in generation.changes.items()}, base=root)

@@ -57,7 +57,9 @@ def test_unchanged_case(case: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("case", REFUSED, ids=lambda p: p.name)
 def test_refused_case(case: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     specs, root = make_project(
-        tmp_path, (case / "spec.yaml").read_text(encoding="utf-8"), (case / "input.py").read_text(encoding="utf-8")
+        tmp_path,
+        (case / "spec.yaml").read_text(encoding="utf-8"),
+        (case / "input.py").read_text(encoding="utf-8"),
     )
     # the fixture tree as the pinned release: what does not resolve there is the spec's fault (exit 2)
     monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
@@ -92,7 +94,9 @@ def fresh_megatron() -> Iterator[None]:
 @pytest.mark.parametrize("case", CHECKED, ids=lambda p: p.name)
 def test_execution_check(case: Path, tmp_path: Path, fresh_megatron: None, exporter, provider) -> None:
     specs, root = make_project(
-        tmp_path, (case / "spec.yaml").read_text(encoding="utf-8"), (case / "input.py").read_text(encoding="utf-8")
+        tmp_path,
+        (case / "spec.yaml").read_text(encoding="utf-8"),
+        (case / "input.py").read_text(encoding="utf-8"),
     )
     generation = generate(specs, root)
     fork = tmp_path / "fork"

@@ -94,7 +94,9 @@ def test_accept_stores_spans_as_otlp_json_that_verify_reads(protocol, tmp_path):
         assert child["parentSpanId"] == root["spanId"] and child["traceId"] == root["traceId"]
     assert {"key": "n", "value": {"intValue": "1"}} in root["attributes"]
     for resource in receiver.traces()["resourceSpans"]:  # one request per span (SimpleSpanProcessor)
-        assert {"key": "service.name", "value": {"stringValue": "receiver-test"}} in resource["resource"]["attributes"]
+        assert {"key": "service.name", "value": {"stringValue": "receiver-test"}} in resource["resource"][
+            "attributes"
+        ]
     captured = read_capture(receiver.write_traces(tmp_path / "traces.json"))
     assert sorted(s.name for s in captured) == ["child", "child", "root"]
     assert {s.parent_id for s in captured if s.name == "child"} == {root["spanId"]}
@@ -115,10 +117,7 @@ def test_metrics_arrive_with_names_and_units(protocol):
         provider.shutdown()
         document = receiver.metrics()
     metrics = {
-        m["name"]: m
-        for rm in document["resourceMetrics"]
-        for sm in rm["scopeMetrics"]
-        for m in sm["metrics"]
+        m["name"]: m for rm in document["resourceMetrics"] for sm in rm["scopeMetrics"] for m in sm["metrics"]
     }
     assert metrics["step_ms"]["unit"] == "ms" and "histogram" in metrics["step_ms"]
     assert metrics["skipped"]["unit"] == "1" and metrics["skipped"]["sum"]["dataPoints"][0]["asInt"] == "2"

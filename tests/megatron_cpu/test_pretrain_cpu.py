@@ -83,18 +83,36 @@ SAVE = {
     "megatron.checkpoint.timers_log",
 }
 # LOOP_ARGV's options: weight-hash check, params norm, manual GC
-LOOP_OPTIONS = {"megatron.startup.weight_hash_check", "megatron.train.params_norm", "megatron.train.gc_collect"}
+LOOP_OPTIONS = {
+    "megatron.startup.weight_hash_check",
+    "megatron.train.params_norm",
+    "megatron.train.gc_collect",
+}
 
 OBSERVED: dict[str, set[str]] = {
     "fresh": STARTUP | SETUP | LOOP | HOT | EVALUATE | SAVE | LOOP_OPTIONS | {"megatron.grad_sync.finish"},
-    "resume": STARTUP | SETUP | LOOP | HOT | EVALUATE | SAVE | LOOP_OPTIONS
+    "resume": STARTUP
+    | SETUP
+    | LOOP
+    | HOT
+    | EVALUATE
+    | SAVE
+    | LOOP_OPTIONS
     | {"megatron.grad_sync.finish", "megatron.checkpoint.load", "megatron.checkpoint.load.io_read"},
     # default = job, checkpoint, evaluate, first_iteration (inference has no spans yet)
     "default": (STARTUP | EVALUATE | SAVE | {"megatron.startup.weight_hash_check"})
     | {"megatron.train", "megatron.train.first_iteration"}
-    | {"megatron.checkpoint.ft_heartbeat", "megatron.checkpoint.save.finalize", "megatron.checkpoint.exit_finalize"},
+    | {
+        "megatron.checkpoint.ft_heartbeat",
+        "megatron.checkpoint.save.finalize",
+        "megatron.checkpoint.exit_finalize",
+    },
     # the last stage: activations in, gradients out; DDP's grad sync launched after the schedule
-    "pp": STARTUP | SETUP | LOOP | HOT | EVALUATE
+    "pp": STARTUP
+    | SETUP
+    | LOOP
+    | HOT
+    | EVALUATE
     | {
         "megatron.grad_sync.start",
         "megatron.grad_sync.finish",
@@ -103,7 +121,11 @@ OBSERVED: dict[str, set[str]] = {
         "megatron.p2p.send_backward",
     },
     # the first stage: activations out, gradients in
-    "pp_first": STARTUP | SETUP | LOOP | HOT | EVALUATE
+    "pp_first": STARTUP
+    | SETUP
+    | LOOP
+    | HOT
+    | EVALUATE
     | {
         "megatron.grad_sync.finish",
         "megatron.p2p.recv_forward",
@@ -113,7 +135,11 @@ OBSERVED: dict[str, set[str]] = {
     },
     "dp": STARTUP | SETUP | LOOP | HOT | EVALUATE | {"megatron.grad_sync.finish"},
     "sigterm": STARTUP | SETUP | LOOP | HOT | SAVE | {"megatron.grad_sync.finish"},
-    "killed": STARTUP | SETUP | HOT | (LOOP - {"megatron.checkpoint.exit_finalize"}) | {"megatron.grad_sync.finish"},
+    "killed": STARTUP
+    | SETUP
+    | HOT
+    | (LOOP - {"megatron.checkpoint.exit_finalize"})
+    | {"megatron.grad_sync.finish"},
 }
 
 # Taxonomy spans no CPU run can reach, each with the call that blocks it.
@@ -321,7 +347,9 @@ def _check_intervals(spans, first_iteration: int, last_iteration: int) -> None:
 def test_train_intervals_reroot_at_save_interval_fresh(pretrain_runs):
     spans = _run(pretrain_runs, "fresh").spans()
     _check_intervals(spans, 0, TRAIN_ITERS)
-    saves = sorted(s["attributes"]["megatron.iteration"] for s in _named(spans, "megatron.checkpoint.exposed_save"))
+    saves = sorted(
+        s["attributes"]["megatron.iteration"] for s in _named(spans, "megatron.checkpoint.exposed_save")
+    )
     assert saves == list(range(SAVE_INTERVAL, TRAIN_ITERS + 1, SAVE_INTERVAL))
 
 
@@ -338,7 +366,9 @@ def test_train_intervals_reroot_at_save_interval_resumed(pretrain_runs):
 def test_first_iteration_only_once_and_around_the_first_step(pretrain_runs):
     spans = _run(pretrain_runs, "fresh").spans()
     (first,) = _named(spans, "megatron.train.first_iteration")
-    (iteration,) = [s for s in _named(spans, "megatron.train.iteration") if s["attributes"]["megatron.iteration"] == 0]
+    (iteration,) = [
+        s for s in _named(spans, "megatron.train.iteration") if s["attributes"]["megatron.iteration"] == 0
+    ]
     assert first["parent_id"] == iteration["span_id"]
     steps = [s for s in spans if s["name"].startswith("megatron.train.iteration.")]
     assert sum(s["parent_id"] == first["span_id"] for s in steps) == 2  # forward_backward, optimizer
@@ -361,7 +391,9 @@ def _nesting_violations(spans: list[dict[str, Any]]) -> list[str]:
         else:
             inside = parent["start"] <= span["start"] <= span["end"] <= parent["end"]
         if not inside:
-            bad.append(f"{span['name']} ({span['attributes'].get('megatron.iteration')}) outside {parent['name']}")
+            bad.append(
+                f"{span['name']} ({span['attributes'].get('megatron.iteration')}) outside {parent['name']}"
+            )
     return bad
 
 
@@ -505,7 +537,9 @@ def test_sigterm_without_handler_ends_the_process_and_drains(pretrain_runs):
 def test_sigterm_ends_every_open_span_with_an_error_status(pretrain_runs):
     spans = _run(pretrain_runs, "killed").spans()
     interrupted = [
-        s for s in _named(spans, "megatron.train.iteration") if s["attributes"]["megatron.iteration"] == KILL_AT
+        s
+        for s in _named(spans, "megatron.train.iteration")
+        if s["attributes"]["megatron.iteration"] == KILL_AT
     ]
     assert len(interrupted) == 1 and interrupted[0]["status"] == 2  # STATUS_CODE_ERROR
     children = [s for s in spans if s["parent_id"] == interrupted[0]["span_id"]]
