@@ -173,14 +173,25 @@ def without_absent_packages(
 
 
 # How refusals begin: the code is there, but it cannot be instrumented safely as asked.
-REFUSAL = ("cannot instrument ", "cannot wrap ", "cannot insert ", "cannot rewrite ", "a flat span cannot ")
+REFUSAL = (
+    "cannot instrument ",
+    "cannot wrap ",
+    "cannot insert ",
+    "cannot rewrite ",
+    "a flat span cannot ",
+    "cannot parse ",
+)
+
+
+def _refused(message: str) -> bool:
+    return message.startswith(REFUSAL) or " is not UTF-8 text" in message
 
 
 def mismatch_advice(failures: tuple[Failure, ...], specs: object, tree: Tree) -> str:
     """The line under a mismatch's errors: what to do, for the kinds of failure there are. Marking
     entries with ``releases:``/``any:`` helps entries the tree does not match, not refused ones
     (their messages say why and what to do)."""
-    refused = sum(1 for _, items in failures if all(d.message.startswith(REFUSAL) for d in items))
+    refused = sum(1 for _, items in failures if all(_refused(d.message) for d in items))
     unmatched = len(failures) - refused
     count = len(failures)
     head = f"{count} entr{'ies' if count != 1 else 'y'} of {specs} cannot be placed in {tree.root} ({tree.describe()})"

@@ -22,6 +22,7 @@ from codegen.resolve.expressions import check_expressions
 from codegen.resolve.frames import frame_refusal
 from codegen.resolve.functions import collect_functions, import_aliases, suggest
 from codegen.resolve.hooks import resolve_insert, resolve_rewrite
+from codegen.resolve.hostile import parse_module
 from codegen.resolve.regions import early_exit, parameters, resolve_region
 from codegen.resolve.scan import Facts, hook_codes
 from codegen.resolve.sites import FilePlan, Plan, Wrap
@@ -56,7 +57,7 @@ class _Lines:
 
 
 def parse_source(path: str, source: str) -> cst.Module:
-    return cst.parse_module(source)
+    return parse_module(source)  # refuses what would crash libcst (resolve/hostile.py)
 
 
 def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = None) -> Plan:

@@ -221,3 +221,37 @@ def test_mismatch_advice_fits_the_failures(
             "each says why it is refused and what to do; or pass --allow-missing to instrument the rest"
         )
         assert "releases:" not in advice and "any:" not in advice
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            b"def work(x):\n    return " + b"(" * 3000 + b"x" + b")" * 3000 + b"\n",
+            "too many nested parentheses",
+        ),
+        (b"def work(x):\n    return " + b"-" * 30000 + b"x\n", "nested too deeply for a parser"),
+        (b"def work(x):\n    return x\x00\x01\x02\n", "cannot parse 'megatron/demo.py'"),
+        (b"def work(x):\n    return '\xff'\n", "'megatron/demo.py' is not UTF-8 text"),
+    ],
+    ids=["deep-brackets", "unary-chain", "binary", "latin-1"],
+)
+def test_hostile_source_files_are_located_errors(tmp_path: Path, text: bytes, message: str) -> None:
+    """libcst's native parser overflows its stack on deep nesting (SIGSEGV): run in a subprocess,
+    so that a crash is a failure here and not the end of the test run."""
+    import subprocess
+    import sys
+
+    specs, root = make_project(
+        tmp_path, "file: megatron/demo.py\nspans:\n  - {name: demo.work, group: step, function: work}\n", None
+    )
+    (root / "megatron/demo.py").write_bytes(text)
+    result = subprocess.run(
+        [sys.executable, "-m", "codegen", "validate", str(specs), "--source", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 3, (result.returncode, result.stderr[-2000:])
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert "mark them with 'releases:'" not in result.stderr  # no release marking fixes a broken file
