@@ -53,7 +53,7 @@ def _pos(path: str, node: yaml.Node) -> Pos:
 
 
 MAX_DEPTH = 64  # a spec needs about 8 levels
-MAX_NODES = 200_000  # aliases of aliases can expand a small file exponentially
+MAX_NODES = 50_000  # aliases of aliases can expand a small file exponentially
 
 
 class _Refused(Exception):

@@ -17,20 +17,27 @@ def _deepest(depth):
     return low
 
 
+def _returns(depth, n):
+    try:
+        return depth(n) == n
+    except RecursionError:
+        return False
+
+
 def check(before, after, otel, exporter):
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(600)
     try:
         pristine = _deepest(before.depth)
-        disabled = None
-        enabled = _deepest(after.depth)
+        # enabled: the SDK's start_span needs some frames of its own at the deepest level, no more
+        enabled = _returns(after.depth, pristine - 40)
         otel.disable()
-        disabled = _deepest(after.depth)
+        disabled = _returns(after.depth, pristine), _returns(after.depth, pristine + 1)
     finally:
         sys.setrecursionlimit(limit)
     assert pristine > 400
-    assert disabled == pristine, (pristine, disabled)
-    # enabled: the SDK's start_span needs some frames of its own at the deepest level, no more
-    assert enabled >= pristine - 40, (pristine, enabled)
+    assert enabled, pristine
+    assert disabled == (True, False), (pristine, disabled)  # exactly the pristine depth
+    assert len(exporter.get_finished_spans()) == pristine - 40 + 1
     tree = after.Tree([after.Tree([after.Tree()]), after.Tree()])
     assert tree.height() == 3 and tree.size() == 4
