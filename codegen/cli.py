@@ -13,7 +13,7 @@ from codegen.cache import load as load_cached
 from codegen.cache import store as store_cached
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
-from codegen.target import ReleaseError, SourceMismatch
+from codegen.target import ReleaseError, SourceMismatch, mismatch_advice
 from codegen.upstream import PACKAGE_INFO, UpstreamError, default_cache_dir
 
 EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
@@ -147,13 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_SPEC
     except SourceMismatch as exc:
         print(exc, file=sys.stderr)
-        count = len(exc.failures)
-        print(
-            f"{count} entr{'ies' if count != 1 else 'y'} of {args.specs} cannot be placed in "
-            f"{exc.tree.root} ({exc.tree.describe()}): mark them with 'releases:' or give 'any:' "
-            "alternatives in the specs, or pass --allow-missing to instrument the rest",
-            file=sys.stderr,
-        )
+        print(mismatch_advice(exc.failures, args.specs, exc.tree), file=sys.stderr)
         return EXIT_SOURCE
     except SpecError as exc:
         for warning in exc.diagnostics.render_warnings():
@@ -206,15 +200,16 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
         if e.releases is not None  # an excluded entry always names its releases
     ]
     warnings = list(generation.warnings)  # what the checks could not know (expressions)
+    if generation.absent_note:
+        warnings.append(f"warning: {generation.absent_note}")
     if generation.missing:
-        count = len(generation.missing)
-        warnings += [
-            render_failures(generation.missing, "warning"),
-            (
-                f"left out {count} entr{'ies' if count != 1 else 'y'} that cannot be placed in {tree.root} "
-                f"({tree.describe()}) (--allow-missing)"
-            ),
-        ]
+        warnings.append(render_failures(generation.missing, "warning"))
+    if generation.missing or generation.absent:
+        count = len(generation.missing) + len(generation.absent)
+        warnings.append(
+            f"left out {count} entr{'ies' if count != 1 else 'y'} that cannot be placed in {tree.root} "
+            f"({tree.describe()}) (--allow-missing)"
+        )
     source_root = generation.source_root
     files = sorted({*generation.plan.files, *generation.plan.also_read})
     files += [PACKAGE_INFO] if (source_root / PACKAGE_INFO).is_file() else []
@@ -229,7 +224,7 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
         tree.pinned,
         notes,
         warnings,
-        len(generation.missing),
+        len(generation.missing) + len(generation.absent),
         generation.report,
     )
 
