@@ -17,6 +17,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Self
 
 TESTS = Path(__file__).resolve().parents[1] / "tests" / "megatron_cpu"
 
@@ -27,9 +28,12 @@ class ReceiverProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.environ: dict[str, str] = {}
 
-    def __enter__(self) -> ReceiverProcess:
+    def __enter__(self) -> Self:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, self.protocol], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, __file__, self.protocol],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert self.proc.stdout is not None
         self.environ = json.loads(self.proc.stdout.readline())

@@ -17,9 +17,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from statistics import median
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -200,7 +200,9 @@ def runtime_rows(data: dict) -> list[Row]:
 def lens_rows(data: dict | None, status: str) -> list[Row]:
     s = "nemo-lens, empty function" + (f", Python {data['python']}, {data['lens']}" if data else "")
     if data is None:
-        return [Row(s, f"nemo-lens managed_span / trace_fn: {status}", "-", "-", "-", "-", "", "not measured")]
+        return [
+            Row(s, f"nemo-lens managed_span / trace_fn: {status}", "-", "-", "-", "-", "", "not measured")
+        ]
     r = data["results"]
     return [
         ratio_row(s, "nemo-lens managed_span, off / uninstrumented", r, "lens.managed_span.off", "empty.base"),
@@ -252,7 +254,9 @@ def build_fork(tmp: Path) -> Path:
 
     generation = generate(REPO / "specs")
     dest = tmp / "megatron-core"
-    write_tree(dest, {path: new for path, (_old, new) in generation.changes.items()}, base=generation.source_root)
+    write_tree(
+        dest, {path: new for path, (_old, new) in generation.changes.items()}, base=generation.source_root
+    )
     return dest
 
 
@@ -264,11 +268,22 @@ def run_step_worker(fork: Path, shape: str, rounds: int) -> dict:
         port = sock.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
     env.update(PYTHONPATH=str(fork), OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", TORCHDYNAMO_DISABLE="1")
-    command = [sys.executable, str(STEP_WORKER), "--shape", shape, "--rounds", str(rounds), "--port", str(port)]
+    command = [
+        sys.executable,
+        str(STEP_WORKER),
+        "--shape",
+        shape,
+        "--rounds",
+        str(rounds),
+        "--port",
+        str(port),
+    ]
     command += ["--warmup", "1" if shape == "layer" else "2"]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=env, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} exited {proc.returncode}:\n{(proc.stderr or proc.stdout)[-2000:]}")
+        raise RuntimeError(
+            f"{' '.join(command)} exited {proc.returncode}:\n{(proc.stderr or proc.stdout)[-2000:]}"
+        )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -284,7 +299,9 @@ def step_rows(data: dict) -> list[Row]:
     """Wall-clock rows and training-thread CPU rows side by side. On a quiet machine the two agree
     for the training thread; on a loaded one (other processes taking the cores) wall time measures
     the scheduler, and the goals are read from the CPU rows (each goal row says which it uses)."""
-    m, cpu, export, spans, sdk = (data[k] for k in ("median_s", "cpu_s", "export_cpu_s", "spans_per_step", "sdk_span_s"))
+    m, cpu, export, spans, sdk = (
+        data[k] for k in ("median_s", "cpu_s", "export_cpu_s", "spans_per_step", "sdk_span_s")
+    )
     z = data["sizes"]
     s = (
         f"per training step: megatron.training train_step on CPU, {data['shape']} GPT ({z['NUM_LAYERS']} layers, "
@@ -314,7 +331,9 @@ def step_rows(data: dict) -> list[Row]:
                             f"{ratio:.4f}x", f"{ratio:.4f}x", _goal_text(goal), status))  # fmt: skip
     for arm in ("default", "all", "lean"):
         if arm in spans:
-            rows.append(Row(s, f"spans recorded per step, {arm}", f"{spans[arm]:g}", "-", "-", "-", "", "info"))
+            rows.append(
+                Row(s, f"spans recorded per step, {arm}", f"{spans[arm]:g}", "-", "-", "-", "", "info")
+            )
     probe, lean_probe = data.get("probe") or {}, data.get("probe_lean") or {}
     in_place = probe.get("sdk_span_s") or sdk  # the SDK's own span, production processors, in place
     in_place_cpu = probe.get("sdk_span_cpu_s") or in_place
@@ -330,7 +349,11 @@ def step_rows(data: dict) -> list[Row]:
         rows.append(Row(s, f"added training-thread wall time per span under all, {path} / the SDK's span in place (wall)",
                         _us(added), _us(in_place), f"{added / in_place:.2f}x", "-", "", "info"))  # fmt: skip
         ratio = added_cpu / in_place_cpu
-        status = "within noise" if abs(cpu[arm] - cpu["off"]) <= abs(cpu["off2"] - cpu["off"]) and goal else _status(ratio, goal)
+        status = (
+            "within noise"
+            if abs(cpu[arm] - cpu["off"]) <= abs(cpu["off2"] - cpu["off"]) and goal
+            else _status(ratio, goal)
+        )
         rows.append(Row(s, f"added training-thread CPU per span under all, {path} / the SDK's span in place (CPU)",
                         _us(added_cpu), _us(in_place_cpu), f"{ratio:.2f}x", "-", _goal_text(goal), status))  # fmt: skip
         exported = (export[arm] - export["off"]) / n
@@ -397,8 +420,9 @@ def gpu_step_note(data: dict) -> str:
             parts.append(part)
     return (
         f"a ~1 s GPU step with 32 layers and 8 microbatches records ~{big:g} spans under 'all' "
-        f"(3 per layer per microbatch, 2 per microbatch, {fixed:g} per step): " + "; ".join(parts) +
-        ", spent on the host thread while the GPU runs ahead; 'default' records no per-step spans"
+        f"(3 per layer per microbatch, 2 per microbatch, {fixed:g} per step): "
+        + "; ".join(parts)
+        + ", spent on the host thread while the GPU runs ahead; 'default' records no per-step spans"
     )
 
 
@@ -409,7 +433,9 @@ def _steps(args, raw: dict, rows: list, notes: list) -> None:
     try:
         import torch  # noqa: F401
     except ImportError:
-        notes.append("training-step rows skipped: torch is not installed (tox -e runtime's environment has it)")
+        notes.append(
+            "training-step rows skipped: torch is not installed (tox -e runtime's environment has it)"
+        )
         return
     with tempfile.TemporaryDirectory(prefix="otel-bench-fork-") as tmp:
         fork = build_fork(Path(tmp))
@@ -467,15 +493,26 @@ def _runtime(args, rounds: int, off: Path, on: Path, raw: dict, rows: list) -> N
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, no subprocess generator runs")
-    parser.add_argument("--rounds", type=int, help="interleaved rounds per runtime variant (default 40, quick 12)")
+    parser.add_argument(
+        "--rounds", type=int, help="interleaved rounds per runtime variant (default 40, quick 12)"
+    )
     parser.add_argument("--no-generator", action="store_true", help="skip the generator benchmark")
     parser.add_argument("--no-lens", action="store_true", help="skip nemo-lens")
-    parser.add_argument("--no-lens-install", action="store_true", help="use nemo-lens only if already installed")
+    parser.add_argument(
+        "--no-lens-install", action="store_true", help="use nemo-lens only if already installed"
+    )
     parser.add_argument("--lens-python", help="a Python that can import nemo.lens and the OTel SDK")
-    parser.add_argument("--no-step", action="store_true", help="skip the training-step rows (they need torch)")
-    parser.add_argument("--step-layer", action="store_true",
-                        help="training step: also the layer-shaped GPT (hidden 1024, seq 1024; minutes on CPU)")
-    parser.add_argument("--step-rounds", type=int, help="interleaved rounds per arm (default tiny 60, layer 4)")
+    parser.add_argument(
+        "--no-step", action="store_true", help="skip the training-step rows (they need torch)"
+    )
+    parser.add_argument(
+        "--step-layer",
+        action="store_true",
+        help="training step: also the layer-shaped GPT (hidden 1024, seq 1024; minutes on CPU)",
+    )
+    parser.add_argument(
+        "--step-rounds", type=int, help="interleaved rounds per arm (default tiny 60, layer 4)"
+    )
     parser.add_argument("--json", type=Path, help="also write the raw measurements here")
     args = parser.parse_args(argv)
     rounds = args.rounds or (12 if args.quick else 40)

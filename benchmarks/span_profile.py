@@ -149,7 +149,9 @@ def main() -> None:
                      + (" --lean" if options.lean else "") + (f" --out {options.out}" if options.out else ""))  # fmt: skip
         lines.append(f"# python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
                      f"{threading.active_count()} threads; the receiver got {got} spans")  # fmt: skip
-        lines.append(f"training thread, per span (median of 5 x {spans} spans): wall {wall * 1e6:.2f} us, CPU {cpu * 1e6:.2f} us")
+        lines.append(
+            f"training thread, per span (median of 5 x {spans} spans): wall {wall * 1e6:.2f} us, CPU {cpu * 1e6:.2f} us"
+        )
         lines.append(f"export (batch thread + flush), CPU per span: {export * 1e6:.2f} us")
         lines.append(f"under cProfile: {profiled * 1e6:.2f} us per span; each category's share of it, "
                      "applied to the unprofiled training-thread CPU time:")  # fmt: skip

@@ -54,13 +54,15 @@ typing.override = getattr(typing, "override", lambda f: f)
 TESTS = Path(__file__).resolve().parents[1] / "tests" / "megatron_cpu"
 sys.path.insert(0, str(TESTS))
 
-import megatron_cpu_worker as base  # noqa: E402
-import megatron_training_worker as training_worker  # noqa: E402
-import torch  # noqa: E402
+import megatron_cpu_worker as base
+import megatron_training_worker as training_worker
+import torch
 
 SHAPES = {
     "tiny": dict(NUM_LAYERS=2, HIDDEN=64, HEADS=4, SEQ=16, VOCAB=128, MICRO_BATCH=2, NUM_MICROBATCHES=2),
-    "layer": dict(NUM_LAYERS=2, HIDDEN=1024, HEADS=16, SEQ=1024, VOCAB=1024, MICRO_BATCH=1, NUM_MICROBATCHES=2),
+    "layer": dict(
+        NUM_LAYERS=2, HIDDEN=1024, HEADS=16, SEQ=1024, VOCAB=1024, MICRO_BATCH=1, NUM_MICROBATCHES=2
+    ),
 }
 ARMS = ("off", "off2", "default", "all", "all_urandom", "lean")
 PROBES = ("probe", "probe_lean")
@@ -305,7 +307,9 @@ def main() -> None:
                 "recording": "runtime's own providers, OTLP/HTTP to a live receiver (batch export)",
                 "median_s": {arm: statistics.median(times[arm]) for arm in timed if arm not in PROBES},
                 "cpu_s": {arm: statistics.median(cpu[arm]) for arm in timed if arm not in PROBES},
-                "export_cpu_s": {arm: statistics.median(export_cpu[arm]) for arm in timed if arm not in PROBES},
+                "export_cpu_s": {
+                    arm: statistics.median(export_cpu[arm]) for arm in timed if arm not in PROBES
+                },
                 "times_s": times,
                 "spans_per_step": spans,
                 "sdk_span_s": sdk,

@@ -310,7 +310,7 @@ class OtlpReceiver:
                 self.server.connections.discard(self.connection)
                 super().finish()
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 arrived = receiver.mode  # the mode when the request came, not when it is answered
                 entry = HTTP_PATHS.get(self.path.split("?")[0])
                 length = int(self.headers.get("Content-Length") or 0)

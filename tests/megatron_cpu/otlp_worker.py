@@ -193,9 +193,7 @@ def main_train(options: argparse.Namespace) -> None:
                             ),
                             "megatron.training.grad_norm": grad_norm,
                             "megatron.training.skipped_iters": skipped,
-                            "megatron.training.learning_rate": scheduler.get_lr(
-                                optimizer.param_groups[0]
-                            ),
+                            "megatron.training.learning_rate": scheduler.get_lr(optimizer.param_groups[0]),
                             "megatron.training.memory_allocated_gb": otel.max_memory_allocated_gb(),
                         }
                     )

@@ -22,9 +22,9 @@ for _module in (
 ):
     pytest.importorskip(_module, reason=f"{_module} is needed for the OTLP capture tests")
 
-from tests.megatron_cpu.conftest import free_port  # noqa: E402
-from tests.megatron_cpu.otlp_receiver import OtlpReceiver  # noqa: E402
-from tests.megatron_cpu.test_otlp_export import SPECS, Worker, otel_env  # noqa: E402
+from tests.megatron_cpu.conftest import free_port
+from tests.megatron_cpu.otlp_receiver import OtlpReceiver
+from tests.megatron_cpu.test_otlp_export import SPECS, Worker, otel_env
 
 RECORDINGS = ("lean", "sdk", "program")
 TRACERS = {"lean": "LeanTracer", "sdk": "Tracer", "program": "Tracer"}
@@ -38,7 +38,16 @@ def captures(fork_root: Path, tmp_path_factory) -> dict[str, dict[str, Any]]:
     for recording in RECORDINGS:
         work = tmp_path_factory.mktemp(f"capture-{recording}")
         with OtlpReceiver("http") as receiver:
-            args = ["train", "--port", str(free_port()), "--steps", "3", "--evaluate", "--recording", recording]
+            args = [
+                "train",
+                "--port",
+                str(free_port()),
+                "--steps",
+                "3",
+                "--evaluate",
+                "--recording",
+                recording,
+            ]
             worker = Worker(fork_root, args, otel_env(receiver), work)
             code = worker.wait()
             assert code == 0, worker.output()[-4000:]

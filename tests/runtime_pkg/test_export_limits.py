@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from types import ModuleType
+from typing import ClassVar
 
 import pytest
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
@@ -26,7 +27,7 @@ MODULE = "opentelemetry.exporter.otlp.proto.http.{signal}_exporter"
 class StuckExporter:
     """An OTLP exporter whose collector never answers: ``export`` blocks until ``shutdown``."""
 
-    made: list[StuckExporter] = []
+    made: ClassVar[list[StuckExporter]] = []
 
     def __init__(self, **options: object) -> None:
         self.options = options

@@ -119,9 +119,7 @@ def normalized(spans: list[ReadableSpan]) -> list[dict[str, Any]]:
                 "trace_state": str(s.context.trace_state),
                 "attributes": dict(s.attributes or {}),
                 "dropped_attributes": s.dropped_attributes,
-                "events": [
-                    (e.name, {k: v for k, v in (e.attributes or {}).items()}) for e in s.events
-                ],
+                "events": [(e.name, {k: v for k, v in (e.attributes or {}).items()}) for e in s.events],
                 "links": [(index.get(link.context.span_id), dict(link.attributes or {})) for link in s.links],
                 "status": (s.status.status_code, s.status.description),
                 "kind": s.kind,
@@ -267,4 +265,3 @@ def test_a_forked_child_drops_the_parents_buffered_spans(
     os.close(read)
     otel.shutdown()
     assert [s.name for s in exporter.get_finished_spans()] == ["megatron.layer.forward"]
-
