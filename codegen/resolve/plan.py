@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.resolve.alternatives import concrete
 from codegen.resolve.bindings import Bindings, Shadow
+from codegen.resolve.context import FileContext
 from codegen.resolve.expressions import check_expressions
 from codegen.resolve.functions import collect_functions, import_aliases, suggest
 from codegen.resolve.hooks import resolve_insert, resolve_rewrite
@@ -29,29 +29,6 @@ from codegen.resolve.statements import (
 )
 from codegen.resolve.strip import strip
 from codegen.spec.model import Hook, Project, Region, Span
-
-
-class _Lines:
-    """Line numbers, resolved on first use: the metadata pass costs as much as a parse, and only
-    error messages need it."""
-
-    def __init__(self, module: cst.Module) -> None:
-        self.module = module
-        self.positions: Mapping[cst.CSTNode, CodeRange] | None = None
-
-    def _get(self) -> Mapping[cst.CSTNode, CodeRange]:
-        if self.positions is None:
-            self.positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
-        return self.positions
-
-    def start(self, node: cst.CSTNode) -> int:
-        return self._get()[node].start.line
-
-    def end(self, node: cst.CSTNode) -> int:
-        return self._get()[node].end.line
-
-    def line(self, node: cst.CSTNode, end: bool) -> int:
-        return self.end(node) if end else self.start(node)
 
 
 def parse_source(path: str, source: str) -> cst.Module:
@@ -93,7 +70,7 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
                 diags.error(span.where_file, f"'{rel}' is not UTF-8 text (byte {exc.start})")
             continue
         try:
-            module = parse_source(rel, source)
+            module = parsed = parse_source(rel, source)
         except cst.ParserSyntaxError as exc:
             for span in spans:
                 diags.error(span.where_file, f"cannot parse '{rel}': {exc.message} (line {exc.raw_line})")
@@ -103,12 +80,12 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
         if _maybe_instrumented(source, alias, hooks):
             # Maybe an instrumented tree: instrument what the specs declare from scratch (strip.py).
             module = strip(module, alias, project.runtime.parent_module, hook_codes(hooks, alias))
-        lines = _Lines(module)
-        plan = FilePlan(rel, source, module)
-        _resolve_file(project, plan, spans, lines.start, lines.end, diags)
-        _check_overlaps(plan, lines.start, lines.end, diags)
+        context = FileContext(rel, source, module, stripped=module is not parsed)
+        plan = FilePlan(rel, source, module, context)
+        _resolve_file(project, plan, spans, context.start, context.end, diags)
+        _check_overlaps(plan, context.start, context.end, diags)
         trees[rel] = module
-        check_expressions(plan, project.runtime.alias, root, diags, trees, lines.line)
+        check_expressions(context, plan, project.runtime.alias, root, diags, trees)
         files[rel] = plan
     if diags:
         raise SpecError(diags)

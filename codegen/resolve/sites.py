@@ -7,6 +7,7 @@ from typing import TypeVar
 
 import libcst as cst
 
+from codegen.resolve.context import FileContext
 from codegen.spec.model import Hook, Span
 
 _Entry = TypeVar("_Entry", Span, Hook)
@@ -62,6 +63,7 @@ class FilePlan:
     path: str
     source: str
     module: cst.Module
+    context: FileContext
     wraps: list[Wrap] = field(default_factory=list)
     inserts: list[Insert] = field(default_factory=list)
     decorations: list[tuple[Span, cst.FunctionDef]] = field(default_factory=list)

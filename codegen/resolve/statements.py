@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
+from codegen.resolve.walk import walk
 from codegen.spec.model import Selector
 
 _EMPTY = cst.Module(body=[])
@@ -147,11 +147,11 @@ def calls_in(node: cst.CSTNode) -> set[str]:
 
 def _calls_in(node: cst.CSTNode) -> set[str]:
     names: set[str] = set()
-    for call in m.findall(node, m.Call()):
-        assert isinstance(call, cst.Call)
-        name = get_full_name_for_node(call.func)
-        if name:
-            names.add(name)
+    for call in walk(node):
+        if isinstance(call, cst.Call):
+            name = get_full_name_for_node(call.func)
+            if name:
+                names.add(name)
     return names
 
 
