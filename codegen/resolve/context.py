@@ -121,10 +121,15 @@ def _pair_compound(
         for case, ast_case in zip(stmt.cases, node.cases, strict=False):
             _suite(case.body, ast_case.body, pairs, cst_of)
         return
-    _suite(stmt.body, getattr(node, "body", []), pairs, cst_of)
+    body = getattr(stmt, "body", None)
+    if isinstance(body, cst.BaseSuite):
+        _suite(body, getattr(node, "body", []), pairs, cst_of)
     if isinstance(stmt, (cst.Try, cst.TryStar)):
-        for handler, ast_handler in zip(stmt.handlers, getattr(node, "handlers", []), strict=False):
-            _suite(handler.body, ast_handler.body, pairs, cst_of)
+        ast_handlers = getattr(node, "handlers", [])
+        for index, handler in enumerate(stmt.handlers[: len(ast_handlers)]):
+            suite = getattr(handler, "body", None)
+            if isinstance(suite, cst.BaseSuite):
+                _suite(suite, ast_handlers[index].body, pairs, cst_of)
     orelse = getattr(stmt, "orelse", None)
     if isinstance(orelse, cst.If):  # elif: the ast's orelse is [If]
         ast_orelse = getattr(node, "orelse", [])
@@ -132,8 +137,8 @@ def _pair_compound(
             pairs[id(orelse)] = [ast_orelse[0]]
             cst_of[id(ast_orelse[0])] = orelse
             _pair_compound(orelse, ast_orelse[0], pairs, cst_of)
-    elif orelse is not None:
+    elif isinstance(orelse, cst.Else):
         _suite(orelse.body, getattr(node, "orelse", []), pairs, cst_of)
     final = getattr(stmt, "finalbody", None)
-    if final is not None:
+    if isinstance(final, cst.Finally):
         _suite(final.body, getattr(node, "finalbody", []), pairs, cst_of)

@@ -24,14 +24,13 @@ import builtins
 import difflib
 import symtable
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
-from libcst.metadata import MetadataWrapper, ScopeProvider
 
 from codegen.diagnostics import Diagnostics, Pos
 from codegen.resolve.context import FileContext
@@ -156,6 +155,7 @@ class Expression:
     function: cst.FunctionDef
     at: cst.CSTNode
     after: bool
+    entry: Span | Hook  # whose expression it is
 
 
 @dataclass
@@ -171,10 +171,10 @@ def check_expressions(
     plan: FilePlan,
     alias: str,
     source_root: Path,
-    diags: Diagnostics,
+    diags_of: Callable[[Span | Hook], Diagnostics],
     trees: dict[str, cst.Module | None],
 ) -> None:
-    """Report every free name of the plan's expressions that is not bound where it runs.
+    """Report (to ``diags_of(entry)``) every free name of the plan's expressions that is not bound where it runs.
 
     ``trees`` caches the modules parsed to follow base classes (path -> module, None when not in
     the tree). Scopes come from the standard library's ``symtable`` and binding sites from
@@ -186,13 +186,13 @@ def check_expressions(
         scopes = _Scopes(context)
     except (SyntaxError, ValueError) as exc:
         reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
-        diags.error(
+        diags_of(expressions[0].entry).error(
             expressions[0].pos,
             f"cannot check the expressions inserted into {plan.path}: Python "
             f"{sys.version_info.major}.{sys.version_info.minor} cannot parse it ({reason})",
         )
         return
-    checker = _Checker(context, plan, alias, scopes, _Classes(source_root, trees), diags)
+    checker = _Checker(context, plan, alias, scopes, _Classes(source_root, trees), diags_of)
     for expression in expressions:
         checker.check(expression)
 
@@ -317,7 +317,10 @@ def _binding_sites(func: ast.AST) -> dict[str, list[tuple[int, int]]]:
     sites: dict[str, list[tuple[int, int]]] = {}
 
     def add(name: str, node: ast.AST, line: int | None = None) -> None:
-        where = (line or getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+        where: tuple[int, int] = (
+            line or int(getattr(node, "lineno", 0)),
+            int(getattr(node, "col_offset", 0)),
+        )
         sites.setdefault(name, []).append(where)
 
     assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -369,32 +372,42 @@ def _expressions(plan: FilePlan, alias: str) -> Iterator[Expression]:
         )
         if isinstance(entry, Span):
             for attr in entry.attributes:
-                yield Expression(attr.expr, f"attribute '{attr.key}'", attr.pos, func, first, False)
+                yield Expression(attr.expr, f"attribute '{attr.key}'", attr.pos, func, first, False, entry)
             if entry.when:
-                yield Expression(entry.when, "when", entry.when_pos or entry.pos, func, first, False)
+                yield Expression(entry.when, "when", entry.when_pos or entry.pos, func, first, False, entry)
             if entry.name_expr:
                 yield Expression(
-                    entry.name_expr, "name_expr", entry.name_expr_pos or entry.pos, func, first, False
+                    entry.name_expr, "name_expr", entry.name_expr_pos or entry.pos, func, first, False, entry
                 )
             for attr in entry.end_attributes:
-                yield Expression(attr.expr, f"end attribute '{attr.key}'", attr.pos, func, last, True)
+                yield Expression(attr.expr, f"end attribute '{attr.key}'", attr.pos, func, last, True, entry)
         else:
             if entry.enter:
-                yield Expression(entry.enter, "enter", entry.enter_pos or entry.pos, func, first, False)
+                yield Expression(
+                    entry.enter, "enter", entry.enter_pos or entry.pos, func, first, False, entry
+                )
             if entry.exit:
-                yield Expression(entry.exit, "exit", entry.exit_pos or entry.pos, func, last, True)
+                yield Expression(entry.exit, "exit", entry.exit_pos or entry.pos, func, last, True, entry)
     for insert in plan.inserts:
         hook = insert.hook
         if hook.call is None:
             continue
         body = insert.block.body
         at, after = (body[insert.index], False) if insert.index < len(body) else (body[-1], True)
-        yield Expression(hook.call, _payload(hook), hook.call_pos or hook.pos, insert.function, at, after)
+        yield Expression(
+            hook.call, _payload(hook), hook.call_pos or hook.pos, insert.function, at, after, hook
+        )
     for rewrite in plan.rewrites:
         hook = rewrite.hook
         if hook.wrapper:
             yield Expression(
-                hook.wrapper, "with", hook.call_pos or hook.pos, rewrite.function, rewrite.statement, False
+                hook.wrapper,
+                "with",
+                hook.call_pos or hook.pos,
+                rewrite.function,
+                rewrite.statement,
+                False,
+                hook,
             )
 
 
@@ -415,30 +428,44 @@ class _Free:
 
 def free_names(text: str) -> list[_Free] | None:
     """The names ``text`` reads without binding them itself (not builtins), with the attributes
-    read from each; None when libcst cannot parse it."""
+    read from each; None when Python cannot parse it (``symtable`` does the scoping)."""
+    source = text.strip() + "\n"
     try:
-        module = cst.parse_module(text.strip() + "\n")
-    except cst.ParserSyntaxError:
+        tree = ast.parse(source)
+        table = symtable.symtable(source, "<expression>", "exec")
+    except (SyntaxError, ValueError):
         return None
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    scopes = wrapper.resolve(ScopeProvider)
-    free: dict[str, list[cst.CSTNode]] = {}
-    for scope in {s for s in scopes.values() if s is not None}:
-        for access in scope.accesses:
-            if not access.referents and isinstance(access.node, cst.Name):
-                free.setdefault(access.node.value, []).append(access.node)
-    out = []
-    for name, nodes in free.items():
-        ids = {id(n) for n in nodes}
-        attrs = tuple(
-            dict.fromkeys(
-                a.attr.value
-                for a in m.findall(module, m.Attribute(value=m.Name(name)))
-                if isinstance(a, cst.Attribute) and id(a.value) in ids
-            )
-        )
-        out.append(_Free(name, attrs))
-    return sorted(out, key=lambda f: f.name)
+    bound = {s.get_name() for s in table.get_symbols() if s.is_local()}
+    names = {s.get_name() for s in table.get_symbols() if s.is_referenced() and not s.is_local()}
+    pending = list(table.get_children())
+    while pending:  # lambdas and comprehensions: what they read from the top level
+        inner = pending.pop()
+        names |= {s.get_name() for s in inner.get_symbols() if s.is_global() and s.is_referenced()}
+        pending.extend(inner.get_children())
+    free = {n for n in names - bound if not hasattr(builtins, n)}
+    attributes: dict[str, dict[str, None]] = {n: {} for n in free}
+
+    def visit(node: ast.AST, shadowed: frozenset[str]) -> None:
+        if isinstance(node, ast.Lambda):
+            args = node.args
+            every = (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+            shadowed = shadowed | {a.arg for a in every if a is not None}
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            shadowed = shadowed | {
+                n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)
+            }
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in free
+            and node.value.id not in shadowed
+        ):
+            attributes[node.value.id][node.attr] = None
+        for child in ast.iter_child_nodes(node):
+            visit(child, shadowed)
+
+    visit(tree, frozenset())
+    return [_Free(name, tuple(attributes[name])) for name in sorted(free)]
 
 
 class _Checker:
@@ -449,14 +476,14 @@ class _Checker:
         alias: str,
         scopes: _Scopes,
         classes: _Classes,
-        diags: Diagnostics,
+        diags_of: Callable[[Span | Hook], Diagnostics],
     ) -> None:
         self.context = context
         self.plan = plan
         self.alias = alias
         self.scopes = scopes
         self.classes = classes
-        self.diags = diags
+        self.diags_of = diags_of
 
     def _point(self, at: cst.CSTNode, after: bool) -> tuple[int, int] | None:
         """Where ``at`` starts, or ends with ``after``, as (line, column) of the ``ast``."""
@@ -486,7 +513,7 @@ class _Checker:
             bound = self.scopes.resolve(item.name, scope)
             if bound is None:
                 hint = self._hint(item.name, scope, point)
-                self.diags.error(
+                self.diags_of(expr.entry).error(
                     expr.pos,
                     f"{expr.what}: '{item.name}' is not defined in {func} "
                     f"({self.plan.path} line {self.context.line(expr.at, expr.after)}){hint}",
@@ -494,7 +521,7 @@ class _Checker:
                 continue
             local = scope.sites().get(item.name, []) if bound is scope else []
             if local and not any(site < point for site in local):
-                self.diags.error(
+                self.diags_of(expr.entry).error(
                     expr.pos,
                     f"{expr.what}: '{item.name}' is assigned in {func} only after this point "
                     f"({self.plan.path} line {self.context.line(expr.at, expr.after)}; first assigned at "
@@ -535,13 +562,13 @@ class _Checker:
                 continue
             where = f"{item.name}.{attr}"
             if facts.unknown:
-                self.diags.warning(
+                self.diags_of(expr.entry).warning(
                     expr.pos,
                     f"{expr.what}: cannot check '{where}': {classdef.name.value} is not assigned '{attr}' "
                     f"in the source tree, but {'; '.join(facts.unknown)}",
                 )
             else:
-                self.diags.error(
+                self.diags_of(expr.entry).error(
                     expr.pos,
                     f"{expr.what}: '{where}' is not an attribute of {classdef.name.value} or its bases"
                     f"{_did_you_mean(attr, facts.attributes)}",
