@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
 from codegen.diagnostics import Diagnostics, Pos
@@ -766,7 +765,9 @@ def _own_attributes(classdef: cst.ClassDef, unknown: list[str]) -> set[str]:
                 attrs |= {
                     t.attr.value
                     for t in _targets(node)
-                    if isinstance(t, cst.Attribute) and m.matches(t.value, m.Name(self_name))
+                    if isinstance(t, cst.Attribute)
+                    and isinstance(t.value, cst.Name)
+                    and t.value.value == self_name
                 }
                 continue
             callee = get_full_name_for_node(node.func) or ""

@@ -6,7 +6,6 @@ import difflib
 from collections.abc import Sequence
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
 from codegen.resolve.statements import child_blocks
@@ -165,11 +164,13 @@ def _is_generator(func: cst.FunctionDef) -> bool:
 
 
 def _is_stub(func: cst.FunctionDef) -> bool:
-    trivial = m.Pass() | m.Expr(m.Ellipsis() | m.SimpleString() | m.ConcatenatedString())
+    def trivial(small: cst.CSTNode) -> bool:
+        return isinstance(small, cst.Pass) or (
+            isinstance(small, cst.Expr)
+            and isinstance(small.value, (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString))
+        )
+
     body = func.body
     if isinstance(body, cst.SimpleStatementSuite):
-        return all(m.matches(s, trivial) for s in body.body)
-    return all(
-        isinstance(s, cst.SimpleStatementLine) and all(m.matches(x, trivial) for x in s.body)
-        for s in body.body
-    )
+        return all(trivial(s) for s in body.body)
+    return all(isinstance(s, cst.SimpleStatementLine) and all(trivial(x) for x in s.body) for s in body.body)

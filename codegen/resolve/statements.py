@@ -198,6 +198,16 @@ def matches(selector: Selector, site: StatementSite) -> bool:
     return header is not None and _header_matches(selector.value, header)
 
 
+def is_docstring(stmt: cst.CSTNode) -> bool:
+    """A statement line holding only a string (a docstring where it comes first)."""
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
 def first_line_code(stmt: cst.BaseStatement) -> str:
     """A one-line preview of a statement for candidate lists in error messages."""
     code = _EMPTY.code_for_node(stmt.with_changes(leading_lines=()))

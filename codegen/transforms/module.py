@@ -8,11 +8,10 @@ import re
 from collections.abc import Sequence
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codegen.resolve.sites import FilePlan
-from codegen.resolve.statements import child_blocks
+from codegen.resolve.statements import child_blocks, is_docstring
 from codegen.spec.model import Project, Span
 from codegen.transforms.blocks import BlockEditor
 from codegen.transforms.render import LINE_LENGTH
@@ -128,7 +127,7 @@ def add_runtime_import(project: Project, module: cst.Module, first_use: int | No
         if _EMPTY.code_for_node(node.module) != parent or isinstance(node.names, cst.ImportStar):
             continue
         names = list(node.names)
-        if any(m.matches(a, m.ImportAlias(name=m.Name(alias), asname=None)) for a in names):
+        if any(isinstance(a.name, cst.Name) and a.name.value == alias and a.asname is None for a in names):
             return module
         if "isort: skip" in _EMPTY.code_for_node(stmt):
             continue
@@ -283,14 +282,34 @@ def _first_code(body: Sequence[cst.BaseStatement]) -> int:
     for index, stmt in enumerate(body):
         if isinstance(stmt, (cst.If, cst.Try, cst.With)) or _module_name(stmt) is not None:
             continue
-        if m.matches(stmt, m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())])):
+        if is_docstring(stmt):
             continue
-        if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
-            name = stmt.body[0].targets[0].target.value  # type: ignore[attr-defined]  # libcst: m.matches does not narrow
-            if name.startswith("__") and name.endswith("__"):
-                continue
+        if _dunder_assignment(stmt):
+            continue
         return index
     return len(body)
+
+
+def _dunder_assignment(stmt: cst.BaseStatement) -> bool:
+    """``__name__ = ...``: one plain target, a dunder name."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    node = stmt.body[0]
+    if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+        return False
+    target = node.targets[0].target
+    return isinstance(target, cst.Name) and target.value.startswith("__") and target.value.endswith("__")
+
+
+def _future_import(stmt: cst.BaseStatement) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    node = stmt.body[0]
+    return (
+        isinstance(node, cst.ImportFrom)
+        and isinstance(node.module, cst.Name)
+        and node.module.value == "__future__"
+    )
 
 
 def _is_from(stmt: cst.BaseStatement) -> bool:
@@ -300,13 +319,9 @@ def _is_from(stmt: cst.BaseStatement) -> bool:
 def _after_header(body: Sequence[cst.BaseStatement]) -> int:
     """Index after the module docstring and ``from __future__`` imports."""
     index = 0
-    if body and m.matches(
-        body[0], m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())])
-    ):
+    if body and is_docstring(body[0]):
         index = 1
-    while index < len(body) and m.matches(
-        body[index], m.SimpleStatementLine(body=[m.ImportFrom(module=m.Name("__future__"))])
-    ):
+    while index < len(body) and _future_import(body[index]):
         index += 1
     return index
 
