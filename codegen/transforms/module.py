@@ -8,7 +8,6 @@ import re
 from collections.abc import Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import child_blocks, is_docstring
@@ -59,7 +58,7 @@ def _frozen(plan: FilePlan) -> frozenset[int]:
             off = False
         if off or line.rstrip().endswith("# fmt: skip"):
             lines.add(number)
-    positions = MetadataWrapper(plan.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = plan.context.positions()  # the file's one position pass (shared with resolution)
     blocks = [w.block for w in plan.wraps] + [r.block for r in plan.rewrites]
     frozen = set()
     for block in blocks:
