@@ -35,7 +35,7 @@ from codegen.diagnostics import Diagnostics, Pos
 from codegen.resolve.context import FileContext
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import assigned_names, child_blocks
-from codegen.resolve.walk import walk
+from codegen.resolve.walk import code_of, walk
 from codegen.spec.model import Hook, Span
 
 # The attributes of torch.nn.Module (torch 2.13: ``dir(torch.nn.Module) | vars(torch.nn.Module())``,
@@ -619,7 +619,7 @@ class _Classes:
             value = base.value.value if isinstance(base.value, cst.Subscript) else base.value
             dotted = get_full_name_for_node(value)
             if dotted is None:
-                facts.unknown.append(f"its base {cst.Module([]).code_for_node(base.value)} is not a name")
+                facts.unknown.append(f"its base {code_of(base.value)} is not a name")
                 continue
             self._base(path, module, dotted, facts, depth)
         return facts

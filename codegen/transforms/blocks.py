@@ -13,6 +13,7 @@ import libcst as cst
 
 from codegen.resolve.sites import Insert, Rewrite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
+from codegen.resolve.walk import code_of
 from codegen.runtime_calls import guard, span_variable
 from codegen.spec.model import Hook, Project, Span
 from codegen.transforms.reindent import fit
@@ -195,7 +196,7 @@ class BlockEditor(cst.CSTTransformer):
         new = stmt.visit(CallRewriter(rewrite))
         assert isinstance(new, cst.BaseStatement)
         # A one-line statement that became one long call is laid out again the way black would.
-        one_line = "\n" not in cst.Module([]).code_for_node(stmt.with_changes(leading_lines=())).rstrip("\n")
+        one_line = "\n" not in code_of(stmt.with_changes(leading_lines=())).rstrip("\n")
         if (
             rewrite.hook.result is not None
             and one_line
@@ -204,7 +205,7 @@ class BlockEditor(cst.CSTTransformer):
             and len(new.body) == 1
             and isinstance(new.body[0], cst.Expr)
         ):
-            code = " ".join(cst.Module([]).code_for_node(new.body[0]).split())
+            code = " ".join(code_of(new.body[0]).split())
             value = new.body[0].value
             if isinstance(value, cst.Call) and len(indent + code) > LINE_LENGTH:
                 laid_out = _statement(expression_statement(code, indent, self.step), indent)

@@ -11,6 +11,7 @@ import libcst as cst
 
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import child_blocks, is_docstring
+from codegen.resolve.walk import code_of
 from codegen.spec.model import Project, Span
 from codegen.transforms.blocks import BlockEditor
 from codegen.transforms.render import LINE_LENGTH
@@ -123,20 +124,17 @@ def add_runtime_import(project: Project, module: cst.Module, first_use: int | No
         node = stmt.body[0]
         if not isinstance(node, cst.ImportFrom) or node.relative or node.module is None:
             continue
-        if _EMPTY.code_for_node(node.module) != parent or isinstance(node.names, cst.ImportStar):
+        if code_of(node.module) != parent or isinstance(node.names, cst.ImportStar):
             continue
         names = list(node.names)
         if any(isinstance(a.name, cst.Name) and a.name.value == alias and a.asname is None for a in names):
             return module
-        if "isort: skip" in _EMPTY.code_for_node(stmt):
+        if "isort: skip" in code_of(stmt):
             continue
         body[index] = _fit_import(stmt.with_changes(body=[_merge_alias(node, alias)]))
         return module.with_changes(body=body)
     new = cst.parse_statement(f"from {parent} import {alias}\n")
     return _blank_lines_after_imports(_place_new_import(project, module.with_changes(body=body), new, limit))
-
-
-_EMPTY = cst.Module(body=[])
 
 
 def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
@@ -145,7 +143,7 @@ def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
     if isinstance(node.names, cst.ImportStar):  # the caller skips star imports
         return node
     names = list(node.names)
-    keys = [_isort_key(_EMPTY.code_for_node(n.name)) for n in names]
+    keys = [_isort_key(code_of(n.name)) for n in names]
     index = bisect.bisect_left(keys, _isort_key(alias))
     commas = [n.comma for n in names[:-1] if isinstance(n.comma, cst.Comma)]
     plain = next((c for c in commas if not _has_comment(c)), None)
@@ -198,7 +196,7 @@ def _has_comment(comma: cst.Comma) -> bool:
 def _fit_import(stmt: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
     """A one-line ``from x import a, b`` that grew past 100 columns, the way black lays it out
     (a trailing comment stays on the first line)."""
-    code = _EMPTY.code_for_node(stmt.with_changes(leading_lines=()))
+    code = code_of(stmt.with_changes(leading_lines=()))
     first = code.split("\n")[0]
     node = stmt.body[0]
     if (
@@ -209,8 +207,8 @@ def _fit_import(stmt: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
         or isinstance(node.names, cst.ImportStar)
     ):
         return stmt
-    module = _EMPTY.code_for_node(node.module)
-    names = [_EMPTY.code_for_node(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]
+    module = code_of(node.module)
+    names = [code_of(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]
     comment = stmt.trailing_whitespace.comment
     opening = f"from {module} import (" + (f"  {comment.value}" if comment else "")
     text = opening + "\n" + "".join(f"    {n},\n" for n in names) + ")\n"
@@ -225,9 +223,9 @@ def _module_name(stmt: cst.BaseStatement) -> str | None:
         return None
     node = stmt.body[0]
     if isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None:
-        return cst.Module([]).code_for_node(node.module)
+        return code_of(node.module)
     if isinstance(node, cst.Import):
-        return cst.Module([]).code_for_node(node.names[0].name)
+        return code_of(node.names[0].name)
     return None
 
 
