@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from codegen.resolve.walk import code_of
-from codegen.spec.reader import quote
+from codegen.runtime_calls import quote
 
 LINE_LENGTH = 100
 
