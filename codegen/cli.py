@@ -423,44 +423,10 @@ def _apply(args: argparse.Namespace) -> int:
         use_generated = False
     cache_dir = default_cache_dir()  # the pristine trees every later run instruments
     protected = [specs_dir, Path.cwd(), cache_dir] + ([args.source] if args.source else [])
-    checks: list[tuple[Path, str, Callable[[Path], bool], list[Path]]] = []
-    if not args.check and use_generated:
-        if (
-            generated_dir.resolve() == cache_dir.resolve()
-            or cache_dir.resolve() in generated_dir.resolve().parents
-        ):
-            print(f"error: --generated {generated_dir}: inside the cache {cache_dir}", file=sys.stderr)
-            return EXIT_SPEC
-        checks.append(
-            (
-                generated_dir,
-                "--generated",
-                lambda p: _generated_file(p, p.relative_to(generated_dir.resolve()).as_posix()),
-                protected,
-            )
-        )
-    if args.out is not None:
-        out = args.out.resolve()
-        inside = [p.resolve() for p in (args.source, generated_dir) if p is not None]
-        if any(out == p or p in out.parents for p in inside):
-            print(
-                f"error: --out {out}: inside --source or --generated, it would copy itself", file=sys.stderr
-            )
-            return EXIT_SPEC
-        if out == cache_dir.resolve() or cache_dir.resolve() in out.parents:
-            print(
-                f"error: --out {out}: inside the cache {cache_dir}, which holds the pristine sources "
-                "every later run instruments",
-                file=sys.stderr,
-            )
-            return EXIT_SPEC
-        # an existing fork (it carries the marker) is ours as a whole; else it must be new or empty
-        checks.append((out, "--out", lambda p: (out / FORK_MARKER).is_file(), protected + [generated_dir]))
-    for dest, option, ours, guarded in checks:
-        problem = _destination_problem(dest, option, ours, guarded)
-        if problem:
-            print(f"error: {problem}", file=sys.stderr)
-            return EXIT_SPEC
+    problem = _destinations_problem(args, generated_dir, use_generated, cache_dir, protected)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_SPEC
     run = _run(args, use_cache=not args.no_cache)
     if args.generated is None and use_generated and not run.pinned:
         reason = f"megatron-core {run.release} is not the pinned release"
@@ -479,18 +445,66 @@ def _apply(args: argparse.Namespace) -> int:
             print(f"note: {reason}: {generated_dir} is left alone (--out DIR to choose where the fork goes)")
             args.out = out
         use_generated = False
-    tree = run.tree
     if args.check:
-        diff = diff_trees(str(generated_dir), read_tree(generated_dir), tree)
-        if diff:
-            sys.stdout.write(diff)
-            print(f"{generated_dir} is stale: run 'codegen apply {args.specs}'", file=sys.stderr)
-            return EXIT_STALE
-        print(f"{generated_dir} is up to date ({len(tree)} files)")
-        return EXIT_OK
-    if use_generated:
-        write_tree(generated_dir, tree)
-        docs = sum(1 for name in tree if name.startswith("docs/") and name.endswith(".md"))
+        return _check_generated(args, generated_dir, run.tree)
+    _write_outputs(args, run, generated_dir if use_generated else None)
+    return EXIT_OK
+
+
+def _destinations_problem(
+    args: argparse.Namespace, generated_dir: Path, use_generated: bool, cache_dir: Path, protected: list[Path]
+) -> str | None:
+    """Why ``--generated`` or ``--out`` cannot be written, or None."""
+    checks: list[tuple[Path, str, Callable[[Path], bool], list[Path]]] = []
+    if not args.check and use_generated:
+        if (
+            generated_dir.resolve() == cache_dir.resolve()
+            or cache_dir.resolve() in generated_dir.resolve().parents
+        ):
+            return f"--generated {generated_dir}: inside the cache {cache_dir}"
+        checks.append(
+            (
+                generated_dir,
+                "--generated",
+                lambda p: _generated_file(p, p.relative_to(generated_dir.resolve()).as_posix()),
+                protected,
+            )
+        )
+    if args.out is not None:
+        out = args.out.resolve()
+        inside = [p.resolve() for p in (args.source, generated_dir) if p is not None]
+        if any(out == p or p in out.parents for p in inside):
+            return f"--out {out}: inside --source or --generated, it would copy itself"
+        if out == cache_dir.resolve() or cache_dir.resolve() in out.parents:
+            return (
+                f"--out {out}: inside the cache {cache_dir}, which holds the pristine sources "
+                "every later run instruments"
+            )
+        # an existing fork (it carries the marker) is ours as a whole; else it must be new or empty
+        checks.append((out, "--out", lambda p: (out / FORK_MARKER).is_file(), protected + [generated_dir]))
+    for dest, option, ours, guarded in checks:
+        problem = _destination_problem(dest, option, ours, guarded)
+        if problem:
+            return problem
+    return None
+
+
+def _check_generated(args: argparse.Namespace, generated_dir: Path, tree: dict[str, str]) -> int:
+    """``--check``: whether ``generated_dir`` holds exactly ``tree``."""
+    diff = diff_trees(str(generated_dir), read_tree(generated_dir), tree)
+    if diff:
+        sys.stdout.write(diff)
+        print(f"{generated_dir} is stale: run 'codegen apply {args.specs}'", file=sys.stderr)
+        return EXIT_STALE
+    print(f"{generated_dir} is up to date ({len(tree)} files)")
+    return EXIT_OK
+
+
+def _write_outputs(args: argparse.Namespace, run: CachedRun, generated_dir: Path | None) -> None:
+    """Write generated/ (unless None) and the fork with ``--out``."""
+    if generated_dir is not None:
+        write_tree(generated_dir, run.tree)
+        docs = sum(1 for name in run.tree if name.startswith("docs/") and name.endswith(".md"))
         print(f"wrote {generated_dir}: {len(run.changes)} patched or added files, {docs} docs pages")
     if args.out is not None:
         fork = dict(run.changes)
@@ -501,7 +515,6 @@ def _apply(args: argparse.Namespace) -> int:
             f"wrote the instrumented fork of megatron-core {run.release} to {args.out} "
             f"({run.spans} spans placed; report: {args.out / FORK_REPORT})"
         )
-    return EXIT_OK
 
 
 if __name__ == "__main__":
