@@ -6,8 +6,9 @@ from pathlib import Path
 
 import jinja2
 
-# The one templates path: the docs pages and the report (and the cache key, codegen/cache.py)
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent.parent / "templates"
+# The one templates path: the docs pages and the report (and the cache key, codegen/cache.py).
+# Package data (codegen/templates/), so an installed generator (wheel, pre-commit, pipx) finds them.
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 
 
 def environment(templates_dir: Path) -> jinja2.Environment:
