@@ -16,6 +16,8 @@ from codegen.emit.tree import diff_trees, read_tree, write_tree
 from codegen.target import ReleaseError, SourceMismatch
 from codegen.upstream import PACKAGE_INFO, UpstreamError, default_cache_dir
 
+# The telemetry's schema URL (tracer and meter of the instrumentation package carry it).
+SCHEMA_URL = "https://github.com/megatron-otel-codegen/megatron-otel-codegen/blob/main/generated/registry"
 EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
 DESCRIPTION = """\
@@ -82,6 +84,18 @@ def _parser() -> argparse.ArgumentParser:
         help="groups/presets whose every span must appear (default: the groups seen in the capture)",
     )
 
+    package = commands.add_parser(
+        "package",
+        help="write the installable instrumentation (a wheel) for every supported release",
+        description="Instrument every release the specs support and write the pure-Python wheel "
+        "megatron-otel-instrumentation: an import hook weaves an installed Megatron whose files match "
+        "one of them, switched on by opentelemetry-instrument or MegatronInstrumentor().instrument().",
+    )
+    package.add_argument("specs", type=Path, metavar="SPECS", help="a spec directory (or one spec file)")
+    package.add_argument(
+        "--out", type=Path, metavar="DIR", default=Path("dist"), help="where the wheel goes (default: dist/)"
+    )
+
     validate = commands.add_parser(
         "validate",
         help="check the specs against the sources without writing anything",
@@ -129,12 +143,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.specs}: error: no such spec directory or file", file=sys.stderr)
         return EXIT_SPEC
     try:
-        if args.command != "verify" and not _spec_warnings(args):
+        if args.command not in ("verify", "package") and not _spec_warnings(args):
             return EXIT_SPEC
         if args.command == "validate":
             return _validate(args)
         if args.command == "verify":
             return _verify(args)
+        if args.command == "package":
+            return _package(args)
         return _apply(args)
     except ReleaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -283,6 +299,29 @@ def _verify(args: argparse.Namespace) -> int:
     report = verify(project, plan, captured, groups, metrics)
     print(report.render())
     return EXIT_OK if report.clean else EXIT_STALE
+
+
+def _package(args: argparse.Namespace) -> int:
+    from importlib import metadata
+
+    from codegen.emit.package import ReleaseRun, write_wheel
+    from codegen.spec.load import load_project
+
+    diags = Diagnostics()
+    project = load_project(args.specs, diags)
+    runs = []
+    for pin in project.releases():
+        options = argparse.Namespace(specs=args.specs, source=None, release=pin.version, allow_missing=False)
+        run = _run(options, use_cache=True)
+        runs.append(ReleaseRun(run.release, Path(run.source_root), run.changes))
+    try:
+        version = metadata.version("megatron-otel-codegen")
+    except metadata.PackageNotFoundError:
+        version = "0.0.0"
+    wheel = write_wheel(args.out, runs, version, SCHEMA_URL)
+    releases = ", ".join(run.release for run in runs)
+    print(f"wrote {wheel} (megatron-core {releases})")
+    return EXIT_OK
 
 
 FORK_MARKER = ".codegen-fork"
