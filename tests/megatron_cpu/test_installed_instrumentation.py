@@ -1,0 +1,224 @@
+"""The instrumentation as a user installs it: no fork, no patches.
+
+A fresh virtual environment sees this (runtime) environment's packages (torch, the OpenTelemetry
+SDK, opentelemetry-instrumentation and the distro) through a ``.pth`` file, and gets by real
+``pip install``s into its own site-packages:
+
+- megatron-core 0.19.2, the pinned wheel, ``--no-deps``. The wheel is tagged cp312 and asks for
+  Python >= 3.12; on 3.11 pip installs it with ``--ignore-requires-python --python-version 3.12
+  --only-binary=:all: --platform manylinux_2_28_x86_64 --implementation cp --target <site-packages>``
+  (the worker shims ``typing.override``, the one 3.12 name megatron.training uses);
+- the wheel ``codegen package specs/`` writes (``--no-deps``: its dependencies are here already).
+
+Megatron's own ``pretrain()`` (the CPU harness's worker, 1 rank, save then resume; 2 ranks by the
+harness's launcher, one process per rank: the worker builds its gloo group from ``--rank``, the
+way the rest of these tests run it) runs under ``opentelemetry-instrument`` with the OTLP/HTTP
+exporter pointed at the live receiver (``OTEL_TRACES_EXPORTER=otlp``, the distro's providers).
+Checked: megatron.training is woven from site-packages, the set of span names equals the fork's
+for the same configuration, ``codegen verify`` finds nothing, losses and grad norms are
+bit-identical to the same run without the instrumentation; and ``uninstrument()`` leaves a later
+import untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+for _module in ("torch", "numpy", "opentelemetry.sdk.trace", "opentelemetry.instrumentation", "opentelemetry.distro"):
+    pytest.importorskip(_module, reason=f"{_module} is needed (tox -e runtime installs it)")
+
+from tests.megatron_cpu.conftest import free_port  # noqa: E402
+from tests.megatron_cpu.otlp_receiver import OtlpReceiver  # noqa: E402
+from tests.megatron_cpu.pretrain_harness import (  # noqa: E402
+    MODEL_ARGV,
+    RESUME_ITERS,
+    SAVE_INTERVAL,
+    TRAIN_ITERS,
+    WORKER,
+    environment,
+    read_spans,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+SPECS = REPO / "specs"
+RUN_TIMEOUT_S = 400
+BIN = Path(sys.executable).parent
+
+
+def _argv(iters: int) -> list[str]:
+    return [
+        *MODEL_ARGV, "--train-iters", str(iters), "--save-interval", str(SAVE_INTERVAL),
+        "--eval-interval", str(SAVE_INTERVAL), "--num-workers", "0",
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def site(pristine_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fresh environment, megatron-core 0.19.2 and the instrumentation pip-installed into it."""
+    from codegen.cli import main
+    from codegen.upstream import default_cache_dir
+
+    root = tmp_path_factory.mktemp("installed")
+    dist = root / "dist"
+    assert main(["package", str(SPECS), "--out", str(dist)]) == 0
+    (wheel,) = dist.glob("*.whl")
+    env_dir = root / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    packages = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    )  # fmt: skip
+    (packages / "runtime-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    (megatron_wheel,) = (default_cache_dir() / "wheels").glob("megatron_core-0.19.2-*.whl")
+    pip = [python, "-m", "pip", "install", "-q", "--no-deps"]
+    steps = [
+        [*pip, "--ignore-requires-python", "--python-version", "3.12", "--only-binary=:all:",
+         "--platform", "manylinux_2_28_x86_64", "--implementation", "cp", "--target", packages, megatron_wheel],
+        [*pip, wheel],
+    ]  # fmt: skip
+    for step in steps:
+        result = subprocess.run([str(a) for a in step], capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return env_dir
+
+
+def _env(site: Path, extra: dict[str, str]) -> dict[str, str]:
+    env = environment(site, extra)
+    env.pop("PYTHONPATH")  # megatron is the installed one
+    env["PATH"] = os.pathsep.join([str(site / "bin"), str(BIN), env["PATH"]])
+    return env
+
+
+def _run(
+    site: Path, work: Path, name: str, *, instrument: bool, telemetry: str, iters: int,
+    load: str | None = None, ranks: int = 1, helpers: Path, receiver: OtlpReceiver | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    out = work / name
+    out.mkdir(parents=True)
+    extra = {"OTEL_SERVICE_NAME": "megatron-installed", "OTEL_LOGS_EXPORTER": "none"}
+    if receiver is not None:
+        extra |= receiver.environ() | {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none"}
+    env = _env(site, extra)
+    argv = [*_argv(iters), "--save", str(out / "ckpt")]
+    if load:
+        argv += ["--load", str(work / load / "ckpt"), "--override-opt_param-scheduler"]
+    port = str(free_port())
+    procs = []
+    for rank in range(ranks):
+        command = [
+            "python", str(WORKER), "--out", str(out), "--rank", str(rank), "--world-size", str(ranks),
+            "--port", port, "--telemetry", telemetry, "--helpers", str(helpers), "--providers", "global",
+            "--", *argv,
+        ]  # fmt: skip
+        if instrument:
+            command = [str(BIN / "opentelemetry-instrument"), *command]
+        procs.append(subprocess.Popen(command, cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    results = []
+    for rank, proc in enumerate(procs):
+        output, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+        (out / f"output-{rank}.txt").write_text(output)
+        assert proc.returncode == 0, f"{name} rank {rank}: exit {proc.returncode}\n{output[-4000:]}"
+        results.append(json.loads((out / f"result-{rank}.json").read_text()))
+    return results
+
+
+@pytest.fixture(scope="module")
+def runs(site: Path, fork_root: Path, dataset_helpers: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from tests.megatron_cpu.pretrain_harness import CONFIGS, finish, start
+
+    work = tmp_path_factory.mktemp("installed-runs")
+    found: dict[str, Any] = {}
+    # the fork's run of the same configuration (its own file capture), beside the plain run
+    fork_run, fork_procs = start("fork", CONFIGS["fresh"], {"fork": fork_root}, dataset_helpers, work, free_port())
+    found["plain"] = _run(site, work, "plain", instrument=False, telemetry="plain", iters=TRAIN_ITERS, helpers=dataset_helpers)
+    fork = finish(fork_run, fork_procs)
+    fork.check()
+    found["fork"] = fork
+    for name, load, iters, ranks in (("woven", None, TRAIN_ITERS, 1), ("resumed", "woven", RESUME_ITERS, 1), ("dp", None, 2, 2)):
+        with OtlpReceiver("http") as receiver:
+            results = _run(
+                site, work, name, instrument=True, telemetry="all", iters=iters, load=load, ranks=ranks,
+                helpers=dataset_helpers, receiver=receiver,
+            )  # fmt: skip
+            # the distro's BatchSpanProcessor flushed at exit: everything is there once the ranks are gone
+            found[name] = {"results": results, "capture": receiver.write_traces(work / f"{name}.json")}
+    return found
+
+
+def _names(path: Path) -> set[str]:
+    return {span["name"] for span in read_spans(path)}
+
+
+def test_training_is_woven_from_site_packages(runs: dict[str, Any], site: Path) -> None:
+    for name in ("woven", "resumed", "dp"):
+        for result in runs[name]["results"]:
+            assert result["finished"], name
+            assert result["megatron_loader"] == "WovenLoader", name
+            assert Path(result["megatron_file"]).is_relative_to(site), result["megatron_file"]
+    plain = runs["plain"][0]
+    assert plain["megatron_loader"] == "SourceFileLoader" and Path(plain["megatron_file"]).is_relative_to(site)
+
+
+def test_span_names_equal_the_fork_run(runs: dict[str, Any]) -> None:
+    woven = _names(runs["woven"]["capture"])
+    fork = _names(runs["fork"].capture)
+    assert len(woven) > 20
+    assert woven == fork
+
+
+def test_codegen_verify_finds_nothing(runs: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    from codegen.cli import main
+
+    for name in ("woven", "resumed", "dp"):
+        assert main(["verify", str(SPECS), str(runs[name]["capture"])]) == 0, capsys.readouterr().out
+        assert ": 0 findings" in capsys.readouterr().out
+
+
+def test_losses_bit_identical_to_the_run_without_instrumentation(runs: dict[str, Any]) -> None:
+    def losses(results: list[dict[str, Any]]) -> list[Any]:
+        return [(i["iteration"], i["lm_loss_hex"], i["grad_norm"]) for i in results[0]["iterations"]]
+
+    plain = losses(runs["plain"])
+    assert len(plain) == TRAIN_ITERS and all(loss is not None for _, loss, _ in plain)
+    assert losses(runs["woven"]["results"]) == plain
+
+
+def test_two_ranks_export_from_one_rank_with_every_iteration(runs: dict[str, Any]) -> None:
+    spans = read_spans(runs["dp"]["capture"])
+    names = [span["name"] for span in spans]
+    assert names.count("megatron.train.iteration") == 2
+    assert names.count("megatron.startup") == 1
+
+
+def test_uninstrument_leaves_a_later_import_untouched(site: Path) -> None:
+    code = """
+import typing, warnings
+warnings.simplefilter("ignore")
+typing.override = getattr(typing, "override", lambda f: f)
+from megatron_otel_instrumentation import MegatronInstrumentor
+instrumentor = MegatronInstrumentor()
+print(instrumentor.instrumentation_dependencies())
+instrumentor.instrument()
+import megatron.core.pipeline_parallel.schedules as woven
+print(type(woven.__loader__).__name__)
+instrumentor.uninstrument()
+import megatron.core.pipeline_parallel.p2p_communication as later
+print(type(later.__loader__).__name__)
+"""
+    env = _env(site, {})
+    result = subprocess.run([str(site / "bin" / "python"), "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines == ["('megatron-core>=0.17.1,<=0.19.2',)", "WovenLoader", "SourceFileLoader"], result.stdout
