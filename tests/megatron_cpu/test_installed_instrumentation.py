@@ -1,14 +1,9 @@
 """The instrumentation as a user installs it: no fork, no patches.
 
-A fresh virtual environment sees this (runtime) environment's packages (torch, the OpenTelemetry
-SDK, opentelemetry-instrumentation and the distro) through a ``.pth`` file, and gets by real
-``pip install``s into its own site-packages:
-
-- megatron-core 0.19.2, the pinned wheel, ``--no-deps``. The wheel is tagged cp312 and asks for
-  Python >= 3.12; on 3.11 pip installs it with ``--ignore-requires-python --python-version 3.12
-  --only-binary=:all: --platform manylinux_2_28_x86_64 --implementation cp --target <site-packages>``
-  (the worker shims ``typing.override``, the one 3.12 name megatron.training uses);
-- the wheel ``codegen package specs/`` writes (``--no-deps``: its dependencies are here already).
+A fresh virtual environment (tests/megatron_cpu/installed_site.py) gets by real ``pip install``s
+into its own site-packages megatron-core 0.19.2, the pinned wheel (``--no-deps``;
+``--ignore-requires-python`` on 3.11, see there), and the wheel ``codegen package specs/`` writes
+(``--no-deps``: its dependencies are in the runtime environment it sees).
 
 Megatron's own ``pretrain()`` (the CPU harness's worker, 1 rank, save then resume; 2 ranks by the
 harness's launcher, one process per rank: the worker builds its gloo group from ``--rank``, the
@@ -26,8 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
-import venv
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +30,7 @@ for _module in ("torch", "numpy", "opentelemetry.sdk.trace", "opentelemetry.inst
     pytest.importorskip(_module, reason=f"{_module} is needed (tox -e runtime installs it)")
 
 from tests.megatron_cpu.conftest import free_port  # noqa: E402
+from tests.megatron_cpu.installed_site import make_site  # noqa: E402
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver  # noqa: E402
 from tests.megatron_cpu.pretrain_harness import (  # noqa: E402
     MODEL_ARGV,
@@ -65,33 +59,12 @@ def _argv(iters: int) -> list[str]:
 def site(pristine_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The fresh environment, megatron-core 0.19.2 and the instrumentation pip-installed into it."""
     from codegen.cli import main
-    from codegen.upstream import default_cache_dir
 
     root = tmp_path_factory.mktemp("installed")
     dist = root / "dist"
     assert main(["package", str(SPECS), "--out", str(dist)]) == 0
     (wheel,) = dist.glob("*.whl")
-    env_dir = root / "venv"
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    python = env_dir / "bin" / "python"
-    packages = Path(
-        subprocess.run(
-            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()
-    )  # fmt: skip
-    (packages / "runtime-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    (megatron_wheel,) = (default_cache_dir() / "wheels").glob("megatron_core-0.19.2-*.whl")
-    pip = [python, "-m", "pip", "install", "-q", "--no-deps"]
-    steps = [
-        [*pip, "--ignore-requires-python", "--python-version", "3.12", "--only-binary=:all:",
-         "--platform", "manylinux_2_28_x86_64", "--implementation", "cp", "--target", packages, megatron_wheel],
-        [*pip, wheel],
-    ]  # fmt: skip
-    for step in steps:
-        result = subprocess.run([str(a) for a in step], capture_output=True, text=True, check=False)
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return env_dir
+    return make_site(root / "venv", wheel)
 
 
 def _env(site: Path, extra: dict[str, str]) -> dict[str, str]:
