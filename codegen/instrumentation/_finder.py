@@ -178,19 +178,21 @@ class MegatronFinder(importlib.abc.MetaPathFinder):
         for path, entries in table["files"].items():
             module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
             for entry in entries:
-                self.modules.setdefault(module, {}).setdefault(entry["pristine"], {})[entry["release"]] = entry[
-                    "woven"
-                ]
+                self.modules.setdefault(module, {}).setdefault(entry["pristine"], {})[entry["release"]] = (
+                    entry["woven"]
+                )
                 self.woven.add(entry["woven"])
         self.warned: set[str] = set()
         self.served: dict[str, str] = {}  # module -> the release whose pristine file it matched
 
-    def _others(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None) -> Any:
+    def _others(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None
+    ) -> importlib.machinery.ModuleSpec | None:
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
+            if isinstance(spec, importlib.machinery.ModuleSpec):
                 return spec
         return None
 
