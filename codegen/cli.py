@@ -16,8 +16,6 @@ from codegen.emit.tree import diff_trees, read_tree, write_tree
 from codegen.target import ReleaseError, SourceMismatch
 from codegen.upstream import PACKAGE_INFO, UpstreamError, default_cache_dir
 
-# The telemetry's schema URL (tracer and meter of the instrumentation package carry it).
-SCHEMA_URL = "https://github.com/megatron-otel-codegen/megatron-otel-codegen/blob/main/generated/registry"
 EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
 DESCRIPTION = """\
@@ -318,6 +316,8 @@ def _package(args: argparse.Namespace) -> int:
         version = metadata.version("megatron-otel-codegen")
     except metadata.PackageNotFoundError:
         version = "0.0.0"
+    from codegen.otel_runtime._version import SCHEMA_URL
+
     wheel = write_wheel(args.out, runs, version, SCHEMA_URL)
     releases = ", ".join(run.release for run in runs)
     print(f"wrote {wheel} (megatron-core {releases})")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._state import LOG, NAMESPACE, STACKS, STATE, log_once, set_flag, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
+from ._version import SCHEMA_URL, SCOPE, VERSION
 
 if TYPE_CHECKING:
     from contextvars import Token
@@ -87,7 +88,9 @@ def select(
     if not OTEL_INSTALLED:
         LOG.warning("opentelemetry is not installed: Megatron telemetry stays disabled")
         return frozenset()
-    STATE.tracer = otel_trace.get_tracer("megatron", tracer_provider=tracer_provider)
+    STATE.tracer = otel_trace.get_tracer(
+        SCOPE, VERSION, tracer_provider=tracer_provider, schema_url=SCHEMA_URL
+    )
     for group in selected:
         set_flag(FLAGS[group], True)
     return selected

@@ -126,7 +126,9 @@ def runs(site: Path, fork_root: Path, dataset_helpers: Path, tmp_path_factory: p
                 helpers=dataset_helpers, receiver=receiver,
             )  # fmt: skip
             # the distro's BatchSpanProcessor flushed at exit: everything is there once the ranks are gone
-            found[name] = {"results": results, "capture": receiver.write_traces(work / f"{name}.json")}
+            capture = work / f"{name}.jsonl"  # one OTLP JSON document per line, as read_spans reads
+            capture.write_text(json.dumps(receiver.traces()) + "\n")
+            found[name] = {"results": results, "capture": capture}
     return found
 
 

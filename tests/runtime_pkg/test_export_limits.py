@@ -118,9 +118,9 @@ def test_processor_reader_and_exporters_built_with_the_configured_limits(
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "250")
     monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "1500")
     otel.configure()
-    batch = processor(otel)._batch_processor
-    assert (batch._max_queue_size, batch._max_export_batch_size) == (64, 16)
-    assert batch._schedule_delay_millis == 250
+    batch = processor(otel)  # the runtime's own BoundedBatchSpanProcessor (_batch.py)
+    assert (batch.capacity, batch.batch_size) == (64, 16)
+    assert batch.delay == 0.25 and batch.export_timeout == 2.5
     (reader,) = otel._state.STATE.owned[1]._metric_readers
     assert reader._export_interval_millis == 1500 and reader._export_timeout_millis == 2500
     assert [e.options for e in stuck] == [{"timeout": 2.5}, {"timeout": 2.5}]
