@@ -56,7 +56,7 @@ def test_own_providers_use_the_chosen_exporters(otel: ModuleType, monkeypatch: p
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
     monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
     otel.configure()
-    tracer_provider, meter_provider = otel._state.STATE.owned
+    tracer_provider, meter_provider = otel._state.PROCESS.run.owned
     assert isinstance(tracer_provider, TracerProvider) and isinstance(meter_provider, MeterProvider)
     (processor,) = getattr(tracer_provider, otel._export._PROCESSORS)
     assert type(processor).__name__ == "BoundedBatchSpanProcessor"
