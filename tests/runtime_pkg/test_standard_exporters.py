@@ -58,7 +58,7 @@ def test_own_providers_use_the_chosen_exporters(otel: ModuleType, monkeypatch: p
     otel.configure()
     tracer_provider, meter_provider = otel._state.PROCESS.run.owned
     assert isinstance(tracer_provider, TracerProvider) and isinstance(meter_provider, MeterProvider)
-    (processor,) = getattr(tracer_provider, otel._export._PROCESSORS)
+    (processor,) = otel._state.PROCESS.run.processors
     assert type(processor).__name__ == "BoundedBatchSpanProcessor"
     assert type(processor.exporter).__name__ == "ConsoleSpanExporter"
     settings = otel._config.read_settings()
@@ -166,3 +166,21 @@ def test_processor_shutdown_is_bounded_with_a_stuck_exporter(otel: ModuleType) -
     processor.shutdown(timeout_millis=300)
     assert time.monotonic() - started < 1.5
     exporter.release.set()
+
+
+def test_oldest_otel_constraints_differ_only_in_opentelemetry() -> None:
+    """constraints-otel-oldest.txt (tox -e sdk-oldest) is constraints.txt with the oldest
+    OpenTelemetry the instrumentation package admits; nothing else may drift."""
+    from codegen.emit.package import REQUIRES
+
+    def pins(name: str) -> dict[str, str]:
+        lines = (REPO / name).read_text().splitlines()
+        return dict(line.split("==", 1) for line in lines if "==" in line and not line.startswith("#"))
+
+    newest, oldest = pins("constraints.txt"), pins("constraints-otel-oldest.txt")
+    assert {k: v for k, v in oldest.items() if not k.startswith("opentelemetry-")} == {
+        k: v for k, v in newest.items() if not k.startswith("opentelemetry-")
+    }
+    floors = dict(r.split(">=", 1) for r in REQUIRES)
+    for package in ("opentelemetry-api", "opentelemetry-sdk", "opentelemetry-instrumentation"):
+        assert oldest[package].startswith(floors[package].removesuffix(".0")), package
