@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,8 @@ from tests.megatron_cpu.conftest import free_port  # noqa: E402
 from tests.megatron_cpu.installed_site import make_site  # noqa: E402
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver  # noqa: E402
 from tests.megatron_cpu.pretrain_harness import (  # noqa: E402
-    MODEL_ARGV,
-    RESUME_ITERS,
-    SAVE_INTERVAL,
+    CONFIGS,
+    LAUNCH_OFFSETS,
     TRAIN_ITERS,
     WORKER,
     environment,
@@ -46,13 +46,6 @@ REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs"
 RUN_TIMEOUT_S = 400
 BIN = Path(sys.executable).parent
-
-
-def _argv(iters: int) -> list[str]:
-    return [
-        *MODEL_ARGV, "--train-iters", str(iters), "--save-interval", str(SAVE_INTERVAL),
-        "--eval-interval", str(SAVE_INTERVAL), "--num-workers", "0",
-    ]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -75,18 +68,23 @@ def _env(site: Path, extra: dict[str, str]) -> dict[str, str]:
 
 
 def _run(
-    site: Path, work: Path, name: str, *, instrument: bool, telemetry: str, iters: int,
-    load: str | None = None, ranks: int = 1, helpers: Path, receiver: OtlpReceiver | None = None,
+    site: Path, work: Path, name: str, *, instrument: bool, telemetry: str, config: str,
+    load: str | None = None, helpers: Path, receiver: OtlpReceiver | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
+    """One run of the harness's configuration ``config`` (its Megatron flags and ranks, the
+    launcher's startup timestamps) against the installed megatron-core."""
     out = work / name
     out.mkdir(parents=True)
-    extra = {"OTEL_SERVICE_NAME": "megatron-installed", "OTEL_LOGS_EXPORTER": "none"}
+    now = time.time()
+    extra = {key: str(round(now - offset, 3)) for key, offset in LAUNCH_OFFSETS.items()}
+    extra |= {"OTEL_SERVICE_NAME": "megatron-installed", "OTEL_LOGS_EXPORTER": "none"}
     if receiver is not None:
         extra |= receiver.environ() | {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none"}
     env = _env(site, extra)
-    argv = [*_argv(iters), "--save", str(out / "ckpt")]
+    argv = [*CONFIGS[config].argv, "--save", str(out / "ckpt")]
+    ranks = CONFIGS[config].ranks
     if load:
-        argv += ["--load", str(work / load / "ckpt"), "--override-opt_param-scheduler"]
+        argv += ["--load", str(work / load / "ckpt")]
     port = str(free_port())
     procs = []
     for rank in range(ranks):
@@ -109,20 +107,20 @@ def _run(
 
 @pytest.fixture(scope="module")
 def runs(site: Path, fork_root: Path, dataset_helpers: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from tests.megatron_cpu.pretrain_harness import CONFIGS, finish, start
+    from tests.megatron_cpu.pretrain_harness import finish, start
 
     work = tmp_path_factory.mktemp("installed-runs")
     found: dict[str, Any] = {}
     # the fork's run of the same configuration (its own file capture), beside the plain run
     fork_run, fork_procs = start("fork", CONFIGS["fresh"], {"fork": fork_root}, dataset_helpers, work, free_port())
-    found["plain"] = _run(site, work, "plain", instrument=False, telemetry="plain", iters=TRAIN_ITERS, helpers=dataset_helpers)
+    found["plain"] = _run(site, work, "plain", instrument=False, telemetry="plain", config="fresh", helpers=dataset_helpers)
     fork = finish(fork_run, fork_procs)
     fork.check()
     found["fork"] = fork
-    for name, load, iters, ranks in (("woven", None, TRAIN_ITERS, 1), ("resumed", "woven", RESUME_ITERS, 1), ("dp", None, 2, 2)):
+    for name, config, load in (("woven", "fresh", None), ("resumed", "resume", "woven"), ("dp", "dp", None)):
         with OtlpReceiver("http") as receiver:
             results = _run(
-                site, work, name, instrument=True, telemetry="all", iters=iters, load=load, ranks=ranks,
+                site, work, name, instrument=True, telemetry="all", config=config, load=load,
                 helpers=dataset_helpers, receiver=receiver,
             )  # fmt: skip
             # the distro's BatchSpanProcessor flushed at exit: everything is there once the ranks are gone
