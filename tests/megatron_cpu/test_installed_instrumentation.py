@@ -81,7 +81,7 @@ def _run(
     if receiver is not None:
         extra |= receiver.environ() | {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none"}
     env = _env(site, extra)
-    argv = [*CONFIGS[config].argv, "--save", str(out / "ckpt")]
+    argv = [*CONFIGS[config].argv] + (["--save", str(out / "ckpt")] if CONFIGS[config].save else [])
     ranks = CONFIGS[config].ranks
     if load:
         argv += ["--load", str(work / load / "ckpt")]
@@ -187,7 +187,9 @@ instrumentor.instrument()
 import megatron.core.pipeline_parallel.schedules as woven
 print(type(woven.__loader__).__name__)
 instrumentor.uninstrument()
-import megatron.core.pipeline_parallel.p2p_communication as later
+import sys
+assert "megatron.training.async_utils" not in sys.modules  # not imported by megatron.core
+import megatron.training.async_utils as later
 print(type(later.__loader__).__name__)
 """
     env = _env(site, {})

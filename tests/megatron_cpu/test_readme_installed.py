@@ -8,6 +8,7 @@ and ``codegen verify`` accepting the capture.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,9 @@ def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
     env.pop("PYTHONPATH", None)
     env.update(MASTER_PORT=str(free_port()), OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    # after the block's environment: opentelemetry-instrument, installed with the distro in the
+    # runtime environment this test's environment sees (pip found the distro there already)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     return env
 
 
