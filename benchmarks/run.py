@@ -468,6 +468,42 @@ def _steps(args, raw: dict, rows: list, notes: list) -> None:
 STEP_ROUNDS = {"tiny": 60, "layer": 4}
 
 
+def _imports(args, raw: dict, rows: list, notes: list) -> None:
+    """``import megatron.training.training`` woven by the installed instrumentation vs not woven."""
+    if args.no_import:
+        return
+    from benchmarks import import_cost
+
+    python = import_cost.torch_python(args.import_python, REPO)
+    if python is None:
+        notes.append("import-cost rows skipped: no Python with torch (tox -e runtime's, or --import-python)")
+        return
+    rounds = args.import_rounds or (3 if args.quick else 7)
+    print(
+        f"import cost: megatron.training.training, {rounds} interleaved rounds ({python}) ...",
+        file=sys.stderr,
+    )
+    try:
+        data = import_cost.run(python, REPO / "specs", rounds)
+    except (RuntimeError, subprocess.SubprocessError, ValueError, OSError) as exc:
+        notes.append(f"import-cost rows skipped: {str(exc)[:1500]}")
+        return
+    raw["import_cost"] = data
+    s = "import megatron.training.training (torch imported first, not counted), fresh interpreter per sample"
+    for arm, label, goal in (
+        ("woven", "woven by the installed instrumentation (bytecode cached) / not woven", ("<=", 1.05)),
+        (
+            "first",
+            "woven, first time (no bytecode cache: compiling the instrumented sources) / not woven",
+            None,
+        ),
+    ):
+        a, b = data[arm], data["plain"]
+        ratio = a["min_s"] / b["min_s"]
+        rows.append(Row(s, label, f"{a['min_s'] * 1e3:.0f} ms", f"{b['min_s'] * 1e3:.0f} ms", f"{ratio:.3f}x",
+                        f"{a['median_s'] / b['median_s']:.3f}x", _goal_text(goal), _status(ratio, goal)))  # fmt: skip
+
+
 def print_table(rows: list[Row]) -> None:
     headers = ("measure", "value", "baseline", "ratio", "median", "goal", "status")
     cells = [(r.label, r.value, r.baseline, r.ratio, r.median_ratio, r.goal, r.status) for r in rows]
@@ -530,6 +566,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--step-rounds", type=int, help="interleaved rounds per arm (default tiny 60, layer 4)"
     )
+    parser.add_argument(
+        "--no-import", action="store_true", help="skip the import-cost rows (they need torch)"
+    )
+    parser.add_argument("--import-python", help="a Python with torch for the import-cost rows")
+    parser.add_argument(
+        "--import-rounds", type=int, help="interleaved rounds per import arm (default 7, quick 3)"
+    )
     parser.add_argument("--json", type=Path, help="also write the raw measurements here")
     args = parser.parse_args(argv)
     rounds = args.rounds or (12 if args.quick else 40)
@@ -552,6 +595,7 @@ def main(argv: list[str] | None = None) -> int:
                 _runtime(args, rounds, off, on, raw, rows)
 
         _steps(args, raw, rows, notes)
+        _imports(args, raw, rows, notes)
 
     if not args.no_generator:
         from benchmarks import generator_bench

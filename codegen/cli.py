@@ -85,6 +85,17 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     _report_parser(commands)
+    package = commands.add_parser(
+        "package",
+        help="write the installable instrumentation (a wheel) for every supported release",
+        description="Instrument every release the specs support and write the pure-Python wheel "
+        "megatron-otel-instrumentation: an import hook weaves an installed Megatron whose files match "
+        "one of them, switched on by opentelemetry-instrument or MegatronInstrumentor().instrument().",
+    )
+    package.add_argument("specs", type=Path, metavar="SPECS", help="a spec directory (or one spec file)")
+    package.add_argument(
+        "--out", type=Path, metavar="DIR", default=Path("dist"), help="where the wheel goes (default: dist/)"
+    )
 
     validate = commands.add_parser(
         "validate",
@@ -135,12 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "report":
             return _report(args)
-        if args.command != "verify" and not _spec_warnings(args):
+        if args.command not in ("verify", "package") and not _spec_warnings(args):
             return EXIT_SPEC
         if args.command == "validate":
             return _validate(args)
         if args.command == "verify":
             return _verify(args)
+        if args.command == "package":
+            return _package(args)
         return _apply(args)
     except ReleaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -351,6 +364,31 @@ def _report(args: argparse.Namespace) -> int:
     print(outputs.text, end="")
     for path in written:
         print(f"wrote {path}")
+    return EXIT_OK
+
+
+def _package(args: argparse.Namespace) -> int:
+    from importlib import metadata
+
+    from codegen.emit.package import ReleaseRun, write_wheel
+    from codegen.spec.load import load_project
+
+    diags = Diagnostics()
+    project = load_project(args.specs, diags)
+    runs = []
+    for pin in project.releases():
+        options = argparse.Namespace(specs=args.specs, source=None, release=pin.version, allow_missing=False)
+        run = _run(options, use_cache=True)
+        runs.append(ReleaseRun(run.release, Path(run.source_root), run.changes))
+    try:
+        version = metadata.version("megatron-otel-codegen")
+    except metadata.PackageNotFoundError:
+        version = "0.0.0"
+    from codegen.otel_runtime._version import SCHEMA_URL
+
+    wheel = write_wheel(args.out, runs, version, SCHEMA_URL)
+    releases = ", ".join(run.release for run in runs)
+    print(f"wrote {wheel} (megatron-core {releases})")
     return EXIT_OK
 
 

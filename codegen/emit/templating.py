@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import jinja2
 
-# The one templates path: the docs pages and the report (and the cache key, codegen/cache.py)
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent.parent / "templates"
+# The one templates path: the docs pages and the report (and the cache key, codegen/cache.py).
+# Package data (codegen/templates/), so an installed generator (wheel, pre-commit, pipx) finds them.
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 
 
 def environment(templates_dir: Path) -> jinja2.Environment:

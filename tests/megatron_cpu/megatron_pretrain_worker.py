@@ -302,6 +302,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--helpers")
     parser.add_argument("--sigterm-at", type=int)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    # file: the spans go to DIR/capture.jsonl through providers of this worker's own; global: the
+    # runtime records into the providers the application set (opentelemetry-instrument's distro)
+    parser.add_argument("--providers", choices=("file", "global"), default="file")
     options = parser.parse_args(argv[:split])
     _DEVICE = options.device
     megatron_argv = argv[split + 1 :]
@@ -319,7 +322,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     if options.telemetry not in ("plain", "off"):
         megatron_argv += ["--otel-enabled", "--otel-span-groups", options.telemetry]
-        os.environ.setdefault("MEGATRON_OTEL_EXPORTER", "none")
+        if options.providers == "file":
+            os.environ.setdefault("MEGATRON_OTEL_EXPORTER", "none")
 
     from megatron.core import parallel_state
     from megatron.core.enums import ModelType
@@ -331,11 +335,12 @@ def main(argv: list[str] | None = None) -> None:
         "rank": options.rank,
         "iterations": [],
         "megatron_file": training.__file__,
+        "megatron_loader": type(training.__loader__).__name__,  # WovenLoader: the installed instrumentation
         "open_spans": None,
         "finished": False,
     }
     telemetry = None
-    if options.telemetry != "plain":
+    if options.telemetry != "plain" and options.providers == "file":
         telemetry = Telemetry(out / "capture.jsonl", lean=os.environ.get("PRETRAIN_RECORDING") == "lean")
         telemetry.install()
 
