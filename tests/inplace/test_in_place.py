@@ -76,14 +76,15 @@ def checkout(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert f"+{4} -0  {DDP}" in out, out
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "instrumented")
+    git(root, "tag", "instrumented")
     return root
 
 
 @pytest.fixture
 def repo(checkout: Path) -> Path:
-    git(checkout, "reset", "-q", "--hard", "HEAD")
+    """The checkout back at the first in-place apply, whatever a test did."""
+    git(checkout, "reset", "-q", "--hard", "instrumented")
     git(checkout, "clean", "-q", "-fdx")
-    assert git(checkout, "log", "-1", "--format=%s").strip() == "instrumented"
     return checkout
 
 
@@ -109,7 +110,7 @@ def test_reapply_changes_nothing(repo: Path) -> None:
     assert status(repo) == ""
     assert {p: (repo / p).stat().st_mtime_ns for p in stamp} == stamp
     rc, out, err = codegen(repo, "--check")
-    assert rc == 0 and "is up to date with specs/" in out, err
+    assert rc == 0 and "is up to date with specs (" in out, err
 
 
 def test_crlf_and_file_mode_are_kept(repo: Path) -> None:
@@ -131,7 +132,7 @@ def test_spec_change_check_fails_with_the_diff_then_apply_and_check_passes(repo:
     assert re.search(r'^\+\s+_otel_span_2 = otel.LAYER and otel.start_span\("megatron.layer.mlp_block"\)\r$', out, re.M)
     assert "+++ b/docs/otel/spans.md" in out and "+++ b/megatron/core/otel/_taxonomy.py" in out
     assert MANIFEST not in out  # bookkeeping, not output
-    assert "differs from what specs/ give: run 'codegen apply specs/ --source . --in-place --docs docs/otel'" in err
+    assert "differs from what specs give: run 'codegen apply specs --source . --in-place --docs docs/otel'" in err
     assert status(repo) == before  # --check wrote nothing
 
     rc, out, err = codegen(repo)
@@ -210,13 +211,21 @@ def test_a_file_whose_spans_are_all_removed_is_stripped(repo: Path) -> None:
 def test_outside_git_the_first_run_is_refused(repo: Path, tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(repo, tree, ignore=shutil.ignore_patterns(".git"))
-    (tree / "specs" / "ddp.yaml").unlink()
-    (tree / MANIFEST).unlink()  # as if never applied in place here
-    before = (tree / DDP).read_bytes()
+    layers = tree / "specs" / "layers.yaml"
+    layers.write_text(layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n"))
+    (tree / MANIFEST).unlink()  # as if never applied in place here: no file is known to be ours
+    before = (tree / LAYER).read_bytes()
     rc, out, err = codegen(tree)
     assert rc == 3
-    assert f"error: {DDP}: {tree} is not in a git work tree" in err
-    assert (tree / DDP).read_bytes() == before and not (tree / MANIFEST).exists()
+    assert f"error: {LAYER}: {tree.resolve()} is not in a git work tree and the file is not as the last" in err
+    assert (tree / LAYER).read_bytes() == before and not (tree / MANIFEST).exists()
+    # the user says otherwise; from then on the manifest knows the files as ours
+    assert codegen(tree, "--allow-dirty")[0] == 0
+    assert b'start_span("megatron.layer.mlp_block")' in (tree / LAYER).read_bytes()
+    layers.write_text(layers.read_text().replace("megatron.layer.mlp_block", "megatron.layer.mlp"))
+    rc, out, err = codegen(tree)
+    assert rc == 0, err
+    assert (tree / LAYER).read_bytes() == before
 
 
 def test_options_that_need_in_place(repo: Path) -> None:
