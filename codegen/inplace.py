@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -93,18 +94,57 @@ class InPlace:
         return "".join(chunks)
 
     def sizes(self) -> list[tuple[str, int, int]]:
-        """(path, lines added, lines removed) of every file that changes, as ``git diff --numstat``."""
+        """(path, lines added, lines removed) of every file that changes: ``git diff --numstat``'s
+        figures (what a reviewer sees), difflib's where git is not installed."""
+        writes = self.writes(manifest=False)
+        counted = _git_numstat(self.current, writes) if shutil.which("git") else None
         out = []
-        for path, new in self.writes(manifest=False).items():
-            old = self.current.get(path)
+        for path, new in writes.items():
+            if counted is not None and path in counted:
+                out.append((path, *counted[path]))
+                continue
             added = removed = 0
-            matcher = difflib.SequenceMatcher(None, _lines(_text(old)), _lines(_text(new)), autojunk=False)
+            matcher = difflib.SequenceMatcher(
+                None, _lines(_text(self.current.get(path))), _lines(_text(new)), autojunk=False
+            )
             for tag, i1, i2, j1, j2 in matcher.get_opcodes():
                 if tag != "equal":
                     removed += i2 - i1
                     added += j2 - j1
             out.append((path, added, removed))
         return out
+
+
+def _git_numstat(
+    current: dict[str, bytes | None], writes: dict[str, bytes | None]
+) -> dict[str, tuple[int, int]] | None:
+    """``git diff --no-index --numstat`` of the files before and after, or None when git fails."""
+    with tempfile.TemporaryDirectory(prefix="codegen-numstat-") as scratch:
+        for side, files in (("a", {p: current.get(p) for p in writes}), ("b", writes)):
+            for path, data in files.items():
+                if data is not None:
+                    target = Path(scratch, side, path)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(data)
+            Path(scratch, side).mkdir(exist_ok=True)
+        result = subprocess.run(
+            ["git", "diff", "--no-index", "--no-renames", "--numstat", "-z", "a", "b"],
+            cwd=scratch,
+            capture_output=True,
+            check=False,
+        )
+    if result.returncode not in (0, 1):
+        return None
+    counted: dict[str, tuple[int, int]] = {}
+    # -z with two trees: "ADDED\tREMOVED\t" NUL "a/PATH or /dev/null" NUL "b/PATH or /dev/null" NUL
+    fields = [os.fsdecode(f) for f in result.stdout.split(b"\0")]
+    for k, record in enumerate(fields):
+        numbers = re.fullmatch(r"(\d+)\t(\d+)\t", record)
+        if numbers and k + 2 < len(fields):
+            before, after = fields[k + 1], fields[k + 2]
+            name = (after if after != "/dev/null" else before).split("/", 1)[1]
+            counted[name] = (int(numbers[1]), int(numbers[2]))
+    return counted
 
 
 # -- the command ------------------------------------------------------------------------------
