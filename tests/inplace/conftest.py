@@ -32,7 +32,7 @@ IDENTITY = {
 
 def git(cwd: Path, *args: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | IDENTITY
-    result = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    result = subprocess.run(["git", *args], check=False, cwd=cwd, env=env, capture_output=True, text=True)
     assert result.returncode == 0, f"git {' '.join(args)}: {result.stderr}"
     return result.stdout
 

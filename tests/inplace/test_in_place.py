@@ -95,9 +95,16 @@ def status(root: Path) -> str:
 def test_first_apply_instruments_the_files_and_writes_runtime_docs_and_manifest(repo: Path) -> None:
     changed = set(git(repo, "diff", "--name-only", "HEAD~1", "HEAD").split())
     assert {LAYER, DDP, "megatron/core/ssm/mamba_layer.py", "megatron/training/arguments.py"} <= changed
-    assert {MANIFEST, "megatron/core/otel/__init__.py", "docs/otel/spans.md", "docs/otel/hierarchy.svg"} <= changed
+    assert {
+        MANIFEST,
+        "megatron/core/otel/__init__.py",
+        "docs/otel/spans.md",
+        "docs/otel/hierarchy.svg",
+    } <= changed
     ddp = (repo / DDP).read_text().splitlines()
-    start = ddp.index('        _otel_span = otel.COMMUNICATION and otel.start_span("megatron.grad_sync.start")')
+    start = ddp.index(
+        '        _otel_span = otel.COMMUNICATION and otel.start_span("megatron.grad_sync.start")'
+    )
     assert ddp[start + 3] == "        _otel_span and _otel_span.end()"
     assert "megatron.layer.mlp" in (repo / "docs/otel/spans.md").read_text()
 
@@ -123,16 +130,27 @@ def test_crlf_and_file_mode_are_kept(repo: Path) -> None:
 
 def test_spec_change_check_fails_with_the_diff_then_apply_and_check_passes(repo: Path) -> None:
     layers = repo / "specs" / "layers.yaml"
-    layers.write_text(layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n"))
+    layers.write_text(
+        layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n")
+    )
     before = status(repo)
     rc, out, err = codegen(repo, "--check")
     assert rc == 1, err
     assert f"--- a/{LAYER}\n+++ b/{LAYER}\n" in out
-    assert re.search(r'^-\s+_otel_span_2 = otel.LAYER and otel.start_span\("megatron.layer.mlp"\)\r$', out, re.M)
-    assert re.search(r'^\+\s+_otel_span_2 = otel.LAYER and otel.start_span\("megatron.layer.mlp_block"\)\r$', out, re.M)
+    assert re.search(
+        r'^-\s+_otel_span_2 = otel.LAYER and otel.start_span\("megatron.layer.mlp"\)\r$', out, re.MULTILINE
+    )
+    assert re.search(
+        r'^\+\s+_otel_span_2 = otel.LAYER and otel.start_span\("megatron.layer.mlp_block"\)\r$',
+        out,
+        re.MULTILINE,
+    )
     assert "+++ b/docs/otel/spans.md" in out and "+++ b/megatron/core/otel/_taxonomy.py" in out
     assert MANIFEST not in out  # bookkeeping, not output
-    assert "differs from what specs give: run 'codegen apply specs --source . --in-place --docs docs/otel'" in err
+    assert (
+        "differs from what specs give: run 'codegen apply specs --source . --in-place --docs docs/otel'"
+        in err
+    )
     assert status(repo) == before  # --check wrote nothing
 
     rc, out, err = codegen(repo)
@@ -145,19 +163,26 @@ def test_spec_change_check_fails_with_the_diff_then_apply_and_check_passes(repo:
 
 def test_dirty_touched_file_is_refused_and_nothing_is_written(repo: Path) -> None:
     layers = repo / "specs" / "layers.yaml"
-    layers.write_text(layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n"))
+    layers.write_text(
+        layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n")
+    )
     layer = repo / LAYER
-    edited = layer.read_bytes().replace(b"class TransformerLayer(", b"class TransformerLayer(  # mine\r\n    ", 1)
+    edited = layer.read_bytes().replace(
+        b"class TransformerLayer(", b"class TransformerLayer(  # mine\r\n    ", 1
+    )
     layer.write_bytes(edited)
-    before = {p: (repo / p).read_bytes() for p in (MANIFEST, "docs/otel/spans.md", "megatron/core/otel/_taxonomy.py")}
-    rc, out, err = codegen(repo)
+    before = {
+        p: (repo / p).read_bytes()
+        for p in (MANIFEST, "docs/otel/spans.md", "megatron/core/otel/_taxonomy.py")
+    }
+    rc, _out, err = codegen(repo)
     assert rc == 3
     assert f"error: {LAYER}: has uncommitted changes; commit or stash them first\n" in err
     assert err.count("uncommitted") == 1  # the other touched files are committed
     assert layer.read_bytes() == edited
     assert {p: (repo / p).read_bytes() for p in before} == before
     # the user says otherwise: their line is kept, the instrumentation follows the specs
-    rc, out, err = codegen(repo, "--allow-dirty")
+    rc, _out, err = codegen(repo, "--allow-dirty")
     assert rc == 0, err
     data = layer.read_bytes()
     assert b"  # mine\r\n" in data and b'start_span("megatron.layer.mlp_block")' in data
@@ -170,7 +195,9 @@ def _line_of(path: Path, text: str) -> int:
 
 def test_hand_edits_inside_generated_lines_are_reported_with_their_location(repo: Path) -> None:
     layer, ddp, spans_py = repo / LAYER, repo / DDP, repo / "megatron/core/otel/_spans.py"
-    layer.write_bytes(layer.read_bytes().replace(b'start_span("megatron.layer.mlp")', b'start_span("my.mlp")'))
+    layer.write_bytes(
+        layer.read_bytes().replace(b'start_span("megatron.layer.mlp")', b'start_span("my.mlp")')
+    )
     renamed = _line_of(layer, '"my.mlp"')
     end = _line_of(ddp, "_otel_span and _otel_span.end()")
     lines = ddp.read_text().splitlines(keepends=True)
@@ -184,7 +211,10 @@ def test_hand_edits_inside_generated_lines_are_reported_with_their_location(repo
     rc, out, err = codegen(repo)
     assert rc == 3
     assert f"{LAYER}:{renamed}: error: generated lines edited by hand since the last apply" in err
-    assert f"{DDP}:{end}: error: '_otel_span and _otel_span.end()' removed by hand here since the last apply" in err
+    assert (
+        f"{DDP}:{end}: error: '_otel_span and _otel_span.end()' removed by hand here since the last apply"
+        in err
+    )
     assert f"megatron/core/otel/_spans.py:{runtime_line}: error: generated file edited by hand" in err
     assert "refused: 3 hand edits inside generated lines would be overwritten" in err
     assert {p: (repo / p).read_bytes() for p in edited} == edited and status(repo) == ""
@@ -212,18 +242,22 @@ def test_outside_git_the_first_run_is_refused(repo: Path, tmp_path: Path) -> Non
     tree = tmp_path / "tree"
     shutil.copytree(repo, tree, ignore=shutil.ignore_patterns(".git"))
     layers = tree / "specs" / "layers.yaml"
-    layers.write_text(layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n"))
+    layers.write_text(
+        layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n")
+    )
     (tree / MANIFEST).unlink()  # as if never applied in place here: no file is known to be ours
     before = (tree / LAYER).read_bytes()
-    rc, out, err = codegen(tree)
+    rc, _out, err = codegen(tree)
     assert rc == 3
-    assert f"error: {LAYER}: {tree.resolve()} is not in a git work tree and the file is not as the last" in err
+    assert (
+        f"error: {LAYER}: {tree.resolve()} is not in a git work tree and the file is not as the last" in err
+    )
     assert (tree / LAYER).read_bytes() == before and not (tree / MANIFEST).exists()
     # the user says otherwise; from then on the manifest knows the files as ours
     assert codegen(tree, "--allow-dirty")[0] == 0
     assert b'start_span("megatron.layer.mlp_block")' in (tree / LAYER).read_bytes()
     layers.write_text(layers.read_text().replace("megatron.layer.mlp_block", "megatron.layer.mlp"))
-    rc, out, err = codegen(tree)
+    rc, _out, err = codegen(tree)
     assert rc == 0, err
     assert (tree / LAYER).read_bytes() == before
 
@@ -242,7 +276,14 @@ def test_options_that_need_in_place(repo: Path) -> None:
 def _pre_commit(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PRE_COMMIT_HOME=str(home))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    return subprocess.run([sys.executable, "-m", "pre_commit", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_pre_commit_hook_passes_then_fails_on_a_spec_change(repo: Path, tmp_path: Path) -> None:
@@ -254,7 +295,9 @@ def test_pre_commit_hook_passes_then_fails_on_a_spec_change(repo: Path, tmp_path
     hook = hooks["codegen-check-in-place"]
     assert hook["language"] == "python" and hook["entry"] == "codegen apply --check --in-place --source ."
     local = {**hook, "language": "system", "args": ["specs/", "--docs", "docs/otel"]}
-    (repo / ".pre-commit-config.yaml").write_text(yaml.safe_dump({"repos": [{"repo": "local", "hooks": [local]}]}))
+    (repo / ".pre-commit-config.yaml").write_text(
+        yaml.safe_dump({"repos": [{"repo": "local", "hooks": [local]}]})
+    )
     git(repo, "add", ".pre-commit-config.yaml")
     home = tmp_path / "home"
     result = _pre_commit("run", "--all-files", cwd=repo, home=home)
@@ -262,7 +305,9 @@ def test_pre_commit_hook_passes_then_fails_on_a_spec_change(repo: Path, tmp_path
     assert "the instrumented checkout agrees with its specs" in result.stdout and "Passed" in result.stdout
 
     layers = repo / "specs" / "layers.yaml"
-    layers.write_text(layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n"))
+    layers.write_text(
+        layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n")
+    )
     git(repo, "add", "specs/layers.yaml")
     result = _pre_commit("run", "--files", "specs/layers.yaml", cwd=repo, home=home)
     assert result.returncode == 1, result.stdout + result.stderr

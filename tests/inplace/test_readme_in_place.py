@@ -44,9 +44,17 @@ def run_block(name: str, cwd: Path, env: dict[str, str]) -> str:
     environment = dict(env)
     environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment.get('PATH', '')}"
     result = subprocess.run(
-        ["bash", "-e", "-c", blocks()[name]], cwd=cwd, env=environment, capture_output=True, text=True, timeout=900
+        ["bash", "-e", "-c", blocks()[name]],
+        check=False,
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
-    assert result.returncode == 0, f"README block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, (
+        f"README block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
     return result.stdout + result.stderr
 
 
@@ -72,7 +80,10 @@ def applied(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
 
 def test_in_place_block_commits_the_instrumented_checkout(applied: tuple[Path, str, dict[str, str]]) -> None:
     checkout, output, _ = applied
-    assert git(checkout, "log", "-1", "--format=%s").strip() == "OpenTelemetry instrumentation generated from specs/"
+    assert (
+        git(checkout, "log", "-1", "--format=%s").strip()
+        == "OpenTelemetry instrumentation generated from specs/"
+    )
     assert git(checkout, "status", "--porcelain", "--untracked-files=all") == ""
     assert "+126 -16  megatron/training/training.py" in output
     committed = set(git(checkout, "diff", "--name-only", "HEAD~1", "HEAD").split())
@@ -86,7 +97,9 @@ def test_the_change_is_the_patch_set_byte_for_byte(
     patched = clone(upstream, tmp_path / "patched")
     series = (REPO / "generated" / "patches" / "series").read_text().split()
     git(patched, "apply", *[str(REPO / "generated" / "patches" / name) for name in series])
-    touched = {line[3:] for line in git(patched, "status", "--porcelain", "--untracked-files=all").splitlines()}
+    touched = {
+        line[3:] for line in git(patched, "status", "--porcelain", "--untracked-files=all").splitlines()
+    }
     assert len(touched) > 20
     for path in sorted(touched):
         assert (checkout / path).read_bytes() == (patched / path).read_bytes(), path
@@ -98,7 +111,7 @@ def test_readme_size_table_is_the_commit(applied: tuple[Path, str, dict[str, str
     checkout, _, _ = applied
     table = {
         m[1]: (int(m[2]), int(m[3]))
-        for m in re.finditer(r"^\| `([^`]+)` \| (\d+) \| (\d+) \|$", section(), re.M)
+        for m in re.finditer(r"^\| `([^`]+)` \| (\d+) \| (\d+) \|$", section(), re.MULTILINE)
     }
     numstat = git(checkout, "diff", "--numstat", "HEAD~1", "HEAD", "--", "megatron")
     measured = {}
@@ -110,7 +123,9 @@ def test_readme_size_table_is_the_commit(applied: tuple[Path, str, dict[str, str
     assert measured["megatron/training/training.py"] == (126, 16)
 
 
-def test_generated_lines_pass_isort_and_flake8(applied: tuple[Path, str, dict[str, str]], tmp_path: Path) -> None:
+def test_generated_lines_pass_isort_and_flake8(
+    applied: tuple[Path, str, dict[str, str]], tmp_path: Path
+) -> None:
     """Megatron's isort and flake8 settings, as tests/target/test_megatron_linters.py runs them,
     on the committed change: no finding the pristine files did not have."""
     pytest.importorskip("isort", reason="isort is in the test extra (tox -e test)")
@@ -118,7 +133,11 @@ def test_generated_lines_pass_isort_and_flake8(applied: tuple[Path, str, dict[st
     from tests.target.test_megatron_linters import _flake8, _isort, _new_formatter_findings, _write_tree
 
     checkout, _, _ = applied
-    paths = [p for p in git(checkout, "diff", "--name-only", "HEAD~1", "HEAD", "--", "megatron").split() if p.endswith(".py")]
+    paths = [
+        p
+        for p in git(checkout, "diff", "--name-only", "HEAD~1", "HEAD", "--", "megatron").split()
+        if p.endswith(".py")
+    ]
     old = {p: git(checkout, "show", f"HEAD~1:{p}") for p in paths if not p.startswith("megatron/core/otel/")}
     new = {p: (checkout / p).read_text(encoding="utf-8") for p in paths}
     isort_findings = {p: f for p in old if (f := _new_formatter_findings(old[p], new[p], _isort))}
@@ -128,11 +147,15 @@ def test_generated_lines_pass_isort_and_flake8(applied: tuple[Path, str, dict[st
     assert not after - before, sorted(after - before)
 
 
-def test_reapply_changes_nothing_and_the_check_block_passes(applied: tuple[Path, str, dict[str, str]]) -> None:
+def test_reapply_changes_nothing_and_the_check_block_passes(
+    applied: tuple[Path, str, dict[str, str]],
+) -> None:
     checkout, _, env = applied
     apply = blocks()["in-place"].splitlines()[4]
     assert apply.startswith("../megatron-otel-codegen/.venv/bin/codegen apply") and "--check" not in apply
-    again = subprocess.run(["bash", "-e", "-c", apply], cwd=checkout, env=env, capture_output=True, text=True)
+    again = subprocess.run(
+        ["bash", "-e", "-c", apply], check=False, cwd=checkout, env=env, capture_output=True, text=True
+    )
     assert again.returncode == 0, again.stderr
     assert "nothing to write" in again.stdout
     assert git(checkout, "status", "--porcelain", "--untracked-files=all") == ""
@@ -140,7 +163,9 @@ def test_reapply_changes_nothing_and_the_check_block_passes(applied: tuple[Path,
     assert ". is up to date with specs" in output
 
 
-def test_pre_commit_configuration_runs_on_the_checkout(applied: tuple[Path, str, dict[str, str]], tmp_path: Path) -> None:
+def test_pre_commit_configuration_runs_on_the_checkout(
+    applied: tuple[Path, str, dict[str, str]], tmp_path: Path
+) -> None:
     """The README's configuration with its hook taken from .pre-commit-hooks.yaml as a ``repo:
     local`` hook of ``language: system`` (the installed codegen; offline), run by pre-commit."""
     pytest.importorskip("pre_commit", reason="pre-commit is in the test extra (tox -e test)")
@@ -149,12 +174,15 @@ def test_pre_commit_configuration_runs_on_the_checkout(applied: tuple[Path, str,
     [entry] = config["repos"][0]["hooks"]
     manifest = {h["id"]: h for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
     local = {**manifest[entry["id"]], **entry, "language": "system"}
-    (checkout / ".pre-commit-config.yaml").write_text(yaml.safe_dump({"repos": [{"repo": "local", "hooks": [local]}]}))
+    (checkout / ".pre-commit-config.yaml").write_text(
+        yaml.safe_dump({"repos": [{"repo": "local", "hooks": [local]}]})
+    )
     git(checkout, "add", ".pre-commit-config.yaml")
     environment = dict(env, PRE_COMMIT_HOME=str(tmp_path / "home"))
     environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment['PATH']}"
     result = subprocess.run(
         [sys.executable, "-m", "pre_commit", "run", "--all-files"],
+        check=False,
         cwd=checkout,
         env=environment,
         capture_output=True,
