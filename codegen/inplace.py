@@ -228,6 +228,12 @@ def _option_problem(args: argparse.Namespace) -> str | None:
     for flag, given in (("--out", args.out is not None), ("--generated", args.generated is not None)):
         if given:
             return f"--in-place writes into --source {args.source}: {flag} does not go with it"
+    if args.docs is not None:
+        docs, root = args.docs.resolve(), args.source.resolve()
+        if not docs.is_relative_to(root) or docs == root:
+            return f"--docs {args.docs}: not a folder inside the checkout {args.source}"
+        if docs.exists() and not docs.is_dir():
+            return f"--docs {args.docs}: a file is in the way"
     return None
 
 
@@ -253,7 +259,7 @@ def prepare(
     package = project.runtime.package.strip("/")
     alias = project.runtime.alias
     manifest_path = f"{package}/{MANIFEST_NAME}"
-    docs_prefix = _docs_prefix(root, docs) if docs is not None else None
+    docs_prefix = _docs_prefix(root, docs, package) if docs is not None else None
     old = _read_manifest(root, manifest_path)
     old_sources: dict[str, list[str]] = old.get("sources", {})
     old_files: dict[str, str] = old.get("files", {})
@@ -316,14 +322,14 @@ def prepare(
     return InPlace(root, manifest_path, current, wanted, edits, recorded_hashes)
 
 
-def _docs_prefix(root: Path, docs: Path) -> str:
+def _docs_prefix(root: Path, docs: Path, package: str) -> str:
     target = docs.resolve()
-    if not target.is_relative_to(root):
-        raise InPlaceError(f"--docs {docs}: not inside the checkout {root}")
-    if target.exists() and not target.is_dir():
-        raise InPlaceError(f"--docs {docs}: a file is in the way")
+    if not target.is_relative_to(root) or target == root:
+        raise InPlaceError(f"--docs {docs}: not a folder inside the checkout {root}")
     rel = target.relative_to(root).as_posix()
-    return "" if rel == "." else rel + "/"
+    if (rel + "/").startswith(package + "/") or package.startswith(rel + "/"):
+        raise InPlaceError(f"--docs {docs}: overlaps the runtime package {package}")
+    return rel + "/"
 
 
 def _read_manifest(root: Path, manifest_path: str) -> dict[str, Any]:

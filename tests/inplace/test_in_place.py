@@ -264,7 +264,14 @@ def test_options_that_need_in_place(repo: Path) -> None:
     with contextlib.redirect_stderr(io.StringIO()) as err:
         assert main(["apply", "specs/", "--docs", "docs/otel"]) == 2
         assert main(["apply", "specs/", "--in-place"]) == 2
+        assert main(["apply", "specs/", "--source", str(repo), "--in-place", "--docs", str(repo.parent)]) == 2
+        assert (
+            main(["apply", "specs/", "--source", str(repo), "--in-place", "--out", str(repo.parent / "x")])
+            == 2
+        )
     assert "--docs: only with --in-place" in err.getvalue()
+    assert f"--docs {repo.parent}: not a folder inside the checkout {repo}" in err.getvalue()
+    assert "--out does not go with it" in err.getvalue()
     assert "--in-place: name the checkout to instrument with --source CHECKOUT" in err.getvalue()
 
 
