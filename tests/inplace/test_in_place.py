@@ -28,6 +28,7 @@ from tests.inplace.conftest import REPO, SPECS, clone, git
 LAYER = "megatron/core/transformer/transformer_layer.py"  # made CRLF and mode 0755
 DDP = "megatron/core/distributed/distributed_data_parallel.py"  # the flat span
 MANIFEST = f"megatron/core/otel/{MANIFEST_NAME}"
+HOOK_ARGS = ["specs/", "--docs", "docs/otel"]  # the README's pre-commit configuration passes these
 FLAT_SPEC = """\
 # The gradient synchronization start in the flat form: no try, the end is a statement of its own.
 form: flat
@@ -299,7 +300,7 @@ def test_pre_commit_hook_passes_then_fails_on_a_spec_change(repo: Path, tmp_path
     hooks = {h["id"]: h for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
     hook = hooks["codegen-check-in-place"]
     assert hook["language"] == "python" and hook["entry"] == "codegen apply --check --in-place --source ."
-    local = {**hook, "language": "system", "args": ["specs/", "--docs", "docs/otel"]}
+    local = {**hook, "language": "system", "args": HOOK_ARGS}
     (repo / ".pre-commit-config.yaml").write_text(
         yaml.safe_dump({"repos": [{"repo": "local", "hooks": [local]}]})
     )

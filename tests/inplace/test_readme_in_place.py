@@ -4,7 +4,8 @@ The clone runs as written: git's ``url.<base>.insteadOf`` (through ``GIT_CONFIG_
 ``https://github.com/NVIDIA/Megatron-LM.git`` to a local repository holding the pristine
 megatron-core 0.19.2 tree, tagged ``core_v0.19.2`` (``upstream``). The in-place commit is the
 module's fixture; the tests check it against the patch set, the README's size table and Megatron's
-linters, re-apply and check it, and run the README's pre-commit configuration on it.
+linters, re-apply and check it, and check the README's pre-commit configuration (the hook itself is
+run by pre-commit in test_in_place.py, with the same args).
 """
 
 from __future__ import annotations
@@ -163,30 +164,27 @@ def test_reapply_changes_nothing_and_the_check_block_passes(
     assert ". is up to date with specs" in output
 
 
-def test_pre_commit_configuration_runs_on_the_checkout(
-    applied: tuple[Path, str, dict[str, str]], tmp_path: Path
-) -> None:
-    """The README's configuration with its hook taken from .pre-commit-hooks.yaml as a ``repo:
-    local`` hook of ``language: system`` (the installed codegen; offline), run by pre-commit."""
+def test_pre_commit_configuration_is_the_hook_the_in_place_test_runs(tmp_path: Path) -> None:
+    """The README's configuration is valid for pre-commit, names the manifest's in-place hook, and
+    passes the args with which tests/inplace/test_in_place.py runs that hook through pre-commit
+    (a run here would cost another whole generation)."""
     pytest.importorskip("pre_commit", reason="pre-commit is in the test extra (tox -e test)")
-    checkout, _, env = applied
-    config = yaml.safe_load(blocks()["file .pre-commit-config.yaml"])
-    [entry] = config["repos"][0]["hooks"]
-    manifest = {h["id"]: h for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
-    local = {**manifest[entry["id"]], **entry, "language": "system"}
-    (checkout / ".pre-commit-config.yaml").write_text(
-        yaml.safe_dump({"repos": [{"repo": "local", "hooks": [local]}]})
-    )
-    git(checkout, "add", ".pre-commit-config.yaml")
-    environment = dict(env, PRE_COMMIT_HOME=str(tmp_path / "home"))
-    environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment['PATH']}"
+    from tests.inplace.test_in_place import HOOK_ARGS
+
+    text = blocks()["file .pre-commit-config.yaml"]
+    (tmp_path / ".pre-commit-config.yaml").write_text(text)
+    environment = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "home"))
     result = subprocess.run(
-        [sys.executable, "-m", "pre_commit", "run", "--all-files"],
+        [sys.executable, "-m", "pre_commit", "validate-config", ".pre-commit-config.yaml"],
         check=False,
-        cwd=checkout,
+        cwd=tmp_path,
         env=environment,
         capture_output=True,
         text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "the instrumented checkout agrees with its specs" in result.stdout and "Passed" in result.stdout
+    [entry] = yaml.safe_load(text)["repos"][0]["hooks"]
+    manifest = {h["id"]: h for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
+    assert entry["id"] in manifest and entry["args"] == HOOK_ARGS
+    apply = blocks()["in-place"].splitlines()[4]
+    assert apply.endswith(" ".join(["--in-place", *HOOK_ARGS[1:]]))  # the docs folder the apply names
