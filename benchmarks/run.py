@@ -17,9 +17,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from statistics import median
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -200,7 +200,9 @@ def runtime_rows(data: dict) -> list[Row]:
 def lens_rows(data: dict | None, status: str) -> list[Row]:
     s = "nemo-lens, empty function" + (f", Python {data['python']}, {data['lens']}" if data else "")
     if data is None:
-        return [Row(s, f"nemo-lens managed_span / trace_fn: {status}", "-", "-", "-", "-", "", "not measured")]
+        return [
+            Row(s, f"nemo-lens managed_span / trace_fn: {status}", "-", "-", "-", "-", "", "not measured")
+        ]
     r = data["results"]
     return [
         ratio_row(s, "nemo-lens managed_span, off / uninstrumented", r, "lens.managed_span.off", "empty.base"),
@@ -252,7 +254,9 @@ def build_fork(tmp: Path) -> Path:
 
     generation = generate(REPO / "specs")
     dest = tmp / "megatron-core"
-    write_tree(dest, {path: new for path, (_old, new) in generation.changes.items()}, base=generation.source_root)
+    write_tree(
+        dest, {path: new for path, (_old, new) in generation.changes.items()}, base=generation.source_root
+    )
     return dest
 
 
@@ -264,11 +268,22 @@ def run_step_worker(fork: Path, shape: str, rounds: int) -> dict:
         port = sock.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
     env.update(PYTHONPATH=str(fork), OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", TORCHDYNAMO_DISABLE="1")
-    command = [sys.executable, str(STEP_WORKER), "--shape", shape, "--rounds", str(rounds), "--port", str(port)]
+    command = [
+        sys.executable,
+        str(STEP_WORKER),
+        "--shape",
+        shape,
+        "--rounds",
+        str(rounds),
+        "--port",
+        str(port),
+    ]
     command += ["--warmup", "1" if shape == "layer" else "2"]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=env, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} exited {proc.returncode}:\n{(proc.stderr or proc.stdout)[-2000:]}")
+        raise RuntimeError(
+            f"{' '.join(command)} exited {proc.returncode}:\n{(proc.stderr or proc.stdout)[-2000:]}"
+        )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -346,7 +361,9 @@ def _steps(args, raw: dict, rows: list, notes: list) -> None:
     try:
         import torch  # noqa: F401
     except ImportError:
-        notes.append("training-step rows skipped: torch is not installed (tox -e runtime's environment has it)")
+        notes.append(
+            "training-step rows skipped: torch is not installed (tox -e runtime's environment has it)"
+        )
         return
     with tempfile.TemporaryDirectory(prefix="otel-bench-fork-") as tmp:
         fork = build_fork(Path(tmp))
@@ -404,15 +421,26 @@ def _runtime(args, rounds: int, off: Path, on: Path, raw: dict, rows: list) -> N
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, no subprocess generator runs")
-    parser.add_argument("--rounds", type=int, help="interleaved rounds per runtime variant (default 40, quick 12)")
+    parser.add_argument(
+        "--rounds", type=int, help="interleaved rounds per runtime variant (default 40, quick 12)"
+    )
     parser.add_argument("--no-generator", action="store_true", help="skip the generator benchmark")
     parser.add_argument("--no-lens", action="store_true", help="skip nemo-lens")
-    parser.add_argument("--no-lens-install", action="store_true", help="use nemo-lens only if already installed")
+    parser.add_argument(
+        "--no-lens-install", action="store_true", help="use nemo-lens only if already installed"
+    )
     parser.add_argument("--lens-python", help="a Python that can import nemo.lens and the OTel SDK")
-    parser.add_argument("--no-step", action="store_true", help="skip the training-step rows (they need torch)")
-    parser.add_argument("--step-layer", action="store_true",
-                        help="training step: also the layer-shaped GPT (hidden 1024, seq 1024; minutes on CPU)")
-    parser.add_argument("--step-rounds", type=int, help="interleaved rounds per arm (default tiny 60, layer 4)")
+    parser.add_argument(
+        "--no-step", action="store_true", help="skip the training-step rows (they need torch)"
+    )
+    parser.add_argument(
+        "--step-layer",
+        action="store_true",
+        help="training step: also the layer-shaped GPT (hidden 1024, seq 1024; minutes on CPU)",
+    )
+    parser.add_argument(
+        "--step-rounds", type=int, help="interleaved rounds per arm (default tiny 60, layer 4)"
+    )
     parser.add_argument("--json", type=Path, help="also write the raw measurements here")
     args = parser.parse_args(argv)
     rounds = args.rounds or (12 if args.quick else 40)

@@ -41,13 +41,15 @@ typing.override = getattr(typing, "override", lambda f: f)
 TESTS = Path(__file__).resolve().parents[1] / "tests" / "megatron_cpu"
 sys.path.insert(0, str(TESTS))
 
-import megatron_cpu_worker as base  # noqa: E402
-import megatron_training_worker as training_worker  # noqa: E402
-import torch  # noqa: E402
+import megatron_cpu_worker as base
+import megatron_training_worker as training_worker
+import torch
 
 SHAPES = {
     "tiny": dict(NUM_LAYERS=2, HIDDEN=64, HEADS=4, SEQ=16, VOCAB=128, MICRO_BATCH=2, NUM_MICROBATCHES=2),
-    "layer": dict(NUM_LAYERS=2, HIDDEN=1024, HEADS=16, SEQ=1024, VOCAB=1024, MICRO_BATCH=1, NUM_MICROBATCHES=2),
+    "layer": dict(
+        NUM_LAYERS=2, HIDDEN=1024, HEADS=16, SEQ=1024, VOCAB=1024, MICRO_BATCH=1, NUM_MICROBATCHES=2
+    ),
 }
 ARMS = ("off", "off2", "default", "all")
 TIMED = ARMS + ("probe",)
@@ -114,7 +116,9 @@ def sdk_span_cost(provider, exporter, spans: int = 2000, rounds: int = 15) -> fl
     for _ in range(rounds):
         start = time.perf_counter()
         for _ in range(spans):
-            with tracer.start_as_current_span("megatron.layer.forward", attributes={"megatron.span_group": "layer"}):
+            with tracer.start_as_current_span(
+                "megatron.layer.forward", attributes={"megatron.span_group": "layer"}
+            ):
                 pass
         samples.append((time.perf_counter() - start) / spans)
         exporter.clear()

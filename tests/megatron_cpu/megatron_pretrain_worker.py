@@ -46,29 +46,29 @@ import time
 
 _PROGRAM_START = time.time()
 
-import argparse  # noqa: E402
-import atexit  # noqa: E402
-import contextlib  # noqa: E402
-import functools  # noqa: E402
-import inspect  # noqa: E402
-import json  # noqa: E402
-import multiprocessing  # noqa: E402
-import os  # noqa: E402
-import signal  # noqa: E402
-import sys  # noqa: E402
-import typing  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import atexit
+import contextlib
+import functools
+import inspect
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import typing
+import warnings
+from pathlib import Path
+from typing import Any
 
 warnings.filterwarnings("ignore")
 # megatron/training uses typing.override (Python 3.12); 3.11 gets the identity decorator.
 typing.override = getattr(typing, "override", lambda f: f)
 
-import megatron_cpu_worker as base  # noqa: E402  (this script's directory is sys.path[0])
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from cuda_on_cpu import cuda_on_cpu  # noqa: E402
+import megatron_cpu_worker as base
+import torch
+import torch.distributed as dist
+from cuda_on_cpu import cuda_on_cpu
 
 
 class Telemetry:
@@ -112,8 +112,8 @@ class Telemetry:
 
 
 def install_dataset_helpers(helpers: str | None) -> None:
-    import megatron.core.datasets as datasets
     import megatron.core.datasets.utils as dataset_utils
+    from megatron.core import datasets
 
     if helpers:
         datasets.__path__.append(helpers)

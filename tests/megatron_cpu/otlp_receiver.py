@@ -30,10 +30,11 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Self
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
@@ -156,7 +157,7 @@ class OtlpReceiver:
         self._close()
         self._stopped.set()
 
-    def __enter__(self) -> OtlpReceiver:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -307,7 +308,7 @@ class OtlpReceiver:
                 self.server.connections.discard(self.connection)
                 super().finish()
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 entry = HTTP_PATHS.get(self.path.split("?")[0])
                 length = int(self.headers.get("Content-Length") or 0)
                 if length > receiver.max_body:
@@ -347,7 +348,7 @@ class OtlpReceiver:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         class Server(ThreadingHTTPServer):

@@ -22,7 +22,6 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-
 from runtime_pkg_support import Rendered
 
 T0 = 1_700_000_000.0
@@ -38,18 +37,6 @@ TIMESTAMPS = {
 
 def ns(seconds: float) -> int:
     return int(seconds * 1e9)
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    tracer_provider = TracerProvider(shutdown_on_exit=False)
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return tracer_provider
 
 
 @pytest.fixture
@@ -370,8 +357,8 @@ def test_exit_hooks_installed_once_across_two_pretrain_runs_and_second_run_flush
         names = [s.name for s in exporter.get_finished_spans()]
         assert names.count("megatron.startup") == 1
         assert names.count("megatron.train") == 2
-    assert exit_hooks["atexit"] == [otel._lifecycle._at_exit]
-    assert exit_hooks["sigterm"] == [otel._lifecycle._on_sigterm]
+    assert exit_hooks["atexit"] == [otel._process._at_exit]
+    assert exit_hooks["sigterm"] == [otel._process._on_sigterm]
 
 
 # --- ranks -------------------------------------------------------------------------------------
