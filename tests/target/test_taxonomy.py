@@ -552,7 +552,7 @@ def test_row(row: Row, generation: Generation, found: dict[str, list[FoundSpan]]
     span = candidates[0]
     if span.form == "decorator":
         runtime = _runtime_source(generation)
-        assert re.search(rf'"{re.escape(row.name)}": \("{row.group}", {row.goodput}\)', runtime)
+        assert re.search(rf'"{re.escape(row.name)}": Span\("{row.group}", {row.goodput}\)', runtime)
     else:
         assert span.flag == row.group.upper(), f"row {row.number}: group flag {span.flag}"
     assert tuple(span.attributes) == row.attributes
@@ -574,13 +574,13 @@ def _runtime_source(generation: Generation) -> str:
 @pytest.mark.parametrize("number", sorted(RUNTIME_ROWS), ids=lambda n: f"row{n}-{RUNTIME_ROWS[n][0]}")
 def test_runtime_row(number: int, generation: Generation) -> None:
     name, group = RUNTIME_ROWS[number]
-    assert re.search(rf'"{re.escape(name)}": \("{group}", True\)', _runtime_source(generation)), name
+    assert re.search(rf'"{re.escape(name)}": Span\("{group}", True\)', _runtime_source(generation)), name
 
 
 def test_goodput_flags_in_the_runtime_table(generation: Generation) -> None:
     runtime = _runtime_source(generation)
     for row in ROWS:
-        assert re.search(rf'"{re.escape(row.name)}": \("{row.group}", {row.goodput}\)', runtime), row.name
+        assert re.search(rf'"{re.escape(row.name)}": Span\("{row.group}", {row.goodput}\)', runtime), row.name
 
 
 def test_sniff_test_name_is_chosen_at_run_time(found: dict[str, list[FoundSpan]]) -> None:
