@@ -181,19 +181,14 @@ def _link_checks(spans: Sequence[Any], present: set[int]) -> list[str]:
             target = by_id.get((link.trace_id, link.span_id))
             rank = span.resource.get(RANK)
             what = (
-                f"rank {rank}: {_where(span)}: '{span.name}' "
-                f"(seq {span.attributes.get('megatron.p2p.seq')})"
+                f"rank {rank}: {_where(span)}: '{span.name}' (seq {span.attributes.get('megatron.p2p.seq')})"
             )
             if target is None:
                 if peer in present:
-                    findings.append(
-                        f"{what} links to span {link.span_id} of rank {peer}, not in the capture"
-                    )
+                    findings.append(f"{what} links to span {link.span_id} of rank {peer}, not in the capture")
                 continue
             if target.resource.get(RANK) != peer:
-                findings.append(
-                    f"{what} links to a span of rank {target.resource.get(RANK)}, not {peer}"
-                )
+                findings.append(f"{what} links to a span of rank {target.resource.get(RANK)}, not {peer}")
             direction = link.attributes.get(DIRECTION)
             if not target.name.startswith("megatron.p2p.send") or (
                 target.attributes.get(DIRECTION) != direction

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._config import env_timestamps
 from ._export import flush_providers, shutdown_providers
+from ._ranks import derived_id, interval_trace_id, start_root, startup_trace_id
 from ._spans import NO_ATTRIBUTES, SPAN_ATTRIBUTES, abort_open_spans, disable, end_open_spans
 from ._state import STATE, flag, log_once, set_flag, warn_once
 from ._taxonomy import FLAGS, INTERVAL, PHASES, PRE_STARTUP, STARTUP
@@ -57,10 +58,14 @@ def startup(
         stamps.update((k, float(v)) for k, v in timestamps.items() if v is not None)
         if STARTUP is not None:
             stamps.setdefault(STARTUP[2], _process_start())
+        STATE.trace_id = startup_trace_id(STATE.run_id) if STATE.run_id else 0
         if STARTUP is not None and flag(STARTUP[1]):
             name = STARTUP[0]
             values = _attributes(name, attributes)
-            span = tracer.start_span(
+            span = start_root(
+                tracer,
+                STATE.ids,
+                STATE.trace_id,
                 name,
                 context=otel_context.Context(),
                 attributes=values,
@@ -76,8 +81,8 @@ def startup(
         )
         for entry in PHASES:
             _backdated(tracer, entry, stamps, parent)
-        for entry in PRE_STARTUP:
-            _backdated(tracer, entry, stamps, None)
+        for entry in PRE_STARTUP:  # a trace of its own, shared by the ranks
+            _backdated(tracer, entry, stamps, None, "pre_startup")
     except Exception:
         log_once("startup", "opening the startup spans failed", exc_info=True)
 
@@ -112,6 +117,8 @@ def end_training() -> None:
     """End the current training interval; idempotent. Never raises."""
     STATE.training = False
     end_open_spans()
+    if STATE.run_id:  # what runs after training (the final evaluation, ...) shares one trace
+        STATE.trace_id = derived_id(STATE.run_id, "after-training")
     if STATE.interval is not None:
         entry, STATE.interval = STATE.interval, None
         _end(entry, True)
@@ -333,8 +340,16 @@ def _open_interval(iteration: int) -> None:
             "megatron.trace_interval": STATE.interval_index,
         }
         links = [Link(STATE.link_to)] if STATE.link_to is not None else None
-        span = tracer.start_span(
-            name, context=otel_context.Context(), attributes=values, links=links
+        run_id = STATE.run_id
+        STATE.trace_id = interval_trace_id(run_id, STATE.interval_index) if run_id else 0
+        span = start_root(
+            tracer,
+            STATE.ids,
+            STATE.trace_id,
+            name,
+            context=otel_context.Context(),
+            attributes=values,
+            links=links,
         )
         token = otel_context.attach(otel_trace.set_span_in_context(span))
         STATE.interval = (span, token)
@@ -359,13 +374,20 @@ def _end(entry: LifecycleEntry, record_error: bool) -> None:
 
 
 def _backdated(
-    tracer: Tracer, span: tuple[str, str, str, str], times: dict[str, float], parent: Context | None
+    tracer: Tracer,
+    span: tuple[str, str, str, str],
+    times: dict[str, float],
+    parent: Context | None,
+    trace: str = "",
 ) -> None:
     name, group_flag, start_key, end_key = span
     start, end = times.get(start_key), times.get(end_key)
     if start is None or end is None or not flag(group_flag):
         return
-    started = tracer.start_span(
+    started = start_root(
+        tracer,
+        STATE.ids,  # a root (pre_startup; phases while the startup span is off): a shared trace
+        derived_id(STATE.run_id, trace) if trace and STATE.run_id else STATE.trace_id,
         name,
         context=parent if parent is not None else otel_context.Context(),
         attributes=SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES),

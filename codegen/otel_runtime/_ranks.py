@@ -77,6 +77,10 @@ class ExportRanks:
     where: str = "MEGATRON_OTEL_EXPORT_RANKS"
     text: str = "last"
 
+    def many(self) -> bool:
+        """Whether more than one rank may export (then the ranks agree on a run id)."""
+        return self.kind != "last" and not (self.kind == "list" and len(self.ranks) == 1)
+
     def selects(self, rank: int, world: int, coordinates: Mapping[str, int]) -> bool:
         """Whether ``rank`` exports; ``ValueError`` when a listed rank is not in the world."""
         if self.kind == "last":
@@ -87,7 +91,7 @@ class ExportRanks:
             missing = [r for r in self.ranks if r >= world]
             if missing:
                 raise ValueError(
-                    f"{self.where}={self.text!r}: no rank {missing[0]} in a world of {world}; "
+                    f"{self.where}={self.text}: no rank {missing[0]} in a world of {world}; "
                     f"valid ranks: 0..{world - 1}"
                 )
             return rank in self.ranks
@@ -172,7 +176,9 @@ def coordinates(rank: int, world: int, args: Any = None) -> dict[str, int]:
             out = {dim: int(getattr(state, getter)()) for dim, getter in COORDINATES.values()}
             return out
     except Exception:
-        log_once("coordinates", "reading parallel_state failed; using the rank order", exc_info=True)
+        log_once(
+            "coordinates", "reading parallel_state failed; using the rank order", exc_info=True
+        )
     return coordinates_in_order(rank, world, {d: _size(args, n) for d, n in _SIZE_ARGS.items()})
 
 
@@ -233,7 +239,9 @@ def agree_run_id(world: int) -> bytes:
         dist.broadcast_object_list(box, src=0)
         return bytes.fromhex(str(box[0]))
     except Exception:
-        log_once("run-id", "agreeing on a run id failed: each rank has its own traces", exc_info=True)
+        log_once(
+            "run-id", "agreeing on a run id failed: each rank has its own traces", exc_info=True
+        )
         return mine
 
 
@@ -245,14 +253,17 @@ def derived_id(run_id: bytes, *parts: object, size: int = 16) -> int:
 
 
 def startup_trace_id(run_id: bytes) -> int:
+    """The startup trace's id (every rank's ``megatron.startup``)."""
     return derived_id(run_id, "startup")
 
 
 def interval_trace_id(run_id: bytes, index: int) -> int:
+    """Training interval ``index``'s trace id (every rank's ``megatron.train`` of it)."""
     return derived_id(run_id, "interval", index)
 
 
 def p2p_span_id(run_id: bytes, sender: int, direction: str, seq: int) -> int:
+    """The span id of rank ``sender``'s ``seq``-th send in ``direction``."""
     return derived_id(run_id, "p2p", sender, direction, seq, size=8)
 
 
@@ -265,16 +276,23 @@ class ChosenIds:
         self.local = threading.local()
 
     def choose(self, trace_id: int | None = None, span_id: int | None = None) -> None:
+        """The ids of the next span this thread starts (None: random); ``choose()`` clears."""
         self.local.trace_id, self.local.span_id = trace_id, span_id
 
     def generate_span_id(self) -> int:
+        """The chosen span id, once; else 8 random bytes."""
         chosen = getattr(self.local, "span_id", None)
         if chosen is not None:
             self.local.span_id = None
             return int(chosen)
         return int.from_bytes(os.urandom(8), "big") or 1
 
+    def is_trace_id_random(self) -> bool:
+        """The W3C random flag: derived ids are a keyed hash of a random run id."""
+        return True
+
     def generate_trace_id(self) -> int:
+        """The chosen trace id, once; else 16 random bytes."""
         chosen = getattr(self.local, "trace_id", None)
         if chosen is not None:
             self.local.trace_id = None
@@ -293,6 +311,54 @@ def install_ids(tracer: Any) -> ChosenIds | None:
     except Exception:
         return None
     return ids
+
+
+def start_root(tracer: Any, ids: ChosenIds | None, trace_id: int, name: str, **kwargs: Any) -> Any:
+    """``tracer.start_span(name, **kwargs)`` for a root span, in trace ``trace_id`` when the
+    tracer takes chosen ids (and ``trace_id`` is set)."""
+    if ids is None or not trace_id:
+        return tracer.start_span(name, **kwargs)
+    ids.choose(trace_id=trace_id)
+    try:
+        return tracer.start_span(name, **kwargs)
+    finally:
+        ids.choose()
+
+
+def start_shared(tracer: Any, run: Any, name: str, values: Mapping[str, Any]) -> Any:
+    """``tracer.start_span(name)`` with ``run.ids`` installed: a root span joins the trace of the
+    lifecycle phase (``run.trace_id``); a pipeline send gets its derived span id, a receive a link
+    to its send (``run.pipeline``)."""
+    ids: ChosenIds = run.ids
+    links = None
+    span_id = None
+    pipeline: Pipeline | None = run.pipeline
+    if pipeline is not None and name in P2P:
+        sender, extra, link = pipeline.transfer(name)
+        values = {**values, **extra}
+        direction, seq = extra["megatron.p2p.direction"], extra["megatron.p2p.seq"]
+        if sender is not None:
+            span_id = p2p_span_id(run.run_id, sender, direction, seq)
+        if link is not None:
+            links = _link(run, p2p_span_id(run.run_id, link[0], direction, link[1]), extra)
+    ids.choose(trace_id=run.trace_id or None, span_id=span_id)
+    try:
+        return tracer.start_span(name, attributes=values, links=links)
+    finally:
+        ids.choose()
+
+
+def _link(run: Any, span_id: int, attributes: Mapping[str, Any]) -> list[Any]:
+    from opentelemetry import trace
+
+    current = trace.get_current_span().get_span_context()
+    trace_id = current.trace_id if current.is_valid else run.trace_id
+    if not trace_id:
+        return []
+    target = trace.SpanContext(
+        trace_id, span_id, is_remote=True, trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED)
+    )
+    return [trace.Link(target, dict(attributes))]
 
 
 # -- pipeline links --------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from ._ranks import start_shared
 from ._state import LOG, NAMESPACE, STACKS, STATE, log_once, set_flag, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
 
@@ -125,7 +126,10 @@ def start_span(
                 values = {**base, **attributes()}
             except Exception:
                 warn_once(name, "evaluating attributes")
-        span = tracer.start_span(name, attributes=values)
+        if STATE.ids is None:
+            span = tracer.start_span(name, attributes=values)
+        else:  # a root joins the shared trace; a pipeline send gets its derived id
+            span = start_shared(tracer, STATE, name, values)
         token = otel_context.attach(otel_trace.set_span_in_context(span))
         started = StartedSpan(span, token, name, _exc_info()[1])
         STATE.open_spans.stack.append(started)

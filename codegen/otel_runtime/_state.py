@@ -78,6 +78,13 @@ class State:
     interval_index: int = 0
     training: bool = False
     seen: set[str] = field(default_factory=set)
+    # Many ranks (``_ranks``): the run id every rank agreed on, the tracer's id generator (None
+    # when the tracer is not the SDK's), the trace root spans join now (startup, interval, after
+    # training; 0 before configure), this rank's pipeline neighbours (None: no links).
+    run_id: bytes = b""
+    ids: Any = None
+    trace_id: int = 0
+    pipeline: Any = None
 
     def clear_run(self) -> None:
         """Forget the run's providers, first_time() keys and lifecycle progress (after shutdown)."""
@@ -87,6 +94,7 @@ class State:
         self.shutdown_done = self.startup_done = False
         self.link_to = self.save_interval = None
         self.interval_index = 0
+        self.run_id, self.ids, self.trace_id, self.pipeline = b"", None, 0, None
 
 
 STATE = State()

@@ -135,6 +135,7 @@ ENV: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "traces_enabled": ("MEGATRON_OTEL_TRACES_ENABLED", "1", ("0", "1", "false", "true")),
     "metrics_enabled": ("MEGATRON_OTEL_METRICS_ENABLED", "1", ("0", "1", "false", "true")),
     "export_rank": ("MEGATRON_OTEL_EXPORT_RANK", "-1", ()),
+    "export_ranks": ("MEGATRON_OTEL_EXPORT_RANKS", "last", ()),
     "sigterm_flush_timeout": ("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "0", ()),
     "service_name": ("OTEL_SERVICE_NAME", "megatron-lm", ()),
     "export_timeout": ("MEGATRON_OTEL_EXPORT_TIMEOUT_S", "10", ()),
@@ -156,6 +157,7 @@ FLAG_OVERRIDES: tuple[tuple[str, str, str, bool], ...] = (
     ("otel_enabled", "MEGATRON_OTEL_ENABLED", "--otel-enabled", True),
     ("otel_service_name", "OTEL_SERVICE_NAME", "--otel-service-name", False),
     ("otel_span_groups", "MEGATRON_OTEL_SPAN_GROUPS", "--otel-span-groups", False),
+    ("otel_export_ranks", "MEGATRON_OTEL_EXPORT_RANKS", "--otel-export-ranks", False),
 )
 # The startup span: (name, group flag, timestamp key of program start).
 STARTUP: tuple[str, str, str] | None = ("megatron.startup", "JOB", "program_start")

@@ -62,7 +62,7 @@ def test_export_setting_errors_name_the_forms(text: str) -> None:
 
 def test_a_listed_rank_outside_the_world_is_an_error() -> None:
     setting = parse_export_ranks("0,9", WHERE)
-    with pytest.raises(ValueError, match=r"MEGATRON_OTEL_EXPORT_RANKS='0,9': no rank 9 in a world of 4; valid ranks: 0..3"):
+    with pytest.raises(ValueError, match=r"MEGATRON_OTEL_EXPORT_RANKS=0,9: no rank 9 in a world of 4; valid ranks: 0..3"):
         setting.selects(0, 4, {})
 
 
