@@ -75,7 +75,9 @@ def _parser() -> argparse.ArgumentParser:
         "capture is a finding).",
     )
     _common(verify)
-    verify.add_argument("capture", type=Path, metavar="CAPTURE", help="the captured spans")
+    verify.add_argument(
+        "capture", type=Path, nargs="+", metavar="CAPTURE", help="the captured spans (one file or several)"
+    )
     verify.add_argument(
         "--groups",
         metavar="SPEC",
@@ -256,9 +258,15 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from codegen.capture import CapturedSpan, CaptureError, iter_records
     from codegen.pipeline import plan_only
-    from codegen.verify import CaptureError, read_capture, read_metrics, verify
+    from codegen.verify import verify
 
+    try:  # the capture first: a malformed one fails before the specs are resolved
+        records = list(iter_records(args.capture))
+    except CaptureError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_SOURCE
     project, plan = plan_only(args.specs, args.source, args.release)
     groups = None
     if args.groups is not None:
@@ -274,12 +282,8 @@ def _verify(args: argparse.Namespace) -> int:
                 print(f"error: --groups: unknown group or preset '{item}' (valid: {valid})", file=sys.stderr)
                 return EXIT_SPEC
         groups = frozenset(selected)
-    try:
-        captured = read_capture(args.capture)
-        metrics = read_metrics(args.capture)
-    except CaptureError as exc:
-        print(exc, file=sys.stderr)
-        return EXIT_SOURCE
+    captured = [r for r in records if isinstance(r, CapturedSpan)]
+    metrics = [r for r in records if not isinstance(r, CapturedSpan)]
     report = verify(project, plan, captured, groups, metrics)
     print(report.render())
     return EXIT_OK if report.clean else EXIT_STALE

@@ -1,22 +1,20 @@
 """Compare the spans a run really emitted with the taxonomy generated from the specs.
 
-Reads a capture in the OTLP JSON file format (one ``ExportTraceServiceRequest`` per line or one
-document, as the collector's file exporter writes) or the SDK console exporter's output (a stream
-of JSON objects), and reports: names not in the taxonomy, documented spans never seen (within the
-checked groups), spans whose group or parent differs from the docs, and missing attributes. A
-capture may also hold metrics (``resourceMetrics`` documents in the OTLP JSON file format): each
-must be a declared instrument, with its declared unit and kind.
+Takes the spans and metrics :mod:`codegen.capture` read (the OTLP JSON file format, or the SDK
+console exporters' output; a malformed record is an error there, not a finding here) and reports:
+names not in the taxonomy, documented spans never seen (within the checked groups), spans whose
+group or parent differs from the docs, and missing attributes. A capture may also hold metrics:
+each must be a declared instrument, with its declared unit and kind.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from codegen.capture import CapturedMetric, CapturedSpan
 from codegen.emit.registry import attribute_types
 from codegen.resolve.hierarchy import parents_of
 from codegen.resolve.sites import Plan
@@ -24,26 +22,6 @@ from codegen.spec.model import Project
 
 GROUP_ATTRIBUTE = "megatron.span_group"
 GOODPUT_ATTRIBUTE = "is_goodput_span"
-
-
-class CaptureError(Exception):
-    """The capture file cannot be read; the message says where."""
-
-
-@dataclass(frozen=True)
-class CapturedSpan:
-    name: str
-    span_id: str
-    parent_id: str | None
-    attributes: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class CapturedMetric:
-    name: str
-    unit: str
-    kind: str  # the OTLP data field: "histogram", "sum" or "gauge"
-    points: int
 
 
 # Instrument kind (telemetry.yaml) -> the OTLP data field its points are exported in.
@@ -199,97 +177,3 @@ def _allowed_parents(name: str, expected: dict[str, Expectation], recording: set
         if want is not None and want.group not in recording:
             todo.extend(want.parents)
     return allowed
-
-
-# -- reading captures -------------------------------------------------------------------------
-
-
-def read_capture(path: Path) -> list[CapturedSpan]:
-    return [item for item in _read(path) if isinstance(item, CapturedSpan)]
-
-
-def read_metrics(path: Path) -> list[CapturedMetric]:
-    """The metric streams of an OTLP JSON capture (none in a console-exporter capture)."""
-    return [item for item in _read(path) if isinstance(item, CapturedMetric)]
-
-
-def _read(path: Path) -> list[CapturedSpan | CapturedMetric]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CaptureError(f"{path}: cannot read: {exc.strerror}") from exc
-    spans: list[CapturedSpan | CapturedMetric] = []
-    decoder = json.JSONDecoder()
-    index = 0
-    while True:
-        while index < len(text) and text[index].isspace():
-            index += 1
-        if index >= len(text):
-            break
-        try:
-            document, index = decoder.raw_decode(text, index)
-        except json.JSONDecodeError as exc:
-            raise CaptureError(f"{path}:{exc.lineno}:{exc.colno}: error: not JSON: {exc.msg}") from exc
-        spans.extend(_spans_of(document, path))
-    return spans
-
-
-def _spans_of(document: Any, path: Path) -> list[CapturedSpan | CapturedMetric]:
-    if isinstance(document, dict) and "resourceMetrics" in document:
-        return [
-            _otlp_metric(raw)
-            for resource in document["resourceMetrics"]
-            for scope in resource.get("scopeMetrics", [])
-            for raw in scope.get("metrics", [])
-        ]
-    if isinstance(document, dict) and "resourceSpans" in document:
-        return [
-            _otlp_span(raw)
-            for resource in document["resourceSpans"]
-            for scope in resource.get("scopeSpans", [])
-            for raw in scope.get("spans", [])
-        ]
-    if isinstance(document, dict) and "context" in document and "name" in document:
-        context = document["context"]
-        return [
-            CapturedSpan(
-                document["name"],
-                _hex(context.get("span_id")),
-                _hex(document.get("parent_id")) or None,
-                dict(document.get("attributes") or {}),
-            )
-        ]
-    raise CaptureError(
-        f"{path}: error: neither OTLP JSON (resourceSpans, resourceMetrics) nor console-exporter spans"
-    )
-
-
-def _hex(value: Any) -> str:
-    text = str(value or "")
-    return text.removeprefix("0x")
-
-
-def _otlp_value(value: dict[str, Any]) -> Any:
-    for key in ("stringValue", "boolValue", "doubleValue"):
-        if key in value:
-            return value[key]
-    if "intValue" in value:
-        return int(value["intValue"])
-    if "arrayValue" in value:
-        return [_otlp_value(v) for v in value["arrayValue"].get("values", [])]
-    return None
-
-
-def _otlp_span(raw: dict[str, Any]) -> CapturedSpan:
-    attributes = {a["key"]: _otlp_value(a.get("value", {})) for a in raw.get("attributes", [])}
-    return CapturedSpan(
-        raw["name"], _hex(raw.get("spanId")), _hex(raw.get("parentSpanId")) or None, attributes
-    )
-
-
-def _otlp_metric(raw: dict[str, Any]) -> CapturedMetric:
-    kind = next(
-        (key for key in ("histogram", "sum", "gauge", "exponentialHistogram", "summary") if key in raw), ""
-    )
-    points = len((raw.get(kind) or {}).get("dataPoints", [])) if kind else 0
-    return CapturedMetric(raw["name"], raw.get("unit", ""), kind, points)

@@ -185,7 +185,13 @@ def test_parent_may_be_the_nearest_documented_ancestor_whose_group_records(tmp_p
         attributes = [{"key": "megatron.span_group", "value": {"stringValue": group}}]
         if name == "demo.layer.forward":
             attributes.append({"key": "demo.layer_number", "value": {"intValue": "7"}})
-        return {"spanId": span_id, "parentSpanId": parent, "name": name, "attributes": attributes}
+        return {
+            "traceId": "5" * 32,
+            "spanId": span_id.rjust(16, "0"),
+            "parentSpanId": parent.rjust(16, "0") if parent else "",
+            "name": name,
+            "attributes": attributes,
+        }
 
     spans = [span("demo.step", "01", "", "step"), span("demo.staged", "02", "01", "io")]
     document = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}

@@ -20,7 +20,7 @@ from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult  # noqa: E402
 
-from codegen.verify import read_capture  # noqa: E402
+from codegen.capture import read_spans as read_capture  # noqa: E402
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver  # noqa: E402
 
 PROTOCOLS = ["http"]

@@ -162,7 +162,9 @@ def taxonomy(project_and_plan) -> set[str]:
 
 def _verify(project_and_plan, capture: Path, groups: frozenset[str]):
     """What ``codegen verify SPECS CAPTURE --groups ...`` reports (its code, the plan built once)."""
-    from codegen.verify import read_capture, read_metrics, verify
+    from codegen.capture import read_metrics
+    from codegen.capture import read_spans as read_capture
+    from codegen.verify import verify
 
     return verify(*project_and_plan, read_capture(capture), groups, read_metrics(capture))
 
