@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from codegen.capture import CapturedMetric, CapturedSpan
 from codegen.emit.registry import attribute_types
 from codegen.resolve.sites import Plan
 from codegen.spec.model import Project
@@ -60,25 +61,25 @@ SIZE_OF = {
 }
 
 
-def ranks_of(spans: Sequence[Any]) -> set[int]:
+def ranks_of(spans: Sequence[CapturedSpan]) -> set[int]:
     """The ranks (resource ``dl.rank``) the spans come from."""
     return {r for r in (s.resource.get(RANK) for s in spans) if isinstance(r, int)}
 
 
-def is_multi_rank(spans: Sequence[Any]) -> bool:
+def is_multi_rank(spans: Sequence[CapturedSpan]) -> bool:
     return len(ranks_of(spans)) > 1
 
 
 def verify_ranks(
     project: Project,
     plan: Plan,
-    spans: Sequence[Any],
+    spans: Sequence[CapturedSpan],
     groups: frozenset[str] | None,
-    metrics: Sequence[Any] = (),
+    metrics: Sequence[CapturedMetric] = (),
 ) -> Report:
     """The per-rank checks of ``verify`` and the cross-rank ones (module docstring)."""
     report = Report(spans=len(spans))
-    by_rank: dict[int, list[Any]] = defaultdict(list)
+    by_rank: dict[int, list[CapturedSpan]] = defaultdict(list)
     for span in spans:
         rank = span.resource.get(RANK)
         if not isinstance(rank, int):
@@ -86,7 +87,7 @@ def verify_ranks(
             continue
         by_rank[rank].append(span)
     for rank, own in sorted(by_rank.items()):
-        sub = verify(project, plan, own, groups, metrics if rank == max(by_rank) else ())
+        sub = verify(project, plan, own, groups, metrics if rank == min(by_rank) else ())
         report.names.update(sub.names)
         report.metrics.update(sub.metrics)
         report.findings.extend(f"rank {rank}: {finding}" for finding in sub.findings)
@@ -100,11 +101,11 @@ def verify_ranks(
     return report
 
 
-def _where(span: Any) -> str:
+def _where(span: CapturedSpan) -> str:
     return str(getattr(span, "source", "") or span.name)
 
 
-def _where_checks(project: Project, rank: int, spans: Sequence[Any]) -> list[str]:
+def _where_checks(project: Project, rank: int, spans: Sequence[CapturedSpan]) -> list[str]:
     types = attribute_types(project)
     findings: list[str] = []
     first = spans[0].resource
@@ -128,7 +129,7 @@ def _where_checks(project: Project, rank: int, spans: Sequence[Any]) -> list[str
     return findings
 
 
-def _trace_checks(spans: Sequence[Any]) -> list[str]:
+def _trace_checks(spans: Sequence[CapturedSpan]) -> list[str]:
     """One trace per run's startup and per run's interval, across ranks."""
     traces: dict[tuple[str, str, Any], dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
     for span in spans:
@@ -157,8 +158,8 @@ def _trace_checks(spans: Sequence[Any]) -> list[str]:
     return findings
 
 
-def _unique_ids(spans: Sequence[Any]) -> list[str]:
-    seen: dict[str, Any] = {}
+def _unique_ids(spans: Sequence[CapturedSpan]) -> list[str]:
+    seen: dict[str, CapturedSpan] = {}
     findings = []
     for span in spans:
         other = seen.setdefault(span.span_id, span)
@@ -170,11 +171,21 @@ def _unique_ids(spans: Sequence[Any]) -> list[str]:
     return findings
 
 
-def _link_checks(spans: Sequence[Any], present: set[int]) -> list[str]:
+def _link_checks(spans: Sequence[CapturedSpan], present: set[int]) -> list[str]:
     by_id = {(s.trace_id, s.span_id): s for s in spans}
     findings = []
     for span in spans:
-        for link in getattr(span, "links", ()):
+        if (
+            span.name.startswith("megatron.p2p.recv")
+            and PEER in span.attributes
+            and not any(PEER in link.attributes for link in span.links)
+        ):
+            findings.append(
+                f"rank {span.resource.get(RANK)}: {_where(span)}: '{span.name}' (seq "
+                f"{span.attributes.get('megatron.p2p.seq')}) receives from rank "
+                f"{span.attributes[PEER]} but has no link to the send"
+            )
+        for link in span.links:
             peer = link.attributes.get(PEER)
             if peer is None:
                 continue
@@ -200,7 +211,7 @@ def _link_checks(spans: Sequence[Any], present: set[int]) -> list[str]:
     return findings
 
 
-def _present(spans: Sequence[Any], present: set[int]) -> list[str]:
+def _present(spans: Sequence[CapturedSpan], present: set[int]) -> list[str]:
     """Every rank the export setting selects has spans in the capture."""
     from codegen.otel_runtime._ranks import parse_export_ranks
 

@@ -1,7 +1,8 @@
 """Runs megatron.training's own ``pretrain()`` on CPU, one rank per process; a subprocess of the tests.
 
     python megatron_pretrain_worker.py --out DIR --rank R --world-size W --port P
-        --telemetry plain|off|default|all|SPEC [--helpers DIR] [--sigterm-at N] -- MEGATRON_ARGS...
+        --telemetry plain|off|default|all|SPEC [--helpers DIR] [--sigterm-at N] [--live]
+        -- MEGATRON_ARGS...
 
 ``megatron`` is whatever ``PYTHONPATH`` puts first (the pristine release or the instrumented fork).
 The worker does what ``pretrain_gpt.py`` does (parse and validate Megatron's arguments, build the
@@ -275,6 +276,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--helpers")
     parser.add_argument("--sigterm-at", type=int)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    # --live: the runtime builds its own providers and exports over OTLP (the OTEL_EXPORTER_OTLP_*
+    # environment names the receiver); no capture.jsonl, no open-span tracking
+    parser.add_argument("--live", action="store_true")
     options = parser.parse_args(argv[:split])
     _DEVICE = options.device
     megatron_argv = argv[split + 1 :]
@@ -292,7 +296,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     if options.telemetry not in ("plain", "off"):
         megatron_argv += ["--otel-enabled", "--otel-span-groups", options.telemetry]
-        os.environ.setdefault("MEGATRON_OTEL_EXPORTER", "none")
+        if not options.live:
+            os.environ.setdefault("MEGATRON_OTEL_EXPORTER", "none")
 
     from megatron.core import parallel_state
     from megatron.core.enums import ModelType
@@ -308,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         "finished": False,
     }
     telemetry = None
-    if options.telemetry != "plain":
+    if options.telemetry != "plain" and not options.live:
         telemetry = Telemetry(out / "capture.jsonl")
         telemetry.install()
 
@@ -349,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     results["finished"] = True
     atexit.unregister(write_results)
     # the runtime ends the run at interpreter exit; end it here to see what it leaves open
-    if telemetry is not None:
+    if telemetry is not None or options.live:
         from megatron.core import otel
 
         otel.shutdown()
