@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from codegen.spec.model import EnvVar, Project
 from codegen.spec.vocabulary import DEFAULT_PRESET, ENV_ROLES, EXPORTERS, LIFECYCLE_ROLES, TAXONOMY_CONSTANTS
@@ -49,6 +49,8 @@ def render_taxonomy(project: Project) -> str:
     lines = [
         '"""The telemetry taxonomy from the specs, as data (the runtime\'s only generated module)."""',
         "",
+        f"from ._records import {', '.join(RECORDS)}",
+        "",
         f"__all__ = {literal(sorted({'GROUPS', 'PRESETS', 'SPANS', *flags}), 0, '', 10)}",
         "",
     ]
@@ -72,6 +74,21 @@ class _Code(str):
     """Python source written as it is (``frozenset(GROUPS)``)."""
 
 
+class _Record(tuple[object, ...]):
+    """A named record (a ``_records`` NamedTuple) written as a call: ``Span("layer", False)``."""
+
+    name: str
+
+    def __new__(cls, name: str, *fields: object) -> Self:
+        record = super().__new__(cls, fields)
+        record.name = name
+        return record
+
+
+# The record types of ``_records.py`` the taxonomy's values are made of.
+RECORDS = ("Backdated", "EnvVar", "FlagOverride", "Instrument", "Interval", "Span", "Startup")
+
+
 # Constant -> (comment, annotation).
 _CONSTANTS: dict[str, tuple[str, str]] = {
     "FLAGS": ("Span group -> its flag, in declaration order.", "dict[str, str]"),
@@ -81,39 +98,21 @@ _CONSTANTS: dict[str, tuple[str, str]] = {
         "dict[str, frozenset[str]]",
     ),
     "DEFAULT_SPEC": ("What enable() records when given nothing.", ""),
-    "SPANS": ("Span name -> (group, goodput).", "dict[str, tuple[str, bool]]"),
+    "SPANS": ("Span name -> its group and goodput.", "dict[str, Span]"),
     "ENV": (
-        "What each configuration variable means -> (name, default, valid values; () when open).",
-        "dict[str, tuple[str, str, tuple[str, ...]]]",
+        "What each configuration variable means -> its name, default and valid values (() when open).",
+        "dict[str, EnvVar]",
     ),
     "ENV_TIMESTAMPS": (
         "Variables that give a startup timestamp (epoch seconds) -> the timestamp key.",
         "dict[str, str]",
     ),
-    "FLAG_OVERRIDES": (
-        "Flags that override a variable: (args attribute, variable, option, is a switch).",
-        "tuple[tuple[str, str, str, bool], ...]",
-    ),
-    "STARTUP": (
-        "The startup span: (name, group flag, timestamp key of program start).",
-        "tuple[str, str, str] | None",
-    ),
-    "INTERVAL": (
-        "The training interval span, one root per save_interval iterations: (name, group flag).",
-        "tuple[str, str] | None",
-    ),
-    "PHASES": (
-        "Backdated children of the startup span: (name, group flag, start key, end key), in order.",
-        "tuple[tuple[str, str, str, str], ...]",
-    ),
-    "PRE_STARTUP": (
-        "Backdated roots before the startup span: (name, group flag, start key, end key).",
-        "tuple[tuple[str, str, str, str], ...]",
-    ),
-    "INSTRUMENTS": (
-        "Metric instrument name -> (kind, unit, description).",
-        "dict[str, tuple[str, str, str]]",
-    ),
+    "FLAG_OVERRIDES": ("Flags that override a variable.", "tuple[FlagOverride, ...]"),
+    "STARTUP": ("The startup span.", "Startup | None"),
+    "INTERVAL": ("The training interval span, one root per save_interval iterations.", "Interval | None"),
+    "PHASES": ("Backdated children of the startup span, in order.", "tuple[Backdated, ...]"),
+    "PRE_STARTUP": ("Backdated roots before the startup span.", "tuple[Backdated, ...]"),
+    "INSTRUMENTS": ("Metric instrument name -> its kind, unit and description.", "dict[str, Instrument]"),
 }
 
 
@@ -127,11 +126,11 @@ def _taxonomy(project: Project) -> dict[str, Any]:
     flags: dict[str, str] = {}
     for group in project.groups:
         flags[group.name] = group.flag
-    spans: dict[str, tuple[str, bool]] = {}
+    spans: dict[str, _Record] = {}
     for span in project.spans:
-        spans.setdefault(span.name, (span.group, span.goodput))
+        spans.setdefault(span.name, _Record("Span", span.group, span.goodput))
     for life in project.lifecycle:
-        spans.setdefault(life.name, (life.group, life.goodput))
+        spans.setdefault(life.name, _Record("Span", life.group, life.goodput))
     groups = tuple(g.name for g in project.groups)
     presets = {p.name: _preset(p.name, project.expand_preset(p.name), groups) for p in project.presets}
     return {
@@ -142,7 +141,9 @@ def _taxonomy(project: Project) -> dict[str, Any]:
         "SPANS": spans,
         **_lifecycle_constants(project, flags),
         **_config_constants(project),
-        "INSTRUMENTS": {m.name: (m.kind, m.unit, m.description) for m in project.metrics},
+        "INSTRUMENTS": {
+            m.name: _Record("Instrument", m.kind, m.unit, m.description) for m in project.metrics
+        },
     }
 
 
@@ -166,11 +167,17 @@ def _lifecycle_constants(project: Project, flags: dict[str, str]) -> dict[str, A
     interval = by_role["interval"][0] if by_role["interval"] else None
     return {
         "STARTUP": (
-            (startup.name, flags[startup.group], startup.start or "program_start") if startup else None
+            _Record("Startup", startup.name, flags[startup.group], startup.start or "program_start")
+            if startup
+            else None
         ),
-        "INTERVAL": (interval.name, flags[interval.group]) if interval else None,
-        "PHASES": tuple((p.name, flags[p.group], p.start, p.end) for p in by_role["phase"]),
-        "PRE_STARTUP": tuple((p.name, flags[p.group], p.start, p.end) for p in by_role["pre_startup"]),
+        "INTERVAL": _Record("Interval", interval.name, flags[interval.group]) if interval else None,
+        "PHASES": tuple(
+            _Record("Backdated", p.name, flags[p.group], p.start, p.end) for p in by_role["phase"]
+        ),
+        "PRE_STARTUP": tuple(
+            _Record("Backdated", p.name, flags[p.group], p.start, p.end) for p in by_role["pre_startup"]
+        ),
     }
 
 
@@ -192,12 +199,12 @@ def _config_constants(project: Project) -> dict[str, Any]:
         roles["exporter"] = (name, default, EXPORTERS)
     names = {name: role for role, (name, _, _) in roles.items()}
     overrides = tuple(
-        (flag.dest, flag.env, flag.option, flag.action == "store_true")
+        _Record("FlagOverride", flag.dest, flag.env, flag.option, flag.action == "store_true")
         for flag in project.flags
         if flag.env and flag.env in names
     )
     return {
-        "ENV": {role: roles[role] for role in ENV_ROLES},
+        "ENV": {role: _Record("EnvVar", *roles[role]) for role in ENV_ROLES},
         "ENV_TIMESTAMPS": dict(timestamps),
         "FLAG_OVERRIDES": overrides,
     }
@@ -213,8 +220,9 @@ def literal(value: object, indent: int = 4, suffix: str = ",", column: int | Non
     ``column`` (default: ``indent``) and followed by ``suffix``: on one line when it fits, else one
     element per line.
 
-    Supports str, bool, int, float, None, tuples, lists and dicts of those, and frozensets given
-    as ``_Frozen``.
+    Supports str, bool, int, float, None, tuples, lists and dicts of those, frozensets given
+    as ``_Frozen`` and records as ``_Record`` (a call: its arguments on the next line when they
+    fit there, as black writes a call).
     """
     flat = _flat(value)
     start = indent if column is None else column
@@ -223,6 +231,12 @@ def literal(value: object, indent: int = 4, suffix: str = ",", column: int | Non
     if not isinstance(value, (tuple, list, dict)) or not value:
         return flat
     inner = " " * (indent + 4)
+    if isinstance(value, _Record):
+        arguments = ", ".join(_flat(v) for v in value)
+        if len(inner) + len(arguments) <= LINE_LENGTH:
+            return f"{value.name}(\n{inner}{arguments}\n{' ' * indent})"
+        arguments = "".join(f"{inner}{literal(v, indent + 4, ',')},\n" for v in value)
+        return f"{value.name}(\n{arguments}{' ' * indent})"
     if isinstance(value, _Frozen):
         members = "".join(f"{inner}    {_flat(v)},\n" for v in value)
         return f"frozenset(\n{inner}{{\n{members}{inner}}}\n{' ' * indent})"
@@ -241,6 +255,8 @@ def literal(value: object, indent: int = 4, suffix: str = ",", column: int | Non
 def _flat(value: object) -> str:
     if isinstance(value, _Code):
         return str(value)
+    if isinstance(value, _Record):
+        return f"{value.name}({', '.join(_flat(v) for v in value)})"
     if isinstance(value, _Frozen):
         return f"frozenset({{{', '.join(_flat(v) for v in value)}}})" if value else "frozenset()"
     if isinstance(value, str):

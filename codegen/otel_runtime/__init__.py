@@ -29,14 +29,13 @@ from ._lifecycle import (
     first_time,
     in_context,
     in_training,
-    reset,
     set_current_attributes,
-    shutdown,
     stamp,
     startup,
     train_iteration,
 )
 from ._metrics import interval_loss, max_memory_allocated_gb, record_metrics
+from ._process import reset, shutdown
 from ._resource import resource_attributes
 from ._setup import configure, in_worker, setup_worker, worker_bootstrap
 from ._spans import disable, enable, enabled_groups, resolve, start_span, traced

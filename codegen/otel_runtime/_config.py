@@ -55,7 +55,7 @@ class Settings:
         the configured rank is not in it."""
         rank = world_size - 1 if self.export_rank == -1 else self.export_rank
         if rank >= world_size:
-            name = ENV["export_rank"][0]
+            name = ENV["export_rank"].name
             raise ValueError(
                 f"{name}={self.export_rank}: no such rank in a world of {world_size}; "
                 f"valid values: -1 (the last rank) or 0..{world_size - 1}"
@@ -130,7 +130,7 @@ def env_timestamps(environ: Mapping[str, str] | None = None) -> dict[str, float]
 
 def _boolean(raw: Mapping[str, tuple[str, str]], role: str) -> bool:
     value, where = raw[role]
-    choices = ENV[role][2]
+    choices = ENV[role].choices
     key = value.lower()
     if key in _BOOLEANS and (not choices or key in (c.lower() for c in choices)):
         return _BOOLEANS[key]
@@ -141,7 +141,7 @@ def _boolean(raw: Mapping[str, tuple[str, str]], role: str) -> bool:
 
 def _choice(raw: Mapping[str, tuple[str, str]], role: str) -> str:
     value, where = raw[role]
-    choices = ENV[role][2]
+    choices = ENV[role].choices
     for choice in choices:
         if value.lower() == choice.lower():
             return choice
@@ -175,7 +175,7 @@ def _export_limits(raw: Mapping[str, tuple[str, str]], environ: Mapping[str, str
         )
     return ExportLimits(
         export_timeout=timeout,
-        export_timeout_given=bool(environ.get(ENV["export_timeout"][0], "").strip()),
+        export_timeout_given=bool(environ.get(ENV["export_timeout"].name, "").strip()),
         flush_timeout=_seconds(*raw["flush_timeout"]),
         span_queue_size=queue,
         span_batch_size=batch,

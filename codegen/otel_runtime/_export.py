@@ -26,23 +26,22 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ._state import LOG, log_once
+from ._state import LOG, PROCESS, log_once
 
-_PROCESSOR_CLASS: Any = None
-# The attribute of a TracerProvider the runtime built that lists its bounded batch processors.
-_PROCESSORS = "_megatron_processors"
 # Standard variables that give the OTLP exporters a timeout of their own (the SDK reads them).
 _STANDARD_TIMEOUTS = ("OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_{SIGNAL}_TIMEOUT")
 
 
-def tracer_provider(settings: Any, resource: Any) -> Any:
-    """An SDK TracerProvider exporting through a bounded batch processor; None without the SDK."""
+def tracer_provider(settings: Any, resource: Any) -> tuple[Any, list[Any]]:
+    """An SDK TracerProvider exporting through a bounded batch processor, and that processor
+    (to shut down with a timeout: ``shutdown_providers``); None and [] without the SDK."""
     try:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
     except ImportError:
         log_once("sdk", "opentelemetry-sdk is not installed: using the global providers")
-        return None
+        return None, []
+    processors = []
     provider = TracerProvider(resource=resource, shutdown_on_exit=False, id_generator=_ids())
     if settings.exporter == "console":
         exporter = ConsoleSpanExporter()
@@ -58,8 +57,8 @@ def tracer_provider(settings: Any, resource: Any) -> Any:
             export_timeout_millis=limits.export_timeout * 1000,
         )
         provider.add_span_processor(processor)
-        setattr(provider, _PROCESSORS, [processor])  # shut down with a timeout (shutdown_providers)
-    return provider
+        processors.append(processor)
+    return provider, processors
 
 
 def _ids() -> Any:
@@ -147,24 +146,26 @@ def otlp_exporter(settings: Any, signal: str, kind: str) -> Any:
     return None
 
 
-def shutdown_providers(owned: Sequence[Any], borrowed: Sequence[Any], timeout: float) -> None:
+def shutdown_providers(
+    owned: Sequence[Any], borrowed: Sequence[Any], processors: Sequence[Any], timeout: float
+) -> None:
     """Flush ``borrowed`` and shut ``owned`` down (which exports what they hold) within ``timeout``
-    seconds in all; then log what was not exported. Never raises."""
+    seconds in all, the bounded batch ``processors`` of the owned tracer provider first; then log
+    what was not exported. Never raises."""
     deadline = time.monotonic() + timeout
     if borrowed:
         flush_providers(borrowed, timeout)
+    for processor in processors:
+        _call(processor, "shutdown", max(0.0, deadline - time.monotonic()) * 1000)
     for provider in owned:
         remaining_ms = max(0.0, deadline - time.monotonic()) * 1000
-        processors = getattr(provider, _PROCESSORS, ())
-        for processor in processors:
-            _call(processor, "shutdown", remaining_ms)
         if hasattr(provider, "get_meter"):  # a MeterProvider: its shutdown takes a timeout
             # at least a moment: with none left it raises instead of returning
             _call(provider, "shutdown", max(remaining_ms, 1.0))
         else:
             _call(provider, "shutdown")
-        for processor in processors:
-            processor.report(timeout)
+    for processor in processors:
+        processor.report(timeout)
 
 
 def flush_providers(providers: Sequence[Any], timeout: float) -> bool:
@@ -197,13 +198,9 @@ def flush_providers(providers: Sequence[Any], timeout: float) -> bool:
     return True
 
 
-def span_queue_lengths(providers: Sequence[Any]) -> list[int]:
-    """How many spans wait in each bounded batch processor of ``providers`` (for measuring)."""
-    return [
-        processor.queued()
-        for provider in providers
-        for processor in getattr(provider, _PROCESSORS, ())
-    ]
+def span_queue_lengths(processors: Sequence[Any]) -> list[int]:
+    """How many spans wait in each bounded batch processor (a run's ``processors``; measuring)."""
+    return [processor.queued() for processor in processors]
 
 
 def _call(target: Any, method: str, *args: Any) -> None:
@@ -215,8 +212,7 @@ def _call(target: Any, method: str, *args: Any) -> None:
 
 def _processor_class() -> Any:
     """``BoundedBatchSpanProcessor``, defined on first use (the SDK is optional)."""
-    global _PROCESSOR_CLASS
-    if _PROCESSOR_CLASS is None:
+    if PROCESS.processor_class is None:
         from opentelemetry.sdk.trace.export import (
             BatchSpanProcessor,
             SpanExporter,
@@ -313,5 +309,5 @@ def _processor_class() -> Any:
                         timeout,
                     )
 
-        _PROCESSOR_CLASS = BoundedBatchSpanProcessor
-    return _PROCESSOR_CLASS
+        PROCESS.processor_class = BoundedBatchSpanProcessor
+    return PROCESS.processor_class

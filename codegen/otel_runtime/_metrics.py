@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._state import STATE, Recorder, flag, log_once
+from ._state import PROCESS, Recorder, flag, log_once
 from ._taxonomy import INSTRUMENTS
 
 if TYPE_CHECKING:
@@ -17,16 +17,16 @@ LM_LOSS_KEY = "lm loss"
 
 def create_instruments(meter: Meter) -> None:
     """Make ``meter``'s instruments current, creating them the first time this meter is seen."""
-    cached = STATE.meters.get(id(meter))
+    cached = PROCESS.meters.get(id(meter))
     if cached is None or cached[0] is not meter:
         recorders = {name: _instrument(meter, name, *spec) for name, spec in INSTRUMENTS.items()}
-        cached = STATE.meters[id(meter)] = (meter, recorders)
-    STATE.recorders = cached[1]
+        cached = PROCESS.meters[id(meter)] = (meter, recorders)
+    PROCESS.run.recorders = cached[1]
 
 
 def clear() -> None:
     """Stop recording into the current meter's instruments."""
-    STATE.recorders = {}
+    PROCESS.run.recorders = {}
 
 
 def record_metrics(values: Callable[[], Mapping[str, float | int | None]]) -> None:
@@ -42,7 +42,7 @@ def record_metrics(values: Callable[[], Mapping[str, float | int | None]]) -> No
     for name, value in items:
         if value is None:
             continue
-        recorder = STATE.recorders.get(name)
+        recorder = PROCESS.run.recorders.get(name)
         if recorder is None:
             log_once(f"metric:{name}", "no metric instrument named %r; value dropped", name)
             continue
@@ -83,8 +83,8 @@ def _instrument(meter: Meter, name: str, kind: str, unit: str, description: str)
     from opentelemetry.metrics import Observation
 
     def observe(options: CallbackOptions) -> list[Observation]:
-        value = STATE.gauge_values.get(name)
+        value = PROCESS.gauge_values.get(name)
         return [] if value is None else [Observation(value)]
 
     meter.create_observable_gauge(name, callbacks=[observe], unit=unit, description=description)
-    return lambda value: STATE.gauge_values.__setitem__(name, value)
+    return lambda value: PROCESS.gauge_values.__setitem__(name, value)

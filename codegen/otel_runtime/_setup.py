@@ -8,11 +8,11 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import _export, _lifecycle, _metrics, _ranks
+from . import _export, _metrics, _process, _ranks
 from ._config import ExportLimits, Settings, rank_and_world, read_settings
 from ._resource import resource_attributes
 from ._spans import OTEL_INSTALLED, enabled_groups, select
-from ._state import STATE, flag, log_once, set_flag
+from ._state import PROCESS, flag, log_once, set_flag
 from ._taxonomy import GROUPS
 
 
@@ -36,7 +36,7 @@ def configure(
         if settings.enabled and settings.export_ranks.many()
         else os.urandom(16)
     )
-    if STATE.programmatic and not STATE.shutdown_done:
+    if PROCESS.run.programmatic and not PROCESS.run.ended:
         groups = enabled_groups()
         log_once(
             "programmatic",
@@ -45,13 +45,12 @@ def configure(
             ", ".join(sorted(groups)),
         )
         return groups
-    if _lifecycle.active() or STATE.shutdown_done:  # after shutdown(): a fresh run
-        _lifecycle.reset()
-    STATE.settings = None
+    _process.reset()  # a fresh run: the current one ends, if it has not
     if not settings.enabled or not exporting:
         return frozenset()
-    STATE.settings = settings
-    STATE.run_id = run_id
+    run = PROCESS.run
+    run.settings = settings
+    run.run_id = run_id
 
     def attributes() -> dict[str, Any]:
         values = resource_attributes(args)
@@ -61,23 +60,23 @@ def configure(
         return values
 
     groups = _start(settings, attributes, tracer_provider, meter_provider)
-    if STATE.tracer is not None:
-        STATE.pipeline = _ranks.pipeline(rank, args)
+    if run.tracer is not None:
+        run.pipeline = _ranks.pipeline(rank, args)
     return groups
 
 
 def worker_bootstrap() -> dict[str, Any]:
     """A plain, picklable dict that sets telemetry up in a spawned worker (``setup_worker``)."""
-    settings = STATE.settings
+    settings = PROCESS.run.settings
     groups = enabled_groups()
-    if settings is None or not groups or not _lifecycle.active():
+    if settings is None or not groups or not _process.active():
         return {"enabled": False}
     return {
         "enabled": True,
         "span_groups": sorted(groups),
         "exporter": settings.exporter,
         "service_name": settings.service_name,
-        "resource": dict(STATE.resource),
+        "resource": dict(PROCESS.run.resource),
         "export": dataclasses.asdict(settings.export),
         "environ": {k: v for k, v in os.environ.items() if k.startswith("OTEL_")},
     }
@@ -128,14 +127,13 @@ def setup_worker(bootstrap: Mapping[str, Any]) -> None:
             service_name=bootstrap["service_name"],
             export=ExportLimits(**dict(bootstrap.get("export") or {})),
         )
-        if _lifecycle.active() or STATE.shutdown_done:
-            _lifecycle.reset()
+        _process.reset()
         resource = dict(bootstrap.get("resource") or {})
         _start(settings, lambda: resource, None, None)
         import multiprocessing.util
 
         # A multiprocessing child ends with os._exit: atexit hooks do not run, finalizers do.
-        multiprocessing.util.Finalize(None, _lifecycle.shutdown, exitpriority=100)
+        multiprocessing.util.Finalize(None, _process.shutdown, exitpriority=100)
     except Exception:
         log_once("worker", "setting telemetry up in the worker failed", exc_info=True)
 
@@ -149,23 +147,26 @@ def _start(
     if not OTEL_INSTALLED:
         log_once("api", "opentelemetry is not installed: Megatron telemetry stays disabled")
         return frozenset()
+    run = PROCESS.run
     groups = settings.span_groups if settings.traces else frozenset()
-    STATE.resource = attributes() if groups or settings.metrics else {}
+    run.resource = attributes() if groups or settings.metrics else {}
     if tracer_provider is None and not settings.own_providers:
         tracer_provider = _application_provider("trace")
     if meter_provider is None and not settings.own_providers:
         meter_provider = _application_provider("metrics")
     sdk_resource = None
     if (tracer_provider is None and groups) or (meter_provider is None and settings.metrics):
-        sdk_resource = _sdk_resource(settings.service_name, STATE.resource)
+        sdk_resource = _sdk_resource(settings.service_name, run.resource)
     if groups:
         provider, owned = tracer_provider, False
         if provider is None:
-            provider, owned = _export.tracer_provider(settings, sdk_resource), True
+            provider, processors = _export.tracer_provider(settings, sdk_resource)
+            run.processors.extend(processors)
+            owned = True
         if provider is not None:
-            _lifecycle.adopt(provider, owned)
+            _process.adopt(provider, owned)
         groups = select(groups, tracer_provider=provider)
-        STATE.ids = _ranks.install_ids(STATE.tracer)
+        PROCESS.run.ids = _ranks.install_ids(PROCESS.run.tracer)
     if settings.metrics:
         provider, owned = meter_provider, False
         if provider is None:
@@ -176,15 +177,15 @@ def _start(
 
                 meter = metrics.get_meter("megatron")
             else:
-                _lifecycle.adopt(provider, owned)
+                _process.adopt(provider, owned)
                 meter = provider.get_meter("megatron")
             _metrics.create_instruments(meter)
             set_flag("METRICS", True)
         except Exception:
             log_once("instruments", "creating metric instruments failed", exc_info=True)
     if groups or flag("METRICS"):
-        STATE.flush_timeout = settings.export.flush_timeout
-        _lifecycle.install_exit_hooks(settings.sigterm_flush_timeout)
+        run.flush_timeout = settings.export.flush_timeout
+        _process.install_exit_hooks(settings.sigterm_flush_timeout)
     return groups
 
 

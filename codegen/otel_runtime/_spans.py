@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._ranks import start_shared
-from ._state import LOG, NAMESPACE, STACKS, STATE, log_once, set_flag, warn_once
+from ._state import LOG, NAMESPACE, PROCESS, log_once, set_flag, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
 
 if TYPE_CHECKING:
@@ -30,11 +30,12 @@ _PRESET_KEYS = {name.lower(): name for name in PRESETS}
 _GROUP_KEYS = {name.lower(): name for name in GROUPS}
 # Attributes every span of a given name starts with.
 SPAN_ATTRIBUTES: dict[str, dict[str, Any]] = {
-    name: {"megatron.span_group": group, **({"is_goodput_span": True} if goodput else {})}
-    for name, (group, goodput) in SPANS.items()
+    name: {"megatron.span_group": span.group, **({"is_goodput_span": True} if span.goodput else {})}
+    for name, span in SPANS.items()
 }
 NO_ATTRIBUTES: dict[str, Any] = {}
 _exc_info = sys.exc_info
+_is_finalizing = sys.is_finalizing
 _F = TypeVar("_F", bound=Callable[..., Any])
 _Parameters = tuple[tuple[str, str, "int | None", Any], ...]
 
@@ -75,7 +76,7 @@ def enable(
     applies no settings) until it calls ``disable()`` (or ``shutdown()``/``reset()``).
     """
     selected = select(groups, tracer_provider)
-    STATE.programmatic = bool(selected)
+    PROCESS.run.programmatic = bool(selected)
     return selected
 
 
@@ -88,7 +89,7 @@ def select(
     if not OTEL_INSTALLED:
         LOG.warning("opentelemetry is not installed: Megatron telemetry stays disabled")
         return frozenset()
-    STATE.tracer = otel_trace.get_tracer("megatron", tracer_provider=tracer_provider)
+    PROCESS.run.tracer = otel_trace.get_tracer("megatron", tracer_provider=tracer_provider)
     for group in selected:
         set_flag(FLAGS[group], True)
     return selected
@@ -96,7 +97,7 @@ def select(
 
 def disable() -> None:
     """Turn every group off; spans already started still end normally."""
-    STATE.programmatic = False
+    PROCESS.run.programmatic = False
     for name in FLAGS.values():
         set_flag(name, False)
 
@@ -113,7 +114,8 @@ def start_span(
 
     The caller has already checked the span's group flag; ``attributes`` is evaluated here only.
     """
-    tracer = STATE.tracer
+    run = PROCESS.run
+    tracer = run.tracer
     if tracer is None:
         return None
     span: Span | None = None
@@ -126,21 +128,41 @@ def start_span(
                 values = {**base, **attributes()}
             except Exception:
                 warn_once(name, "evaluating attributes")
-        if STATE.ids is None:
+        if run.ids is None:
             span = tracer.start_span(name, attributes=values)
         else:  # a root joins the shared trace; a pipeline send gets its derived id
-            span = start_shared(tracer, STATE, name, values)
+            span = start_shared(tracer, run, name, values)
         token = otel_context.attach(otel_trace.set_span_in_context(span))
         started = StartedSpan(span, token, name, _exc_info()[1])
-        STATE.open_spans.stack.append(started)
+        run.open_spans.stack.append(started)
         return started
-    except Exception:  # RecursionError included: whatever started is ended, the context restored
-        _abandon(span, token)
+    except Exception as error:  # RecursionError included: whatever started is ended, the
+        # context restored; a span the tracer started before failing is found in the traceback
+        _abandon(span if span is not None else _started_in(error), token)
         try:
             warn_once(name, "starting the span")
         except Exception:  # logging at the recursion limit
             pass
         return None
+
+
+def _started_in(error: BaseException) -> Span | None:
+    """The span a tracer's ``start_span`` had started when ``error`` left it (a RecursionError in
+    a span processor's ``on_start`` after an earlier processor saw the span start): the recording
+    ``span`` of the innermost ``start_span`` frame of the traceback. Never raises."""
+    found = None
+    try:
+        tb = error.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            if frame.f_code.co_name == "start_span":
+                candidate = frame.f_locals.get("span")
+                if isinstance(candidate, otel_trace.Span) and candidate.is_recording():
+                    found = candidate
+            tb = tb.tb_next
+    except Exception:
+        pass
+    return found
 
 
 def _abandon(span: Span | None, token: Token[Context] | None) -> None:
@@ -169,7 +191,7 @@ def traced(name: str, attributes: Mapping[str, str] | None = None) -> Callable[[
         if entry is None:
             log_once(f"traced:{name}", "no span named %r: %s is not traced", name, fn)
             return fn
-        flag = FLAGS[entry[0]]
+        flag = FLAGS[entry.group]
         namespace = NAMESPACE
         parameters = _parameters(name, fn, attributes or {})
 
@@ -197,20 +219,21 @@ def abort_open_spans(description: str) -> None:
     This thread's spans are closed innermost first, restoring its context; another thread's are
     only ended (its context is its own).
     """
-    current = STATE.open_spans.stack
-    for ident, stack in list(STACKS.items()):
+    run = PROCESS.run
+    current = run.open_spans.stack
+    for ident, stack in list(run.stacks.items()):
         try:
             while stack:
                 stack.pop().abort(description, restore=stack is current)
             if stack is not current:
-                del STACKS[ident]  # recreated by OpenSpans if that thread starts a span again
+                del run.stacks[ident]  # recreated by OpenSpans if that thread starts a span again
         except Exception:
             log_once("abort", "ending the open spans failed", exc_info=True)
 
 
 def end_open_spans() -> None:
     """End every span this thread left open, innermost first (lifecycle ends, shutdown)."""
-    stack = STATE.open_spans.stack
+    stack = PROCESS.run.open_spans.stack
     while stack:
         stack.pop().close()
 
@@ -248,7 +271,7 @@ class StartedSpan:
         """
         if self._span is None:
             return
-        stack = STATE.open_spans.stack
+        stack = PROCESS.run.open_spans.stack  # this thread's, in the current run
         try:
             if any(s is self for s in stack):
                 while stack[-1] is not self:
@@ -277,11 +300,17 @@ class StartedSpan:
             warn_once(self._name, "ending the span")
 
     def close(self) -> None:
-        """End this span only, leaving the open-span stack alone."""
+        """End this span only, leaving the open-span stack alone.
+
+        After interpreter shutdown began (a ``__del__`` at exit) the span is dropped: the
+        providers are shut down, and the context and SDK would only log warnings.
+        """
         span = self._span
         if span is None:
             return
         self._span = None
+        if _is_finalizing():
+            return
         try:
             otel_context.detach(self._token)
         except Exception:

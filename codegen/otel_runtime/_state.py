@@ -1,9 +1,16 @@
-"""The state the runtime's modules share, in one place.
+"""The state the runtime's modules share, by lifetime.
+
+- ``PROCESS`` (a ``Process``, never replaced): what outlives a run: the exit hooks and SIGTERM
+  handler installed, the previous SIGTERM handler, the fork handler's registration, the warnings
+  given once, the metric instruments made per meter, the batch processor class.
+- ``PROCESS.run`` (a ``Run``): everything one run records with: its tracer, providers, settings,
+  open spans, lifecycle spans and training progress. It is never reset field by field:
+  ``configure()`` and ``reset()`` put a fresh ``Run()`` in its place, ``shutdown()`` and a fork (in
+  the child) an ended one (``new_run``). Read it as ``PROCESS.run`` when used, never keep it.
 
 The group flags and ``METRICS`` are attributes of the package itself (a call site reads
-``otel.LAYER``: one attribute read while the group is off); ``NAMESPACE`` is the package's
-namespace, written only by ``set_flag``. Everything else the runtime remembers is an attribute of
-the one ``STATE`` object.
+``otel.LAYER``: one attribute read while the group is off): the published form of the run's
+groups, written only through ``set_flag`` and all cleared when the run is replaced.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ._taxonomy import FLAGS
 
 if TYPE_CHECKING:
     from contextvars import Token
@@ -32,44 +41,43 @@ Recorder = Callable[[Any], Any]
 
 
 class OpenSpans(threading.local):
-    """Per thread: the spans it started and has not ended, outermost first. Every thread's stack
-    is also in ``STACKS`` (by thread id), so that SIGTERM can end the spans of all threads."""
+    """Per thread: the spans it started in this run and has not ended, outermost first. Every
+    thread's stack is also in ``stacks`` (the run's, by thread id), so that SIGTERM can end the
+    spans of all threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, stacks: dict[int, list[StartedSpan]]) -> None:
         super().__init__()
         self.stack: list[StartedSpan] = []
-        STACKS[threading.get_ident()] = self.stack
+        stacks[threading.get_ident()] = self.stack
 
 
-STACKS: dict[int, list[StartedSpan]] = {}
+@dataclass(eq=False)
+class Run:
+    """One run: from ``configure()`` (or ``reset()``) to ``shutdown()``, replaced as a whole.
 
+    A new field needs only its default here: a new run starts from the defaults.
+    """
 
-@dataclass
-class State:
-    """Everything the runtime remembers besides the flags: one instance, ``STATE``."""
-
-    # Per process: warnings given ((span or "", what)), open spans, exit hooks, instruments.
-    warned: set[tuple[str, str]] = field(default_factory=set)
-    open_spans: OpenSpans = field(default_factory=OpenSpans)
-    hooks_installed: bool = False
-    sigterm_installed: bool = False
-    previous_sigterm: Any = None
-    sigterm_timeout: float = 0.0
-    flush_timeout: float = 5.0  # seconds for flush and shutdown at the end of a run, in all
-    meters: dict[int, tuple[Any, dict[str, Recorder]]] = field(default_factory=dict)
-    gauge_values: dict[str, Any] = field(default_factory=dict)
-    # The current configuration: the tracer (None while no span records), the current meter's
-    # recorders, the settings and resource attributes the worker bootstrap passes on.
+    # ended: shut down, or inherited across a fork: nothing to end at exit; configure() replaces it
+    ended: bool = False
+    # The configuration: the tracer (None while no span records), the current meter's recorders,
+    # the settings and resource attributes the worker bootstrap passes on, the timeouts.
     tracer: Tracer | None = None
     programmatic: bool = False  # enable() called by the program: configure() keeps its groups
     recorders: dict[str, Recorder] = field(default_factory=dict)
     settings: Settings | None = None
     resource: dict[str, Any] = field(default_factory=dict)
-    # Per run: providers created (owned: shut down) or given (borrowed: flushed only), the open
-    # lifecycle spans, training progress, first_time() keys. clear_run() resets what it names.
+    flush_timeout: float = 5.0  # seconds for flush and shutdown at the end of a run, in all
+    sigterm_timeout: float = 0.0  # seconds for the flush on SIGTERM
+    # Providers created (owned: shut down) or given (borrowed: flushed only); the bounded batch
+    # processors of the owned ones (shut down with a timeout).
     owned: list[Any] = field(default_factory=list)
     borrowed: list[Any] = field(default_factory=list)
-    shutdown_done: bool = False
+    processors: list[Any] = field(default_factory=list)
+    # Open spans: each thread's stack (``open_spans.stack``), and all of them by thread id.
+    stacks: dict[int, list[StartedSpan]] = field(default_factory=dict)
+    open_spans: OpenSpans = field(init=False)
+    # The lifecycle spans and training progress; first_time() keys.
     startup_done: bool = False
     startup: LifecycleEntry | None = None
     interval: LifecycleEntry | None = None
@@ -86,18 +94,40 @@ class State:
     trace_id: int = 0
     pipeline: Any = None
 
-    def clear_run(self) -> None:
-        """Forget the run's providers, first_time() keys and lifecycle progress (after shutdown)."""
-        self.owned.clear()
-        self.borrowed.clear()
-        self.seen.clear()
-        self.shutdown_done = self.startup_done = False
-        self.link_to = self.save_interval = None
-        self.interval_index = 0
-        self.run_id, self.ids, self.trace_id, self.pipeline = b"", None, 0, None
+    def __post_init__(self) -> None:
+        self.open_spans = OpenSpans(self.stacks)
 
 
-STATE = State()
+@dataclass(eq=False)
+class Process:
+    """What the runtime remembers for the life of the process: one instance, ``PROCESS``.
+
+    A new field needs its default here, and a line in ``_process._after_fork_in_child`` when a
+    forked child must not inherit its value.
+    """
+
+    run: Run = field(default_factory=Run)
+    warned: set[tuple[str, str]] = field(default_factory=set)  # (span or "", what) logged once
+    exit_hook: bool = False  # shutdown() registered with atexit
+    sigterm_installed: bool = False
+    previous_sigterm: Any = None  # the SIGTERM handler ours replaced, run after ours
+    fork_registered: bool = False  # the after-fork handler registered (os.register_at_fork)
+    meters: dict[int, tuple[Any, dict[str, Recorder]]] = field(default_factory=dict)
+    gauge_values: dict[str, Any] = field(default_factory=dict)  # observable gauges' last values
+    processor_class: Any = None  # BoundedBatchSpanProcessor, defined on first use
+
+
+PROCESS = Process()
+
+
+def new_run(ended: bool = False) -> Run:
+    """Replace the current run with a fresh one (``ended``: one with nothing to end at exit);
+    every group flag and ``METRICS`` off. Return it."""
+    for name in FLAGS.values():
+        NAMESPACE[name] = False
+    NAMESPACE["METRICS"] = False
+    run = PROCESS.run = Run(ended=ended)
+    return run
 
 
 def flag(name: str) -> bool:
@@ -113,13 +143,13 @@ def set_flag(name: str, value: bool) -> None:
 def warn_once(name: str, action: str) -> None:
     """Log, with the traceback, the first time ``action`` fails for span ``name`` (called in an
     ``except`` block)."""
-    if (name, action) not in STATE.warned:
-        STATE.warned.add((name, action))
+    if (name, action) not in PROCESS.warned:
+        PROCESS.warned.add((name, action))
         LOG.warning("telemetry: %s failed for span %r", action, name, exc_info=True)  # noqa: LOG014
 
 
 def log_once(key: str, message: str, *args: object, exc_info: bool = False) -> None:
     """Log a warning the first time ``key`` is seen in this process."""
-    if ("", key) not in STATE.warned:
-        STATE.warned.add(("", key))
+    if ("", key) not in PROCESS.warned:
+        PROCESS.warned.add(("", key))
         LOG.warning("telemetry: " + message, *args, exc_info=exc_info)

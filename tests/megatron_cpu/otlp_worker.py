@@ -61,7 +61,7 @@ def rss_bytes() -> int:
 
 def queued_spans(otel: Any) -> int:
     """Spans waiting in the runtime's batch span processors (the runtime's own measure)."""
-    return max(otel._export.span_queue_lengths(otel._state.STATE.owned), default=-1)
+    return max(otel._export.span_queue_lengths(otel._state.PROCESS.run.processors), default=-1)
 
 
 def wait_for_go(label: str) -> None:

@@ -74,7 +74,7 @@ def test_flags_override_the_environment(
     monkeypatch.setenv("MEGATRON_OTEL_EXPORTER", "none")
     args = megatron_args(otel_enabled=True, otel_span_groups="layer", otel_service_name="flagged")
     assert otel.configure(args) == {"layer"}
-    tracer_provider = otel._state.STATE.owned[0]
+    tracer_provider = otel._state.PROCESS.run.owned[0]
     assert tracer_provider.resource.attributes["service.name"] == "flagged"
     assert tracer_provider.resource.attributes["megatron.precision"] == "bf16"
     assert tracer_provider.resource.attributes["dl.tensor_parallel.size"] == 2
@@ -89,7 +89,7 @@ def test_sdk_providers_built_when_none_passed(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert otel.configure() == {"job", "checkpoint"}
-    tracer_provider, meter_provider = otel._state.STATE.owned
+    tracer_provider, meter_provider = otel._state.PROCESS.run.owned
     assert isinstance(tracer_provider, TracerProvider)
     assert isinstance(meter_provider, MeterProvider)
     assert tracer_provider.resource.attributes["service.name"] == service
@@ -161,6 +161,7 @@ def test_env_table_comes_from_the_specs(importable, unique_top: str) -> None:
     otel = render_into(importable, project).import_runtime()
     assert otel._taxonomy.ENV["exporter"] == ("MEGATRON_OTEL_EXPORTER", "console", ("console", "none"))
     assert otel._taxonomy.ENV["enabled"] == ("MEGATRON_OTEL_ENABLED", "0", ())
+    assert otel._taxonomy.ENV["exporter"].choices == ("console", "none")  # a named record
     assert otel._taxonomy.ENV_TIMESTAMPS["MEGATRON_OTEL_PRE_SRUN_TIME"] == "pre_srun"
     assert otel._taxonomy.FLAG_OVERRIDES[0] == (
         "otel_enabled",

@@ -92,8 +92,9 @@ def record(otel: ModuleType, count: int) -> None:
 
 
 def processor(otel: ModuleType):
-    provider = otel._state.STATE.owned[0]  # the tracer provider (then the meter provider, if any)
-    (bounded,) = provider._megatron_processors
+    provider = otel._state.PROCESS.run.owned[0]  # the tracer provider (then the meter provider, if any)
+    (bounded,) = otel._state.PROCESS.run.processors
+    assert bounded in provider._active_span_processor._span_processors
     return bounded
 
 
@@ -121,7 +122,7 @@ def test_processor_reader_and_exporters_built_with_the_configured_limits(
     batch = processor(otel)._batch_processor
     assert (batch._max_queue_size, batch._max_export_batch_size) == (64, 16)
     assert batch._schedule_delay_millis == 250
-    (reader,) = otel._state.STATE.owned[1]._metric_readers
+    (reader,) = otel._state.PROCESS.run.owned[1]._metric_readers
     assert reader._export_interval_millis == 1500 and reader._export_timeout_millis == 2500
     assert [e.options for e in stuck] == [{"timeout": 2.5}, {"timeout": 2.5}]
 
@@ -221,10 +222,10 @@ def test_the_sigterm_flush_is_bounded_by_its_timeout(
     monkeypatch.setenv("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "0.3")
     otel.configure()
     record(otel, 50)
-    state = otel._state.STATE
+    state = otel._state.PROCESS
     called: list[int] = []
     monkeypatch.setattr(state, "previous_sigterm", lambda signum, frame: called.append(signum))
     started = time.monotonic()
-    otel._lifecycle._on_sigterm(15, None)
+    otel._process._on_sigterm(15, None)
     assert time.monotonic() - started < 0.3 + 2.0
     assert called == [15]  # then the previous handler ran

@@ -370,8 +370,8 @@ def test_exit_hooks_installed_once_across_two_pretrain_runs_and_second_run_flush
         names = [s.name for s in exporter.get_finished_spans()]
         assert names.count("megatron.startup") == 1
         assert names.count("megatron.train") == 2
-    assert exit_hooks["atexit"] == [otel._lifecycle._at_exit]
-    assert exit_hooks["sigterm"] == [otel._lifecycle._on_sigterm]
+    assert exit_hooks["atexit"] == [otel._process._at_exit]
+    assert exit_hooks["sigterm"] == [otel._process._on_sigterm]
 
 
 # --- ranks -------------------------------------------------------------------------------------

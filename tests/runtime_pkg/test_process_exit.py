@@ -301,3 +301,31 @@ def test_without_opentelemetry_the_whole_api_is_inert(rendered: Rendered) -> Non
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "inert"
     assert result.stderr.count("opentelemetry is not installed") == 1
+
+
+def test_a_span_ended_from_del_at_interpreter_exit_prints_nothing(rendered: Rendered) -> None:
+    """A span another thread started, held until the interpreter's final collection, ends in
+    ``__del__`` after shutdown began: no context or SDK warning on stderr."""
+    body = """\
+    import threading
+
+    class Holder:
+        def __init__(self):
+            self.span = otel.CHECKPOINT and otel.start_span("megatron.checkpoint.save")
+
+        def __del__(self):
+            self.span and self.span.end()
+
+    otel.configure()
+    held = []
+    thread = threading.Thread(target=lambda: held.append(Holder()))
+    thread.start()
+    thread.join()
+    assert held[0].span
+    held.append(held)  # a cycle: collected at interpreter exit, after the runtime's shutdown
+    print("held")
+    """
+    result = run_script(rendered, body)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("held"), result.stdout
+    assert result.stderr == ""

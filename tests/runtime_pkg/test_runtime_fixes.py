@@ -147,11 +147,56 @@ def test_recursion_error_after_the_sdk_span_started_ends_it(
         assert otel.start_span("megatron.checkpoint.save") is None  # never raises
     assert counting.started == 1 and counting.ended == 1
     assert not trace.get_current_span().is_recording()
-    assert otel._state.STATE.open_spans.stack == []
+    assert otel._state.PROCESS.run.open_spans.stack == []
     span = otel.start_span("megatron.checkpoint.save")  # and the next one records normally
     assert span is not None
     span.end()
     assert counting.started == counting.ended == 2
+
+
+class Deep(SpanProcessor):
+    """A span processor whose on_start runs deeper than the processor before it."""
+
+    def on_start(self, span: object, parent_context: object = None) -> None:
+        _deeper(15)
+
+
+def _deeper(n: int) -> int:
+    return _deeper(n - 1) if n else 0
+
+
+def test_recursion_error_in_a_later_processors_on_start_ends_the_span_it_started(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's start_span raises after the first processor's on_start saw the span start: the
+    runtime finds that span (the SDK's start_span frame in the traceback) and ends it."""
+    enable_env(monkeypatch)
+    counting = Counting()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(counting)
+    provider.add_span_processor(Deep())
+    otel.configure(tracer_provider=provider)
+    limit = sys.getrecursionlimit()
+    inside = 0  # start_span calls that failed after the span started
+    try:
+        for headroom in range(1, 150):
+            try:
+                sys.setrecursionlimit(_depth() + headroom)
+            except RecursionError:
+                continue
+            before = counting.started
+            try:
+                span = otel.start_span("megatron.checkpoint.save")
+            finally:
+                sys.setrecursionlimit(limit)
+            inside += span is None and counting.started > before
+            span and span.end()
+            assert counting.started == counting.ended, headroom
+            assert not trace.get_current_span().is_recording(), headroom
+    finally:
+        sys.setrecursionlimit(limit)
+    assert inside  # the limit did hit after the first on_start
+    assert otel._state.PROCESS.run.open_spans.stack == []
 
 
 # --- 6. ids from os.urandom; a programmatic enable() before configure() -----------------------
@@ -211,9 +256,7 @@ def global_providers(monkeypatch: pytest.MonkeyPatch) -> tuple[InMemorySpanExpor
     provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=3_600_000))
     reader = InMemoryMetricReader()
     monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
-    monkeypatch.setattr(
-        metrics_internal, "_METER_PROVIDER", MeterProvider([reader], shutdown_on_exit=False)
-    )
+    monkeypatch.setattr(metrics_internal, "_METER_PROVIDER", MeterProvider([reader], shutdown_on_exit=False))
     return exporter, reader
 
 
@@ -232,9 +275,7 @@ def test_a_global_provider_set_by_the_application_is_used_and_flushed_not_replac
     otel.shutdown()  # flushes the application's provider, never shuts it down
     assert "megatron.train" in names(exporter.get_finished_spans())
     metrics = reader.get_metrics_data()
-    recorded = {
-        m.name for rm in metrics.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
-    }
+    recorded = {m.name for rm in metrics.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     assert "megatron.training.loss" in recorded
     assert trace.get_tracer_provider().get_tracer("app").start_span("x").is_recording()
 
@@ -250,10 +291,13 @@ def test_own_providers_switch_forces_the_runtimes_providers(
     otel.startup(STAMPS)
     otel.begin_training(0, None)
     otel.end_training()
+    owned = list(otel._state.PROCESS.run.owned)  # shutdown() replaces the run with an ended one
     otel.shutdown()
     trace.get_tracer_provider().force_flush()
     assert exporter.get_finished_spans() == ()
-    assert len(otel._state.STATE.owned) == 1  # the runtime built (and shut down) its own
+    assert len(owned) == 1  # the runtime built (and shut down) its own
+    assert owned[0] is not trace.get_tracer_provider()
+    assert otel._state.PROCESS.run.ended and otel._state.PROCESS.run.owned == []
 
 
 # --- 2. fork safety ----------------------------------------------------------------------------
@@ -425,8 +469,7 @@ except Terminated:
     assert result.returncode == 7, result.stderr
     assert result.stdout.index("previous handler ran") < result.stdout.index("{")
     spans = {
-        s["name"]: s
-        for s in exported(result.stdout.split("caught")[0].replace("previous handler ran", ""))
+        s["name"]: s for s in exported(result.stdout.split("caught")[0].replace("previous handler ran", ""))
     }
     assert {"megatron.startup", "megatron.train", "megatron.train.iteration"} <= set(spans)
     assert "megatron.checkpoint.save" in spans

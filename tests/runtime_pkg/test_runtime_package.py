@@ -151,7 +151,7 @@ def test_flags_and_constants_generated_from_project(otel: ModuleType) -> None:
 
 def test_duplicate_span_name_rendered_once(rendered: Rendered) -> None:
     text = rendered.files[f"{rendered.project.runtime.package}/_taxonomy.py"]
-    assert text.count('"megatron.layer.forward": ("layer", False),') == 1
+    assert text.count('"megatron.layer.forward": Span("layer", False),') == 1
 
 
 # --- resolve -----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 
 from codegen.emit.runtime import (
     HEADER,
+    RECORDS,
     RUNTIME_SOURCE,
     TAXONOMY,
     render_runtime,
@@ -65,18 +66,22 @@ def test_rendered_package_is_black_formatted_like_megatron() -> None:
 def test_source_package_taxonomy_is_current() -> None:
     """The committed codegen/otel_runtime/_taxonomy.py is what the repository's specs generate."""
     committed = (RUNTIME_SOURCE / TAXONOMY).read_text(encoding="utf-8")
-    assert committed == HEADER + render_taxonomy(
-        load_project(REPO / "specs")
-    ), "stale: run `python -m codegen.emit.runtime specs`"
+    assert committed == HEADER + render_taxonomy(load_project(REPO / "specs")), (
+        "stale: run `python -m codegen.emit.runtime specs`"
+    )
 
 
 @pytest.mark.parametrize("name", ["specs", "test", "empty"])
 def test_taxonomy_is_data_only(name: str) -> None:
-    """Literals, and the constants GROUPS and FLAGS through frozenset()/tuple() and set difference."""
+    """Literals, the record types of ``_records`` called with literals, and the constants GROUPS
+    and FLAGS through frozenset()/tuple() and set difference."""
     project = variants()[name]
     tree = ast.parse(render_taxonomy(project))
-    docstring, *body = tree.body
+    docstring, records, *body = tree.body
     assert isinstance(docstring, ast.Expr) and isinstance(docstring.value, ast.Constant)
+    assert isinstance(records, ast.ImportFrom) and (records.module, records.level) == ("_records", 1)
+    record_types = [alias.name for alias in records.names]
+    assert record_types == list(RECORDS)
     allowed = (ast.Constant, ast.Tuple, ast.List, ast.Dict, ast.Set, ast.Load, ast.Sub)
     defined: list[str] = []
     for statement in body:
@@ -86,16 +91,21 @@ def test_taxonomy_is_data_only(name: str) -> None:
         assert statement.value is not None
         for node in ast.walk(statement.value):
             if isinstance(node, ast.Call):
-                assert isinstance(node.func, ast.Name) and node.func.id in ("frozenset", "tuple")
+                assert isinstance(node.func, ast.Name)
+                assert node.func.id in ("frozenset", "tuple", *record_types), node.func.id
+                assert not node.keywords
             elif isinstance(node, ast.Name):
-                assert node.id in defined or node.id in ("frozenset", "tuple"), node.id
+                assert node.id in defined or node.id in ("frozenset", "tuple", *record_types), node.id
             elif isinstance(node, ast.BinOp):
                 assert isinstance(node.op, ast.Sub)
             else:
                 assert isinstance(node, allowed), ast.dump(node)
         defined.append(target.id)
     flags = [g.flag for g in project.groups]
-    namespace: dict[str, object] = {}
+    from codegen.otel_runtime import _records
+
+    namespace: dict[str, object] = {name: getattr(_records, name) for name in record_types}
+    tree.body = [docstring, *body]
     exec(compile(tree, TAXONOMY, "exec"), namespace)
     assert namespace["__all__"] == sorted(["GROUPS", "PRESETS", "SPANS", *flags])
     assert all(namespace[flag] is False for flag in flags)
@@ -166,7 +176,7 @@ def test_rendered_package_passes_pylint_docstrings_and_members(tmp_path: Path) -
     assert messages == [
         f"{probe.name}:5:{len(f'print(otel.{flag}, otel.METRICS, otel.start_span, otel.GROUPS, ')}: "
         "E1101: Module 'megatron.core.otel' has no 'NOT_A_FLAG' member (no-member)"
-    ], (result.stdout + result.stderr)
+    ], result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("name", ["specs", "empty"])
