@@ -12,6 +12,22 @@ import pytest
 from codegen.cli import main
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
+_PLANS: dict[tuple[Any, ...], Any] = {}
+
+
+@pytest.fixture(autouse=True)
+def plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI resolves the specs once for the module (the same specs in every test)."""
+    import codegen.pipeline
+
+    plan_only = codegen.pipeline.plan_only
+
+    def cached(*args: Any) -> Any:
+        if args not in _PLANS:
+            _PLANS[args] = plan_only(*args)
+        return _PLANS[args]
+
+    monkeypatch.setattr(codegen.pipeline, "plan_only", cached)
 RUN = "0123456789abcdef0123456789abcdef"
 
 
