@@ -228,8 +228,10 @@ def render_table(results: dict[str, Any]) -> str:
     presets = results["presets"]
     mb, layers, step = PLAN["microbatches"], PLAN["layers"], PLAN["step_s"]
     lines = [
-        "| preset | spans/step/rank (tiny, measured) | spans/step/rank (planned shape) | OTLP bytes/span | "
-        "export CPU us/span | export CPU per rank |",
+        (
+            "| preset | spans/step/rank (tiny, measured) | spans/step/rank (planned shape) | "
+            "OTLP bytes/span | export CPU us/span | export CPU per rank |"
+        ),
         "|---|---|---|---|---|---|",
     ]
     for name in PRESETS:

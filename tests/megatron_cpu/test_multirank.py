@@ -32,10 +32,10 @@ for _module in (
 ):
     pytest.importorskip(_module, reason=f"{_module} is needed to run megatron.training on CPU over OTLP")
 
-from codegen.capture import read_spans  # noqa: E402
-from codegen.cli import main  # noqa: E402
-from tests.megatron_cpu.otlp_receiver import OtlpReceiver  # noqa: E402
-from tests.megatron_cpu.pretrain_harness import MODEL_ARGV, Config, finish, start  # noqa: E402
+from codegen.capture import read_spans
+from codegen.cli import main
+from tests.megatron_cpu.otlp_receiver import OtlpReceiver
+from tests.megatron_cpu.pretrain_harness import MODEL_ARGV, Config, finish, start
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 ALL = (("MEGATRON_OTEL_EXPORT_RANKS", "all"),)
@@ -63,8 +63,8 @@ RUNS: dict[str, Config] = {
         env=ALL,
         live=True,
     ),
-    # the default export setting: the last rank only
-    "pp_default": Config("all", (*MODEL_ARGV, *PP, *LOOP, "--train-iters", "2"), ranks=2, live=True),
+    # the default export setting (the last rank only), the run of test_pretrain_cpu.py's "pp"
+    "pp_default": Config("all", PP_ARGV, ranks=2, live=True),
 }
 # Each run's rank -> (pipeline stage, data-parallel replica).
 COORDS = {
@@ -74,7 +74,7 @@ COORDS = {
     "pp_dp": {0: (0, 0), 1: (0, 1), 2: (1, 0), 3: (1, 1)},
     "pp_default": {1: (1, 0)},
 }
-INTERVALS = {"dp": [0, 1], "pp": [0, 1], "pp_resume": [2], "pp_dp": [0], "pp_default": [0]}
+INTERVALS = {"dp": [0, 1], "pp": [0, 1], "pp_resume": [2], "pp_dp": [0]}
 
 
 @pytest.fixture(scope="module")
@@ -201,8 +201,13 @@ def test_span_ids_unique_across_ranks(runs):
 
 
 def test_default_setting_exports_from_the_last_rank_only(runs):
+    """As before multi-rank export: the last rank, the same span names as test_pretrain_cpu's
+    "pp" run (which captures through its own providers, not OTLP)."""
+    from tests.megatron_cpu.test_pretrain_cpu import OBSERVED
+
     spans = runs["pp_default"]["spans"]
     assert {s.resource["dl.rank"] for s in spans} == {1}
     assert {s.resource["megatron.export_ranks"] for s in spans} == {"last"}
+    assert {s.name for s in spans} == OBSERVED["pp"]
     # no link without the first stage's sends in the capture: verify does not ask for them
     assert any(s.links for s in spans if s.name == "megatron.p2p.recv_forward")

@@ -24,9 +24,9 @@ import pytest
 for _module in ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter", "psutil"):
     pytest.importorskip(_module, reason=f"{_module} is needed for the OTLP volume test")
 
-import psutil  # noqa: E402
+import psutil
 
-from tests.megatron_cpu.otlp_receiver import OtlpReceiver  # noqa: E402
+from tests.megatron_cpu.otlp_receiver import OtlpReceiver
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().parent / "volume_worker.py"
@@ -65,7 +65,7 @@ class CountingReceiver(OtlpReceiver):
                 self.request_spans.append(spans)
                 self.request_bytes.append(message.ByteSize())
                 self.samples.append((sum(self.request_bytes), psutil.Process().memory_info().rss))
-            return None  # nothing kept
+            # nothing kept
 
         return super()._answer(signal, count)
 
@@ -81,7 +81,7 @@ def test_many_ranks_into_one_receiver_nothing_lost_memory_bounded():
                 [sys.executable, str(WORKER), "--rank", str(rank), "--world-size", str(N_RANKS),
                  "--spans", str(SPANS_PER_RANK)],
                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
+            )
             for rank in range(N_RANKS)
         ]
         recorded = {}
@@ -114,6 +114,6 @@ def test_readme_volume_table_is_rendered_from_the_measurements():
 
     measured = json.loads((REPO / "benchmarks" / "volume.json").read_text())
     readme = (REPO / "README.md").read_text()
-    block = re.search(r"<!-- volume-table -->\n(.*?)<!-- /volume-table -->", readme, re.S)
+    block = re.search(r"<!-- volume-table -->\n(.*?)<!-- /volume-table -->", readme, re.DOTALL)
     assert block is not None, "README.md has no volume table"
     assert block.group(1) == render_table(measured)

@@ -42,7 +42,7 @@ def main() -> None:
     recorded = 0
     for index in range(options.spans):
         name = names[index % len(names)]
-        span = start_span(name, lambda: {"megatron.iteration": index})
+        span = start_span(name, lambda index=index: {"megatron.iteration": index})
         if span is not None:
             span.end()
             recorded += 1

@@ -163,7 +163,7 @@ def test_each_cross_rank_check_finds_its_problem(tmp_path, capsys, change, findi
 
 def test_missing_coordinates_are_a_finding(tmp_path, capsys):
     ranks = two_stages()
-    res, spans = ranks[1]
+    res, _ = ranks[1]
     del res["host.name"]
     code, out = verify(tmp_path, capsys, ranks)
     assert code == 1 and "rank 1: the resource lacks host.name" in out
