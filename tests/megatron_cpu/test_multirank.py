@@ -35,7 +35,7 @@ for _module in (
 from codegen.capture import read_spans
 from codegen.cli import main
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver
-from tests.megatron_cpu.pretrain_harness import MODEL_ARGV, Config, finish, start
+from tests.megatron_cpu.pretrain_harness import MODEL_ARGV, PP_ARGV, Config, finish, start
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 ALL = (("MEGATRON_OTEL_EXPORT_RANKS", "all"),)
