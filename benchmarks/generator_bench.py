@@ -49,7 +49,7 @@ def floor(root: Path, files: list[str]) -> float:
 
     start = time.perf_counter()
     for file in files:
-        libcst.parse_module((root / file).read_text(encoding="utf-8")).code
+        libcst.parse_module((root / file).read_text(encoding="utf-8")).code  # noqa: B018 - rendering is timed
     return time.perf_counter() - start
 
 
@@ -59,7 +59,9 @@ def _timed(command: list[str], cwd: Path) -> tuple[float, int, str]:
     return time.perf_counter() - start, proc.returncode, (proc.stderr or proc.stdout).strip()
 
 
-def run(spec_dir: Path, repo: Path, generate_runs: int = 2, floor_runs: int = 3, cli: bool = True) -> GeneratorResult:
+def run(
+    spec_dir: Path, repo: Path, generate_runs: int = 2, floor_runs: int = 3, cli: bool = True
+) -> GeneratorResult:
     from codegen.pipeline import generate
 
     result = GeneratorResult(files=spec_files(spec_dir))
@@ -77,7 +79,9 @@ def run(spec_dir: Path, repo: Path, generate_runs: int = 2, floor_runs: int = 3,
                 if planned != result.files:
                     # hooks and flags touch files no span names (arguments.py): the floor parses
                     # and renders every file the generator does
-                    result.notes.append(f"floor covers the {len(planned)} planned files: {', '.join(planned)}")
+                    result.notes.append(
+                        f"floor covers the {len(planned)} planned files: {', '.join(planned)}"
+                    )
                     result.files = planned
         if i < floor_runs and root is not None:
             result.floor_s.append(floor(root, result.files))

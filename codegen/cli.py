@@ -13,7 +13,7 @@ from codegen.cache import load as load_cached
 from codegen.cache import store as store_cached
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
-from codegen.target import ReleaseError, SourceMismatch
+from codegen.target import ReleaseError, SourceMismatch, mismatch_advice
 from codegen.upstream import PACKAGE_INFO, UpstreamError, default_cache_dir
 
 EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
@@ -84,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
         help="groups/presets whose every span must appear (default: the groups seen in the capture)",
     )
 
+    _report_parser(commands)
+
     validate = commands.add_parser(
         "validate",
         help="check the specs against the sources without writing anything",
@@ -131,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.specs}: error: no such spec directory or file", file=sys.stderr)
         return EXIT_SPEC
     try:
+        if args.command == "report":
+            return _report(args)
         if args.command != "verify" and not _spec_warnings(args):
             return EXIT_SPEC
         if args.command == "validate":
@@ -143,13 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_SPEC
     except SourceMismatch as exc:
         print(exc, file=sys.stderr)
-        count = len(exc.failures)
-        print(
-            f"{count} entr{'ies' if count != 1 else 'y'} of {args.specs} cannot be placed in "
-            f"{exc.tree.root} ({exc.tree.describe()}): mark them with 'releases:' or give 'any:' "
-            "alternatives in the specs, or pass --allow-missing to instrument the rest",
-            file=sys.stderr,
-        )
+        print(mismatch_advice(exc.failures, args.specs, exc.tree), file=sys.stderr)
         return EXIT_SOURCE
     except SpecError as exc:
         for warning in exc.diagnostics.render_warnings():
@@ -202,15 +200,16 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
         if e.releases is not None  # an excluded entry always names its releases
     ]
     warnings = list(generation.warnings)  # what the checks could not know (expressions)
+    if generation.absent_note:
+        warnings.append(f"warning: {generation.absent_note}")
     if generation.missing:
-        count = len(generation.missing)
-        warnings += [
-            render_failures(generation.missing, "warning"),
-            (
-                f"left out {count} entr{'ies' if count != 1 else 'y'} that cannot be placed in {tree.root} "
-                f"({tree.describe()}) (--allow-missing)"
-            ),
-        ]
+        warnings.append(render_failures(generation.missing, "warning"))
+    if generation.missing or generation.absent:
+        count = len(generation.missing) + len(generation.absent)
+        warnings.append(
+            f"left out {count} entr{'ies' if count != 1 else 'y'} that cannot be placed in {tree.root} "
+            f"({tree.describe()}) (--allow-missing)"
+        )
     source_root = generation.source_root
     files = sorted({*generation.plan.files, *generation.plan.also_read})
     files += [PACKAGE_INFO] if (source_root / PACKAGE_INFO).is_file() else []
@@ -225,7 +224,7 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
         tree.pinned,
         notes,
         warnings,
-        len(generation.missing),
+        len(generation.missing) + len(generation.absent),
         generation.report,
     )
 
@@ -291,6 +290,72 @@ def _verify(args: argparse.Namespace) -> int:
         report = verify(project, plan, captured, groups, metrics)
     print(report.render())
     return EXIT_OK if report.clean else EXIT_STALE
+
+
+# -- codegen report (codegen/report/) ---------------------------------------------------------------
+
+DEFAULT_SPECS = Path(__file__).resolve().parent.parent / "specs"
+
+
+def _report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    report = commands.add_parser(
+        "report",
+        help="goodput, badput and step times of a run from its captured spans; a timeline",
+        description="Read what a run exported (OTLP JSON files, the console exporter's output; several "
+        "files of several ranks and restarts of one job) and print where the time went: goodput, badput "
+        "by category, step times, checkpoints. With --out, also write report.txt, a Perfetto trace "
+        "(trace.perfetto.json) and a self-contained HTML page (report.html). Exit 0, or 3 when a capture "
+        "cannot be read.",
+    )
+    report.add_argument("captures", type=Path, nargs="+", metavar="CAPTURE", help="captured spans")
+    report.add_argument(
+        "--specs",
+        type=Path,
+        default=DEFAULT_SPECS,
+        metavar="DIR",
+        help="the spec directory (default: %(default)s)",
+    )
+    report.add_argument("--out", type=Path, metavar="DIR", help="write the report files into DIR")
+    report.add_argument("--title", default="Where did the time go", help="the HTML page's title")
+    report.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="read several capture files in N worker processes (default: one per CPU when the files "
+        "add up to 32 MB or more, else 1)",
+    )
+
+
+def _report(args: argparse.Namespace) -> int:
+    from codegen.report import CaptureError, TaxonomyError, build, write_outputs
+    from codegen.spec.load import load_project
+
+    diags = Diagnostics()
+    try:
+        project = load_project(args.specs, diags)
+        outputs = build(project, args.captures, args.jobs)
+        written = write_outputs(outputs, args.out, args.title) if args.out is not None else []
+    except SpecError as exc:
+        print(exc.diagnostics.render(), file=sys.stderr)
+        return EXIT_SPEC
+    except TaxonomyError as exc:
+        print(f"{args.specs}: error: {exc}", file=sys.stderr)
+        return EXIT_SPEC
+    except CaptureError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_SOURCE
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SOURCE
+    from codegen.report.parse import located
+
+    for name, (count, where) in sorted(outputs.report.unknown.items()):
+        message = f"span '{name}' ({count}x) is not in the specs' taxonomy"
+        print(located(where, message, "warning"), file=sys.stderr)
+    print(outputs.text, end="")
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
 
 
 FORK_MARKER = ".codegen-fork"

@@ -8,6 +8,7 @@ from pathlib import Path
 from codegen.diagnostics import Diagnostic, Diagnostics, Pos, SpecError
 from codegen.emit.coverage import render_report
 from codegen.emit.docs import render_docs
+from codegen.emit.goodput_docs import render_goodput_docs
 from codegen.emit.patch import make_patch, write_patch_set
 from codegen.emit.registry import render_registry
 from codegen.emit.runtime import render_runtime
@@ -17,7 +18,16 @@ from codegen.resolve.sites import Plan
 from codegen.spec.load import load_project
 from codegen.spec.model import Hook, Project, Selector, Span
 from codegen.spec.schema import SCHEMA_PATH, render_schema
-from codegen.target import Failure, ReleaseError, SourceMismatch, Tree, label, locate_tree, render_failures
+from codegen.target import (
+    Failure,
+    ReleaseError,
+    SourceMismatch,
+    Tree,
+    label,
+    locate_tree,
+    render_failures,
+    without_absent_packages,
+)
 from codegen.transforms.module import transform_file
 from codegen.upstream import UpstreamError
 
@@ -35,6 +45,9 @@ class Generation:
     tree: Tree | None = None
     excluded: tuple[Span | Hook, ...] = ()  # their ``releases:`` leave them out of this release
     missing: tuple[Failure, ...] = ()  # could not be placed, left out by --allow-missing
+    # in packages the tree lacks (megatron/training of a core-only wheel), left out by --allow-missing
+    absent: tuple[Failure, ...] = ()
+    absent_note: str | None = None  # the one message saying so
     report: str = ""  # what was placed, excluded and left out (written beside a fork)
     warnings: tuple[str, ...] = ()  # rendered: ``path:line:col: warning: message``
 
@@ -62,6 +75,7 @@ def plan_only(spec_dir: Path, source: Path | None = None, release: str | None = 
     project = load_project(spec_dir, diags)
     tree = _locate(project, source, release, diags)
     applied, _ = project.for_release(tree.release)
+    applied, _, _ = without_absent_packages(applied, tree, allow_missing=False)
     plan, applied, _ = _place(applied, tree, diags, allow_missing=False)
     return applied, plan
 
@@ -76,6 +90,7 @@ def generate(
     full = load_project(spec_dir, diags)
     tree = _locate(full, source, release, diags)
     applied, excluded = full.for_release(tree.release)
+    applied, absent, absent_note = without_absent_packages(applied, tree, allow_missing)
     plan, project, missing = _place(applied, tree, diags, allow_missing)
     root = tree.root
     changes: dict[str, tuple[str | None, str]] = {}
@@ -89,7 +104,8 @@ def generate(
         if old != text:
             changes[path] = (old, text)
     docs = render_docs(project, plan, TEMPLATES_DIR, full)
-    report = render_report(TEMPLATES_DIR, tree, project, excluded, missing)
+    docs.update(render_goodput_docs(project, TEMPLATES_DIR))
+    report = render_report(TEMPLATES_DIR, tree, project, excluded, absent + missing)
     return Generation(
         project,
         root,
@@ -99,6 +115,8 @@ def generate(
         tree,
         excluded,
         missing,
+        absent,
+        absent_note,
         report,
         tuple(diags.render_warnings()),
     )

@@ -19,7 +19,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 SECTION = "## Use it in a training run"
-_BLOCK = re.compile(r"^<!-- readme: (?P<name>[^>]+?) -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.M | re.S)
+_BLOCK = re.compile(
+    r"^<!-- readme: (?P<name>[^>]+?) -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL
+)
 
 
 def blocks() -> dict[str, str]:
@@ -62,7 +64,7 @@ def run_block(name: str, cwd: Path, env: dict[str, str] | None = None, timeout: 
         text=True,
         timeout=timeout,
     )
-    assert (
-        result.returncode == 0
-    ), f"README block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, (
+        f"README block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
     return result.stdout + result.stderr

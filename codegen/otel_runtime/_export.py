@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from . import _ids, _lean
 from ._state import LOG, PROCESS, log_once
 
 # Standard variables that give the OTLP exporters a timeout of their own (the SDK reads them).
@@ -42,12 +43,17 @@ def tracer_provider(settings: Any, resource: Any) -> tuple[Any, list[Any]]:
         log_once("sdk", "opentelemetry-sdk is not installed: using the global providers")
         return None, []
     processors = []
-    provider = TracerProvider(resource=resource, shutdown_on_exit=False, id_generator=_ids())
+    provider = TracerProvider(
+        resource=resource, shutdown_on_exit=False, id_generator=_ids.generator()
+    )
     if settings.exporter == "console":
         exporter = ConsoleSpanExporter()
     else:
         exporter = otlp_exporter(settings, "trace", "Span")
-    if exporter is not None:
+    if exporter is not None and _lean.usable(provider):
+        # the lean path: the recorder is the provider's processor (see _lean)
+        processors.append(_lean.install(provider, exporter, settings.export))
+    elif exporter is not None:
         limits = settings.export
         processor = _processor_class()(
             exporter,
@@ -59,30 +65,6 @@ def tracer_provider(settings: Any, resource: Any) -> tuple[Any, list[Any]]:
         provider.add_span_processor(processor)
         processors.append(processor)
     return provider, processors
-
-
-def _ids() -> Any:
-    """Trace and span ids from ``os.urandom``: the SDK's default draws from ``random``, which
-    Megatron seeds with ``--seed``, so two jobs with the same seed would emit the same ids."""
-    from opentelemetry.sdk.trace.id_generator import IdGenerator
-    from opentelemetry.trace import INVALID_SPAN_ID, INVALID_TRACE_ID
-
-    class UrandomIds(IdGenerator):
-        """Ids from the operating system's entropy, never the invalid (zero) id."""
-
-        def generate_span_id(self) -> int:
-            span_id = INVALID_SPAN_ID
-            while span_id == INVALID_SPAN_ID:
-                span_id = int.from_bytes(os.urandom(8), "big")
-            return span_id
-
-        def generate_trace_id(self) -> int:
-            trace_id = INVALID_TRACE_ID
-            while trace_id == INVALID_TRACE_ID:
-                trace_id = int.from_bytes(os.urandom(16), "big")
-            return trace_id
-
-    return UrandomIds()
 
 
 def meter_provider(settings: Any, resource: Any) -> Any:

@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _ids
+from ._lean import LeanTracer
 from ._state import log_once
 
 # The dimensions the one-per form names (the dense layers' grid; expert ranks overlap dp).
@@ -268,9 +270,10 @@ def p2p_span_id(run_id: bytes, sender: int, direction: str, seq: int) -> int:
 
 
 class ChosenIds:
-    """An SDK ``IdGenerator`` for the runtime's tracer: ids from ``os.urandom`` (unique across
-    ranks, whatever Megatron's ``--seed`` did to ``random``), except the trace or span id chosen
-    for the next span started on this thread (``choose``)."""
+    """An SDK ``IdGenerator`` for the runtime's tracer (the SDK tracer and the ``LeanTracer``): ids
+    from the per-process generator of ``_ids`` (seeded from ``os.urandom``: unique across ranks,
+    whatever Megatron's ``--seed`` did to ``random``), except the trace or span id chosen for the
+    next span started on this thread (``choose``)."""
 
     def __init__(self) -> None:
         self.local = threading.local()
@@ -285,7 +288,7 @@ class ChosenIds:
         if chosen is not None:
             self.local.span_id = None
             return int(chosen)
-        return int.from_bytes(os.urandom(8), "big") or 1
+        return _ids.span_id()
 
     def is_trace_id_random(self) -> bool:
         """The W3C random flag: derived ids are a keyed hash of a random run id."""
@@ -297,19 +300,24 @@ class ChosenIds:
         if chosen is not None:
             self.local.trace_id = None
             return int(chosen)
-        return int.from_bytes(os.urandom(16), "big") or 1
+        return _ids.trace_id()
 
 
 def install_ids(tracer: Any) -> ChosenIds | None:
-    """Give ``tracer`` (an SDK tracer: it has ``id_generator``) a ``ChosenIds``; None when it is
-    not an SDK tracer (then trace ids stay the provider's and no span id is derived)."""
-    if tracer is None or not hasattr(tracer, "id_generator"):
+    """Give ``tracer`` (an SDK tracer: it has ``id_generator``; or a ``LeanTracer``, and the SDK
+    tracer behind it) a ``ChosenIds``; None when it is neither (then trace ids stay the
+    provider's and no span id is derived)."""
+    lean = tracer if isinstance(tracer, LeanTracer) else None
+    sdk = lean.sdk_tracer if lean is not None else tracer
+    if sdk is None or not hasattr(sdk, "id_generator"):
         return None
     ids = ChosenIds()
     try:
-        tracer.id_generator = ids
+        sdk.id_generator = ids
     except Exception:
         return None
+    if lean is not None:
+        lean.choose_ids(ids)
     return ids
 
 

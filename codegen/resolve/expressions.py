@@ -38,6 +38,7 @@ from libcst.metadata import (
 )
 
 from codegen.diagnostics import Diagnostics, Pos
+from codegen.resolve.hostile import parse_module
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import assigned_names, child_blocks
 from codegen.spec.model import Hook, Span
@@ -555,7 +556,7 @@ class _Classes:
                 file = self.root / rel
                 try:
                     self.trees[rel] = (
-                        cst.parse_module(file.read_text(encoding="utf-8")) if file.is_file() else None
+                        parse_module(file.read_text(encoding="utf-8")) if file.is_file() else None
                     )
                 except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
                     self.trees[rel] = None

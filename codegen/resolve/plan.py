@@ -15,12 +15,14 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from codegen.diagnostics import Diagnostics, SpecError
+from codegen.diagnostics import Diagnostics, InFile, SpecError
 from codegen.resolve.alternatives import concrete
 from codegen.resolve.bindings import Bindings, Shadow
 from codegen.resolve.expressions import check_expressions
+from codegen.resolve.frames import frame_refusal
 from codegen.resolve.functions import collect_functions, import_aliases, suggest
 from codegen.resolve.hooks import resolve_insert, resolve_rewrite
+from codegen.resolve.hostile import parse_module
 from codegen.resolve.regions import early_exit, parameters, resolve_region
 from codegen.resolve.scan import Facts, hook_codes
 from codegen.resolve.sites import FilePlan, Plan, Wrap
@@ -55,7 +57,7 @@ class _Lines:
 
 
 def parse_source(path: str, source: str) -> cst.Module:
-    return cst.parse_module(source)
+    return parse_module(source)  # refuses what would crash libcst (resolve/hostile.py)
 
 
 def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = None) -> Plan:
@@ -105,10 +107,11 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
             module = strip(module, alias, project.runtime.parent_module, hook_codes(hooks, alias))
         lines = _Lines(module)
         plan = FilePlan(rel, source, module)
-        _resolve_file(project, plan, spans, lines.start, lines.end, diags)
-        _check_overlaps(plan, lines.start, lines.end, diags)
+        in_file = InFile.of(diags, rel)  # every message names the file
+        _resolve_file(project, plan, spans, lines.start, lines.end, in_file)
+        _check_overlaps(plan, lines.start, lines.end, in_file)
         trees[rel] = module
-        check_expressions(plan, project.runtime.alias, root, diags, trees, lines.line)
+        check_expressions(plan, project.runtime.alias, root, in_file, trees, lines.line)
         files[rel] = plan
     if diags:
         raise SpecError(diags)
@@ -199,7 +202,7 @@ def _refusal(
         reason = _shadow_reason(bindings.shadow(func, decorator), alias, line_of)
     if reason is None and isinstance(span, Span) and span.form != "decorator" and facts.taken_names(func):
         reason = f"it already uses the name(s) {', '.join(sorted(facts.taken_names(func)))} the spans need"
-    return reason
+    return reason if reason is not None else frame_refusal(span, func, line_of)
 
 
 def _place(

@@ -10,6 +10,7 @@ import libcst.matchers as m
 from codegen.diagnostics import Diagnostics
 from codegen.resolve.statements import (
     StatementSite,
+    child_blocks,
     first_line_code,
     matches,
     statement_sites,
@@ -119,6 +120,17 @@ def select(
             return None
         return found[selector.occurrence - 1]
     if not found:
+        one_line = [s for s in pool if _in_one_line_body(selector, s)]
+        if one_line:
+            what = "call it" if selector.kind == "call" else f"{selector.kind} it"
+            diags.error(
+                selector.pos,
+                f"selector {selector.describe()} matches no statement in {span.function} ({span.file}): one-line "
+                f"bodies cannot be selected (a {selector.kind} there has no line of its own to wrap); put "
+                "the body on its own indented line",
+                [f"one-line bodies that {what}:"] + _candidates(one_line, line_of),
+            )
+            return None
         near = [s for s in sites if _near_miss(selector, s)]
         notes = ["statements of the same kind:"] + _candidates(near, line_of) if near else []
         diags.error(selector.pos, f"selector {selector.describe()} matches no statement in {scope}", notes)
@@ -132,6 +144,20 @@ def select(
         )
         return None
     return found[0]
+
+
+def _in_one_line_body(selector: Selector, site: StatementSite) -> bool:
+    """Whether ``site`` is a compound statement with a one-line body (``if x: foo()``) holding
+    what ``selector`` looks for: statements there are not selectable."""
+    if not isinstance(site.node, cst.BaseCompoundStatement):
+        return False
+    for block in child_blocks(site.node):
+        if isinstance(block, cst.SimpleStatementSuite):
+            line = cst.SimpleStatementLine(body=block.body)
+            probe = StatementSite(line, block, 0, ())
+            if matches(selector, probe):
+                return True
+    return False
 
 
 def _near_miss(selector: Selector, site: StatementSite) -> bool:

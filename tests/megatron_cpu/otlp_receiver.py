@@ -265,10 +265,13 @@ class OtlpReceiver:
         else:
             server.stop(grace=None).wait(5)
 
-    def _answer(self, signal: str, decode: Callable[[], Any] | None) -> tuple[str, float]:
-        """Record a request; return (status, delay before answering)."""
+    def _answer(
+        self, signal: str, decode: Callable[[], Any] | None, arrived: str | None = None
+    ) -> tuple[str, float]:
+        """Record a request (under the mode it ``arrived`` in, if given: a mode switched while its
+        body was read does not apply to it); return (status, delay before answering)."""
         with self._lock:
-            mode = self._mode
+            mode = self._mode if arrived is None else arrived
             self._answered += 1
             over = self._answered > self.max_requests
         at = time.monotonic()
@@ -307,7 +310,8 @@ class OtlpReceiver:
                 self.server.connections.discard(self.connection)
                 super().finish()
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
+                arrived = receiver.mode  # the mode when the request came, not when it is answered
                 entry = HTTP_PATHS.get(self.path.split("?")[0])
                 length = int(self.headers.get("Content-Length") or 0)
                 if length > receiver.max_body:
@@ -331,7 +335,7 @@ class OtlpReceiver:
                     message.ParseFromString(data)
                     return message
 
-                status, delay = receiver._answer(signal, decode)
+                status, delay = receiver._answer(signal, decode, arrived)
                 receiver._delay(delay)
                 if status == "ok":
                     self._reply(200, response_type().SerializeToString())

@@ -45,7 +45,9 @@ RUNS: dict[str, Config] = {
     # data parallel 2: two intervals of two iterations
     "dp": Config("all", (*MODEL_ARGV, *LOOP, "--train-iters", "4"), ranks=2, env=ALL, live=True),
     # pipeline parallel 2, checkpoints at 2 and 4; two microbatches per iteration
-    "pp": Config("all", (*MODEL_ARGV, *PP, *LOOP, "--train-iters", "4"), ranks=2, env=ALL, live=True, save=True),
+    "pp": Config(
+        "all", (*MODEL_ARGV, *PP, *LOOP, "--train-iters", "4"), ranks=2, env=ALL, live=True, save=True
+    ),
     # resumed at iteration 4, trained to 6: interval 2
     "pp_resume": Config(
         "all",
@@ -97,7 +99,12 @@ def runs(fork_root, dataset_helpers, tmp_path_factory) -> dict[str, dict[str, An
         with OtlpReceiver("http") as receiver:
             env = (*config.env, *receiver.environ().items(), ("MEGATRON_OTEL_FLUSH_TIMEOUT_S", "30"))
             run, procs = start(
-                name, dataclasses.replace(config, env=env), {"fork": fork_root}, dataset_helpers, work, free_port()
+                name,
+                dataclasses.replace(config, env=env),
+                {"fork": fork_root},
+                dataset_helpers,
+                work,
+                free_port(),
             )
             finish(run, procs)
             run.check()
@@ -151,7 +158,10 @@ def test_one_trace_per_interval_across_ranks(runs, name):
         traces.add(roots[0].trace_id)
         # every iteration of the interval on every rank is in that trace
         for span in spans:
-            if span.name == "megatron.train.iteration" and span.attributes["megatron.iteration"] // 2 == index:
+            if (
+                span.name == "megatron.train.iteration"
+                and span.attributes["megatron.iteration"] // 2 == index
+            ):
                 assert span.trace_id == roots[0].trace_id
     assert len(traces) == len(intervals) and startup[0].trace_id not in traces
 
@@ -160,7 +170,9 @@ def test_resume_is_a_new_run_numbering_on(runs):
     first = {s.resource["megatron.run_id"] for s in runs["pp"]["spans"]}
     resumed = runs["pp_resume"]["spans"]
     assert first.isdisjoint({s.resource["megatron.run_id"] for s in resumed})
-    iterations = sorted({s.attributes["megatron.iteration"] for s in resumed if s.name == "megatron.train.iteration"})
+    iterations = sorted(
+        {s.attributes["megatron.iteration"] for s in resumed if s.name == "megatron.train.iteration"}
+    )
     assert iterations == [4, 5]
 
 
@@ -168,7 +180,11 @@ def test_resume_is_a_new_run_numbering_on(runs):
 def test_every_pipeline_receive_links_to_its_send(runs, name):
     spans = runs[name]["spans"]
     by_id = {(s.trace_id, s.span_id): s for s in spans}
-    receives = [s for s in spans if s.name.startswith("megatron.p2p.recv") and "megatron.p2p.peer_rank" in s.attributes]
+    receives = [
+        s
+        for s in spans
+        if s.name.startswith("megatron.p2p.recv") and "megatron.p2p.peer_rank" in s.attributes
+    ]
     directions = collections.Counter(s.attributes["megatron.p2p.direction"] for s in receives)
     assert directions["forward"] > 0 and directions["backward"] > 0, directions
     for span in receives:
@@ -182,7 +198,9 @@ def test_every_pipeline_receive_links_to_its_send(runs, name):
         assert send.attributes["megatron.p2p.seq"] == span.attributes["megatron.p2p.seq"]
         assert send.end_ns >= span.start_ns - 10**9  # the same transfer: overlapping in time
         stage = span.resource["dl.pipeline_parallel.rank"]
-        assert send.resource["dl.pipeline_parallel.rank"] == (stage - 1 if direction == "forward" else stage + 1)
+        assert send.resource["dl.pipeline_parallel.rank"] == (
+            stage - 1 if direction == "forward" else stage + 1
+        )
         assert send.resource["dl.data_parallel.rank"] == span.resource["dl.data_parallel.rank"]
 
 

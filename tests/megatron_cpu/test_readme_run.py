@@ -23,8 +23,8 @@ import pytest
 for _module in ("torch", "triton", "numpy"):
     pytest.importorskip(_module, reason=f"{_module} is needed to import megatron")
 
-from tests.megatron_cpu.conftest import free_port  # noqa: E402
-from tests.readme_blocks import blocks, run_block, workspace  # noqa: E402
+from tests.megatron_cpu.conftest import free_port
+from tests.readme_blocks import blocks, run_block, workspace
 
 EXAMPLE = "layer_example.py"
 

@@ -74,13 +74,26 @@ def test_many_ranks_into_one_receiver_nothing_lost_memory_bounded():
     process = psutil.Process()
     with CountingReceiver() as receiver:
         before = process.memory_info().rss
-        env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
+        env = {
+            k: v for k, v in __import__("os").environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))
+        }
         env.update(receiver.environ(), PYTHONWARNINGS="ignore")
         procs = [
             subprocess.Popen(
-                [sys.executable, str(WORKER), "--rank", str(rank), "--world-size", str(N_RANKS),
-                 "--spans", str(SPANS_PER_RANK)],
-                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                [
+                    sys.executable,
+                    str(WORKER),
+                    "--rank",
+                    str(rank),
+                    "--world-size",
+                    str(N_RANKS),
+                    "--spans",
+                    str(SPANS_PER_RANK),
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             for rank in range(N_RANKS)
         ]
@@ -107,6 +120,7 @@ def test_many_ranks_into_one_receiver_nothing_lost_memory_bounded():
     )
     # the receiver holds only the requests in flight: it does not grow with what it received
     assert later_growth < later_bytes / 4, (later_growth, later_bytes)
+
 
 def test_readme_volume_table_is_rendered_from_the_measurements():
     sys.path.insert(0, str(REPO))

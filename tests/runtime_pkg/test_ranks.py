@@ -23,9 +23,7 @@ WHERE = "MEGATRON_OTEL_EXPORT_RANKS"
 
 def selected(text: str, world: int, sizes: dict[str, int] | None = None) -> list[int]:
     setting = parse_export_ranks(text, WHERE)
-    return [
-        r for r in range(world) if setting.selects(r, world, coordinates_in_order(r, world, sizes or {}))
-    ]
+    return [r for r in range(world) if setting.selects(r, world, coordinates_in_order(r, world, sizes or {}))]
 
 
 @pytest.mark.parametrize(
@@ -45,12 +43,27 @@ def selected(text: str, world: int, sizes: dict[str, int] | None = None) -> list
         ("one-per:tp", 8, {"tp": 2, "pp": 2}, [0, 1]),
     ],
 )
-def test_export_setting_selects(text: str, world: int, sizes: dict[str, int] | None, ranks: list[int]) -> None:
+def test_export_setting_selects(
+    text: str, world: int, sizes: dict[str, int] | None, ranks: list[int]
+) -> None:
     assert selected(text, world, sizes) == ranks
 
 
 @pytest.mark.parametrize(
-    "text", ["", "first", "every:0", "every:x", "one-per:", "one-per:xp", "one-per:pp+pp", "3-1", "-2", "1,,2", "1.5"]
+    "text",
+    [
+        "",
+        "first",
+        "every:0",
+        "every:x",
+        "one-per:",
+        "one-per:xp",
+        "one-per:pp+pp",
+        "3-1",
+        "-2",
+        "1,,2",
+        "1.5",
+    ],
 )
 def test_export_setting_errors_name_the_forms(text: str) -> None:
     with pytest.raises(ValueError) as error:
@@ -62,7 +75,9 @@ def test_export_setting_errors_name_the_forms(text: str) -> None:
 
 def test_a_listed_rank_outside_the_world_is_an_error() -> None:
     setting = parse_export_ranks("0,9", WHERE)
-    with pytest.raises(ValueError, match=r"MEGATRON_OTEL_EXPORT_RANKS=0,9: no rank 9 in a world of 4; valid ranks: 0..3"):
+    with pytest.raises(
+        ValueError, match=r"MEGATRON_OTEL_EXPORT_RANKS=0,9: no rank 9 in a world of 4; valid ranks: 0..3"
+    ):
         setting.selects(0, 4, {})
 
 
@@ -108,8 +123,16 @@ def test_pipeline_sends_and_receives_pair_by_order() -> None:
     receives = [last.transfer("megatron.p2p.recv_forward") for _ in range(3)]
     for k, ((sender, sent, _), (none, got, link)) in enumerate(zip(sends, receives)):
         assert sender == 0 and none is None and link == (0, k)
-        assert sent == {"megatron.p2p.direction": "forward", "megatron.p2p.seq": k, "megatron.p2p.peer_rank": 2}
-        assert got == {"megatron.p2p.direction": "forward", "megatron.p2p.seq": k, "megatron.p2p.peer_rank": 0}
+        assert sent == {
+            "megatron.p2p.direction": "forward",
+            "megatron.p2p.seq": k,
+            "megatron.p2p.peer_rank": 2,
+        }
+        assert got == {
+            "megatron.p2p.direction": "forward",
+            "megatron.p2p.seq": k,
+            "megatron.p2p.peer_rank": 0,
+        }
     assert last.transfer("megatron.p2p.send_backward")[0] == 2
     assert first.transfer("megatron.p2p.recv_backward")[2] == (2, 0)
     # the first stage's recv_forward and the last stage's send_forward do not communicate

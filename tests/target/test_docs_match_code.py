@@ -43,7 +43,9 @@ def _emitted_by_runtime(generation: Generation) -> set[str]:
     return names
 
 
-def test_every_emitted_name_is_documented_and_every_documented_name_is_emitted(generation: Generation) -> None:
+def test_every_emitted_name_is_documented_and_every_documented_name_is_emitted(
+    generation: Generation,
+) -> None:
     documented = _documented(generation)
     emitted = _emitted_by_instrumented_code(generation) | _emitted_by_runtime(generation)
     assert emitted - documented == set(), "emitted but undocumented"

@@ -25,7 +25,11 @@ MANIFEST = REPO / ".pre-commit-hooks.yaml"
 
 
 def _pre_commit(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PRE_COMMIT_HOME=str(home), PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = dict(
+        os.environ,
+        PRE_COMMIT_HOME=str(home),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
     return subprocess.run(
         [sys.executable, "-m", "pre_commit", *args], cwd=cwd, env=env, capture_output=True, text=True
     )
@@ -73,7 +77,14 @@ def test_check_hook_fails_on_a_stale_generated_tree(hook_repo: Path, tmp_path: P
     original = page.read_text()
     try:
         page.write_text(original.replace("megatron.layer.forward", "megatron.layer.fwd", 1))
-        result = _pre_commit("run", "codegen-check", "--files", "generated/docs/spans.md", cwd=hook_repo, home=tmp_path / "home")
+        result = _pre_commit(
+            "run",
+            "codegen-check",
+            "--files",
+            "generated/docs/spans.md",
+            cwd=hook_repo,
+            home=tmp_path / "home",
+        )
     finally:
         page.write_text(original)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -89,5 +100,7 @@ def test_python_dash_m_is_the_console_script() -> None:
     assert module.returncode == script.returncode == 0
     assert module.stdout == script.stdout
     assert module.stdout.startswith("usage: codegen ")
-    bad = subprocess.run([sys.executable, "-m", "codegen", "validate", "no/such/dir"], capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "codegen", "validate", "no/such/dir"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "no such spec directory" in bad.stderr

@@ -54,7 +54,7 @@ def _env_redirecting_clone(upstream: Path) -> dict[str, str]:
 
 def test_readme_names_the_tag_of_the_pinned_release() -> None:
     """Megatron-LM tags megatron-core X.Y.Z as core_vX.Y.Z: the tag follows the pinned version."""
-    pinned = re.search(r"^  version: (\S+)$", (REPO / "specs" / "telemetry.yaml").read_text(), re.M)
+    pinned = re.search(r"^  version: (\S+)$", (REPO / "specs" / "telemetry.yaml").read_text(), re.MULTILINE)
     assert pinned and f"core_v{pinned[1]}" == TAG
     assert f"--branch {TAG} {UPSTREAM_URL}" in blocks()["patch"]
 

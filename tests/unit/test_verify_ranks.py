@@ -28,6 +28,8 @@ def plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
         return _PLANS[args]
 
     monkeypatch.setattr(codegen.pipeline, "plan_only", cached)
+
+
 RUN = "0123456789abcdef0123456789abcdef"
 
 
@@ -87,7 +89,10 @@ def span(name: str, trace: str, span_id: str, group: str, parent: str | None = N
 def document(rank_spans: dict[int, tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
     return {
         "resourceSpans": [
-            {"resource": {"attributes": _attributes(res)}, "scopeSpans": [{"scope": {"name": "megatron"}, "spans": spans}]}
+            {
+                "resource": {"attributes": _attributes(res)},
+                "scopeSpans": [{"scope": {"name": "megatron"}, "spans": spans}],
+            }
             for res, spans in rank_spans.values()
         ]
     }
@@ -104,8 +109,20 @@ def two_stages(**change: Any) -> dict[int, tuple[dict[str, Any], list[dict[str, 
     for rank in (0, 1):
         start_id, train_id = f"{rank + 1}" * 16, f"{rank + 3}" * 16
         spans = [
-            span("megatron.startup", change.get(f"startup{rank}", T_START), start_id, "job", **{"megatron.model_type": "gpt"}),
-            span("megatron.train", T_INT, train_id, "job", **{"megatron.iteration": 0, "megatron.trace_interval": 0}),
+            span(
+                "megatron.startup",
+                change.get(f"startup{rank}", T_START),
+                start_id,
+                "job",
+                **{"megatron.model_type": "gpt"},
+            ),
+            span(
+                "megatron.train",
+                T_INT,
+                train_id,
+                "job",
+                **{"megatron.iteration": 0, "megatron.trace_interval": 0},
+            ),
         ]
         if rank == 0:
             spans.append(
@@ -122,7 +139,9 @@ def two_stages(**change: Any) -> dict[int, tuple[dict[str, Any], list[dict[str, 
     return ranks
 
 
-def verify(tmp_path: Path, capsys: pytest.CaptureFixture[str], ranks, *, split: bool = False) -> tuple[int, str]:
+def verify(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], ranks, *, split: bool = False
+) -> tuple[int, str]:
     paths = []
     if split:  # one file per rank
         for rank, entry in ranks.items():
@@ -151,8 +170,14 @@ def test_clean_two_rank_capture_passes(tmp_path, capsys, split):
         ({"send_id": "6" * 16}, "links to span 5555555555555555 of rank 0, not in the capture"),
         ({"no_link": True}, "receives from rank 0 but has no link to the send"),
         ({"recv_id": "1" * 16}, "span id 1111111111111111 is used twice"),
-        ({"resource1": {"megatron.export_ranks": "all", "dl.world_size": 3}}, "ranks [2] export under megatron.export_ranks='all' in a world of 3 but sent no spans"),
-        ({"resource1": {"dl.pipeline_parallel.rank": "1"}}, "resource attribute 'dl.pipeline_parallel.rank' is '1'; the registry says int"),
+        (
+            {"resource1": {"megatron.export_ranks": "all", "dl.world_size": 3}},
+            "ranks [2] export under megatron.export_ranks='all' in a world of 3 but sent no spans",
+        ),
+        (
+            {"resource1": {"dl.pipeline_parallel.rank": "1"}},
+            "resource attribute 'dl.pipeline_parallel.rank' is '1'; the registry says int",
+        ),
     ],
 )
 def test_each_cross_rank_check_finds_its_problem(tmp_path, capsys, change, finding):

@@ -1,0 +1,149 @@
+"""A synthetic multi-rank capture in the OTLP JSON file format, written without holding it in memory.
+
+Shaped like a real one (the names are the specs' own, per the report's taxonomy): per rank the
+backdated startup phases, model setup, data iterators, intervals of ``save_every`` iterations each
+closed by a checkpoint save, evaluation every ``eval_every`` iterations, and inside each iteration
+forward-backward, the optimizer, microbatch and layer spans, then the iteration report.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SPANS_PER_ITERATION = 25  # iteration, fwd-bwd, optimizer, report, 4 microbatches, 16 layers, log
+MS = 1_000_000
+
+
+def _attr(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        return f'{{"key":"{key}","value":{{"boolValue":{"true" if value else "false"}}}}}'
+    if isinstance(value, int):
+        return f'{{"key":"{key}","value":{{"intValue":"{value}"}}}}'
+    return f'{{"key":"{key}","value":{{"stringValue":{json.dumps(value)}}}}}'
+
+
+class _Writer:
+    def __init__(self, handle, resource: dict[str, object], batch: int = 512) -> None:
+        self.handle = handle
+        self.resource = ",".join(_attr(k, v) for k, v in resource.items())
+        self.pending: list[str] = []
+        self.batch = batch
+        self.next_id = 1
+        self.count = 0
+
+    def span(self, name: str, start: int, end: int, parent: int = 0, iteration: int | None = None,
+             trace: int = 1, links: tuple[int, ...] = (), span_id: int = 0) -> int:  # fmt: skip
+        if not span_id:
+            span_id = self.next_id
+            self.next_id += 1
+        attrs = [_attr("megatron.span_group", "x")]
+        if iteration is not None:
+            attrs.append(_attr("megatron.iteration", iteration))
+        parent_text = f',"parentSpanId":"{parent:016x}"' if parent else ""
+        link_text = ",".join(f'{{"traceId":"{trace - 1:032x}","spanId":"{s:016x}"}}' for s in links)
+        self.pending.append(
+            f'{{"traceId":"{trace:032x}","spanId":"{span_id:016x}"{parent_text},"name":"{name}","kind":1,'
+            f'"startTimeUnixNano":"{start}","endTimeUnixNano":"{end}","attributes":[{",".join(attrs)}],'
+            f'"links":[{link_text}],"status":{{}}}}'
+        )
+        self.count += 1
+        if len(self.pending) >= self.batch:
+            self.flush()
+        return span_id
+
+    def flush(self) -> None:
+        if self.pending:
+            self.handle.write(
+                f'{{"resourceSpans":[{{"resource":{{"attributes":[{self.resource}]}},'
+                f'"scopeSpans":[{{"scope":{{"name":"megatron"}},"spans":[{",".join(self.pending)}]}}]}}]}}\n'
+            )
+            self.pending = []
+
+
+def write_capture(path: Path, ranks: int = 8, iterations: int = 5000, save_every: int = 500,
+                  eval_every: int = 1000, step_ms: int = 100, seed_skew_ms: int = 3,
+                  split: bool = False) -> int:  # fmt: skip
+    """Write the capture: one file, every rank (``split``: one file per rank, ``path`` a folder,
+    files ``rank-N.jsonl``); return the number of spans written."""
+    total = 0
+    t0 = 1_700_000_000 * 1_000_000_000
+    if split:
+        path.mkdir(parents=True, exist_ok=True)
+    handle = None
+    try:
+        for rank in range(ranks):
+            if handle is None or split:
+                if handle is not None:
+                    handle.close()
+                handle = (path / f"rank-{rank}.jsonl" if split else path).open("w", encoding="utf-8")
+            resource = {"service.name": "synthetic", "process.pid": 1000 + rank, "dl.rank": rank,
+                        "dl.world_size": ranks, "host.name": "node0"}  # fmt: skip
+            w = _Writer(handle, resource)
+            w.span("pre_startup", t0, t0 + 2000 * MS)
+            t = t0 + 2000 * MS
+            startup = w.span("megatron.startup", t, t + 8000 * MS, trace=2)
+            for k, phase in enumerate(("megatron.startup.imports", "megatron.startup.arg_parse",
+                                       "megatron.startup.initialize_megatron")):  # fmt: skip
+                w.span(phase, t + k * 1000 * MS, t + (k + 1) * 1000 * MS, startup, trace=2)
+            w.span("megatron.startup.model_init", t + 3000 * MS, t + 6000 * MS, startup, trace=2)
+            w.span("megatron.startup.dataloader", t + 6000 * MS, t + 8000 * MS, startup, trace=2)
+            t += 8000 * MS
+            previous = startup
+            interval = 0
+            trace = 3
+            for number in range(iterations):
+                if number % save_every == 0:
+                    if number:
+                        w.span(
+                            "megatron.train",
+                            interval_start,
+                            t,
+                            0,
+                            interval_first,
+                            trace,
+                            (previous_link,),
+                            interval,
+                        )
+                        trace += 1
+                    interval_start, interval_first, previous_link = t, number, previous
+                    interval = w.next_id + 10_000_000  # ids of intervals never collide with others
+                    previous = interval
+                step = (step_ms + (rank * seed_skew_ms if number % 7 == 0 else 0)) * MS
+                if number == 0:
+                    step *= 5
+                it = w.span("megatron.train.iteration", t, t + step, interval, number, trace)
+                if number == 0:
+                    w.span("megatron.train.first_iteration", t, t + step, it, number, trace)
+                fb = w.span(
+                    "megatron.train.iteration.forward_backward", t, t + step * 8 // 10, it, trace=trace
+                )
+                for mb in range(4):
+                    kind = "forward" if mb < 2 else "backward"
+                    m0 = t + mb * step // 5
+                    m = w.span(f"megatron.microbatch.{kind}", m0, m0 + step // 5, fb, trace=trace)
+                    for layer in range(4):
+                        l0 = m0 + layer * step // 20
+                        w.span("megatron.layer.forward", l0, l0 + step // 20, m, trace=trace)
+                w.span("megatron.train.iteration.optimizer", t + step * 8 // 10, t + step, it, trace=trace)
+                t += step
+                rep = w.span("megatron.train.iteration_report", t, t + 2 * MS, interval, trace=trace)
+                w.span("megatron.train.log", t, t + 1 * MS, rep, trace=trace)
+                t += 2 * MS
+                if (number + 1) % eval_every == 0:
+                    ev = w.span("megatron.evaluate", t, t + 500 * MS, interval, trace=trace)
+                    w.span("megatron.evaluate.step", t, t + 500 * MS, ev, trace=trace)
+                    t += 500 * MS
+                if (number + 1) % save_every == 0:
+                    save = w.span(
+                        "megatron.checkpoint.exposed_save", t, t + 800 * MS, interval, number + 1, trace
+                    )
+                    w.span("megatron.checkpoint.save", t, t + 790 * MS, save, number + 1, trace)
+                    t += 800 * MS
+            w.span("megatron.train", interval_start, t, 0, interval_first, trace, (previous_link,), interval)
+            w.flush()
+            total += w.count
+    finally:
+        if handle is not None:
+            handle.close()
+    return total

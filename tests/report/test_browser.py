@@ -1,0 +1,133 @@
+"""The HTML page in a real browser: headless Chromium (Debian's ``chromium``; .ci/run installs it).
+
+Chromium loads the page from a file with networking off, runs its inline script and prints the
+resulting DOM (``--dump-dom``); its console goes to stderr (``--enable-logging=stderr``), where
+any message (an uncaught error above all) fails the test. A screenshot of each page is saved as a
+test artifact under ``build/test-artifacts/`` (``REPORT_ARTIFACTS`` overrides the folder).
+
+Without Chromium the test fails, naming the package: it must not pass by skipping in CI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from codegen.cli import main
+from tests.report.conftest import DATA, REPO, SPECS, Spans, simple_run
+
+FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000",
+)  # fmt: skip
+TIMEOUT_S = 120
+
+
+def chromium() -> str:
+    found = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail(
+            "Chromium is needed for the browser test: apt-get install -y chromium (.ci/run installs it)"
+        )
+    return found
+
+
+def artifacts() -> Path:
+    folder = Path(os.environ.get("REPORT_ARTIFACTS") or REPO / "build" / "test-artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def browse(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [chromium(), *FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+
+
+def console_messages(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+def count(dom: str, pattern: str) -> int:
+    return len(re.findall(pattern, dom))
+
+
+def _pages(tmp_path: Path) -> dict[str, Path]:
+    """The page of a real CPU pretrain capture (committed), and of a two-rank capture."""
+    pages = {}
+    out = tmp_path / "real"
+    assert (
+        main(
+            [
+                "report",
+                "--specs",
+                str(SPECS),
+                str(DATA / "fresh.jsonl"),
+                str(DATA / "resume.jsonl"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    pages["real"] = out / "report.html"
+    paths = []
+    for rank in (0, 1):
+        spans = Spans({"service.name": "test", "process.pid": 10 + rank, "dl.rank": rank, "dl.world_size": 2})
+        simple_run(spans, iterations=8, step=1.0 + 0.25 * rank)
+        paths.append(spans.write(tmp_path / f"rank{rank}.json"))
+    out = tmp_path / "ranks"
+    assert main(["report", "--specs", str(SPECS), *map(str, paths), "--out", str(out)]) == 0
+    pages["ranks"] = out / "report.html"
+    return pages
+
+
+def test_the_console_check_catches_a_script_error(tmp_path):
+    """The check below can fail: a page whose script throws is reported on stderr."""
+    page = tmp_path / "broken.html"
+    page.write_text("<!DOCTYPE html><html><body><script>undefinedFunction();</script></body></html>")
+    result = browse(page, tmp_path / "profile", "--dump-dom")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert any("undefinedFunction" in line for line in console_messages(result.stderr)), result.stderr[-3000:]
+
+
+def test_page_renders_its_plots_without_console_errors(tmp_path, capsys):
+    pages = _pages(tmp_path)
+    capsys.readouterr()
+    for name, page in pages.items():
+        result = browse(page, tmp_path / f"profile-{name}", "--dump-dom")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert console_messages(result.stderr) == [], name
+        dom = result.stdout
+        assert 'data-rendered="true"' in dom, name  # the script ran to its end
+        # each plot drew its elements, none empty
+        assert count(dom, r'<rect[^>]*class="category"') >= 4, name  # goodput and three badput kinds at least
+        assert count(dom, r'<rect[^>]*class="bar"') >= 10, name
+        assert count(dom, r'<circle[^>]*class="step"') >= 4, name
+        assert count(dom, r'<polyline[^>]*class="step-line"') == 1, name
+        assert not re.search(r'<rect[^>]*width="0"', dom), name
+        cells = count(dom, r'<rect[^>]*class="cell"')
+        if name == "ranks":
+            assert cells == 2 * 7  # two ranks, 8 iterations less the first
+        else:
+            assert cells == 0 and "no spread across ranks" in dom
+        shot = artifacts() / f"report-{name}.png"
+        shot.unlink(missing_ok=True)
+        result = browse(
+            page,
+            tmp_path / f"shot-{name}",
+            f"--screenshot={shot}",
+            "--window-size=1280,2000",
+            "--hide-scrollbars",
+        )
+        assert shot.is_file() and shot.stat().st_size > 10_000, result.stderr[-2000:]

@@ -1,0 +1,76 @@
+"""The report on two real captures, committed: megatron's own ``pretrain()`` on CPU (one rank, all
+groups), 4 iterations saving every 2 (``fresh.jsonl``), then resumed from its last checkpoint to
+iteration 6 (``resume.jsonl``), as ``tests/megatron_cpu/pretrain_harness.py`` runs them. The
+runtime environment checks the same against the session's own runs
+(``tests/megatron_cpu/test_report_pretrain.py``); these are for the fast suite.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from codegen.report import build
+from tests.report.conftest import DATA
+
+
+def _spans(name: str) -> list[dict]:
+    found = []
+    for line in (DATA / name).read_text().splitlines():
+        for resource in json.loads(line).get("resourceSpans", []):
+            for scope in resource["scopeSpans"]:
+                for raw in scope["spans"]:
+                    attrs = {a["key"]: a["value"] for a in raw.get("attributes", [])}
+                    found.append(
+                        {
+                            "name": raw["name"],
+                            "start": int(raw["startTimeUnixNano"]),
+                            "end": int(raw["endTimeUnixNano"]),
+                            "iteration": int(attrs["megatron.iteration"]["intValue"])
+                            if "megatron.iteration" in attrs
+                            else None,
+                        }
+                    )
+    return found
+
+
+def _seconds(spans, name) -> float:
+    return sum(s["end"] - s["start"] for s in spans if s["name"] == name) / 1e9
+
+
+def test_fresh_capture(project):
+    report = build(project, [DATA / "fresh.jsonl"]).report
+    spans = _spans("fresh.jsonl")
+    assert report.wall == pytest.approx((max(s["end"] for s in spans) - min(s["start"] for s in spans)) / 1e9)
+    assert abs(sum(report.totals.values()) - report.wall) <= 0.01 * report.wall
+    (run,) = report.runs
+    assert run.saves == [2, 4] and (run.first_iteration, run.last_iteration) == (0, 3)
+    assert report.steps.count == 4
+    assert report.totals["evaluation"] == pytest.approx(_seconds(spans, "megatron.evaluate"))
+    assert report.totals["data_loading"] == pytest.approx(_seconds(spans, "megatron.startup.dataloader"))
+    saves = [c for c in report.checkpoints if c.kind == "save"]
+    assert [(c.iteration, c.seconds) for c in saves] == [
+        (s["iteration"], pytest.approx((s["end"] - s["start"]) / 1e9))
+        for s in sorted(spans, key=lambda s: s["start"])
+        if s["name"] == "megatron.checkpoint.exposed_save"
+    ]
+    # the startup phases' figures are their spans' (nothing nested inside the backdated phases)
+    for phase in ("pre_startup", "megatron.startup.launch_script", "megatron.startup.imports"):
+        assert report.startup_phases[phase] == pytest.approx(_seconds(spans, phase))
+    assert report.totals["restart"] == report.totals["progress_lost"] == 0
+    assert report.totals["unaccounted"] < 0.001 * report.wall
+
+
+def test_fresh_then_resume(project):
+    report = build(project, [DATA / "fresh.jsonl", DATA / "resume.jsonl"]).report
+    fresh, resume = _spans("fresh.jsonl"), _spans("resume.jsonl")
+    assert abs(sum(report.totals.values()) - report.wall) <= 0.01 * report.wall
+    first, second = report.runs
+    assert second.resumed_from == 4 and second.saves == [6] and first.redone == 0
+    (save4,) = [s for s in fresh if s["name"] == "megatron.checkpoint.exposed_save" and s["iteration"] == 4]
+    fresh_end = max(s["end"] for s in fresh)
+    assert 0 <= report.totals["progress_lost"] <= (fresh_end - save4["end"]) / 1e9
+    assert report.totals["restart"] == pytest.approx((min(s["start"] for s in resume) - fresh_end) / 1e9)
+    assert report.totals["checkpoint_load"] == pytest.approx(_seconds(resume, "megatron.checkpoint.load"))
+    assert report.steps.count == 6
