@@ -96,7 +96,9 @@ def _fork(work: Path) -> tuple[Path, Path]:
     generation = generate(REPO / "specs")
     fork = work / "fork"
     write_tree(fork, {p: new for p, (_, new) in generation.changes.items()}, base=generation.source_root)
-    helpers = build_dataset_helpers(generation.source_root / "megatron/core/datasets/helpers.cpp", work / "helpers")
+    helpers = build_dataset_helpers(
+        generation.source_root / "megatron/core/datasets/helpers.cpp", work / "helpers"
+    )
     return fork, helpers
 
 
@@ -136,7 +138,9 @@ def measure_preset(preset: str, fork: Path, helpers: Path, work: Path) -> dict[s
     long = _run(preset, LONG, fork, helpers, work)
     counts: dict[str, collections.Counter[str]] = {}
     for label, run in (("short", short), ("long", long)):
-        counts[label] = collections.Counter(_group(s["name"], _attrs(s.get("attributes", []))) for s in run["spans"])
+        counts[label] = collections.Counter(
+            _group(s["name"], _attrs(s.get("attributes", []))) for s in run["spans"]
+        )
     per_step = {
         g: (counts["long"][g] - counts["short"][g]) / (LONG - SHORT)
         for g in sorted(set(counts["long"]) | set(counts["short"]))
@@ -176,7 +180,9 @@ def replay_cpu(spans: list[dict[str, Any]], copies: int) -> dict[str, float]:
 
         exporter.export = timed  # type: ignore[method-assign]
         provider = TracerProvider(resource=Resource.create({"service.name": "volume", "dl.rank": 0}))
-        provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=1 << 16, schedule_delay_millis=200))
+        provider.add_span_processor(
+            BatchSpanProcessor(exporter, max_queue_size=1 << 16, schedule_delay_millis=200)
+        )
         tracer = provider.get_tracer("megatron")
         shapes = [(s["name"], _attrs(s.get("attributes", []))) for s in spans]
         count = 0
@@ -280,7 +286,9 @@ def recommend(rate: float, exporting: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.volume", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the measurements here (benchmarks/volume.json)")
-    parser.add_argument("--from-json", type=Path, help="render the table from these measurements, measure nothing")
+    parser.add_argument(
+        "--from-json", type=Path, help="render the table from these measurements, measure nothing"
+    )
     parser.add_argument("--markdown", type=Path, help="also write the table here")
     args = parser.parse_args(argv)
     os.environ.setdefault("CODEGEN_CACHE_DIR", str(Path.home() / ".cache" / "megatron-otel-codegen"))
@@ -298,4 +306,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-
