@@ -85,6 +85,17 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     _report_parser(commands)
+    package = commands.add_parser(
+        "package",
+        help="write the installable instrumentation (a wheel) for every supported release",
+        description="Instrument every release the specs support and write the pure-Python wheel "
+        "megatron-otel-instrumentation: an import hook weaves an installed Megatron whose files match "
+        "one of them, switched on by opentelemetry-instrument or MegatronInstrumentor().instrument().",
+    )
+    package.add_argument("specs", type=Path, metavar="SPECS", help="a spec directory (or one spec file)")
+    package.add_argument(
+        "--out", type=Path, metavar="DIR", default=Path("dist"), help="where the wheel goes (default: dist/)"
+    )
 
     validate = commands.add_parser(
         "validate",
@@ -135,12 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "report":
             return _report(args)
-        if args.command != "verify" and not _spec_warnings(args):
+        if args.command not in ("verify", "package") and not _spec_warnings(args):
             return EXIT_SPEC
         if args.command == "validate":
             return _validate(args)
         if args.command == "verify":
             return _verify(args)
+        if args.command == "package":
+            return _package(args)
         return _apply(args)
     except ReleaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -358,6 +371,31 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _package(args: argparse.Namespace) -> int:
+    from importlib import metadata
+
+    from codegen.emit.package import ReleaseRun, write_wheel
+    from codegen.spec.load import load_project
+
+    diags = Diagnostics()
+    project = load_project(args.specs, diags)
+    runs = []
+    for pin in project.releases():
+        options = argparse.Namespace(specs=args.specs, source=None, release=pin.version, allow_missing=False)
+        run = _run(options, use_cache=True)
+        runs.append(ReleaseRun(run.release, Path(run.source_root), run.changes))
+    try:
+        version = metadata.version("megatron-otel-codegen")
+    except metadata.PackageNotFoundError:
+        version = "0.0.0"
+    from codegen.otel_runtime._version import SCHEMA_URL
+
+    wheel = write_wheel(args.out, runs, version, SCHEMA_URL)
+    releases = ", ".join(run.release for run in runs)
+    print(f"wrote {wheel} (megatron-core {releases})")
+    return EXIT_OK
+
+
 FORK_MARKER = ".codegen-fork"
 FORK_REPORT = "otel-codegen-report.md"  # what was placed, excluded and left out, beside the sources
 # What `generated/` may hold: only files this command writes there.
@@ -427,44 +465,10 @@ def _apply(args: argparse.Namespace) -> int:
         use_generated = False
     cache_dir = default_cache_dir()  # the pristine trees every later run instruments
     protected = [specs_dir, Path.cwd(), cache_dir] + ([args.source] if args.source else [])
-    checks: list[tuple[Path, str, Callable[[Path], bool], list[Path]]] = []
-    if not args.check and use_generated:
-        if (
-            generated_dir.resolve() == cache_dir.resolve()
-            or cache_dir.resolve() in generated_dir.resolve().parents
-        ):
-            print(f"error: --generated {generated_dir}: inside the cache {cache_dir}", file=sys.stderr)
-            return EXIT_SPEC
-        checks.append(
-            (
-                generated_dir,
-                "--generated",
-                lambda p: _generated_file(p, p.relative_to(generated_dir.resolve()).as_posix()),
-                protected,
-            )
-        )
-    if args.out is not None:
-        out = args.out.resolve()
-        inside = [p.resolve() for p in (args.source, generated_dir) if p is not None]
-        if any(out == p or p in out.parents for p in inside):
-            print(
-                f"error: --out {out}: inside --source or --generated, it would copy itself", file=sys.stderr
-            )
-            return EXIT_SPEC
-        if out == cache_dir.resolve() or cache_dir.resolve() in out.parents:
-            print(
-                f"error: --out {out}: inside the cache {cache_dir}, which holds the pristine sources "
-                "every later run instruments",
-                file=sys.stderr,
-            )
-            return EXIT_SPEC
-        # an existing fork (it carries the marker) is ours as a whole; else it must be new or empty
-        checks.append((out, "--out", lambda p: (out / FORK_MARKER).is_file(), protected + [generated_dir]))
-    for dest, option, ours, guarded in checks:
-        problem = _destination_problem(dest, option, ours, guarded)
-        if problem:
-            print(f"error: {problem}", file=sys.stderr)
-            return EXIT_SPEC
+    problem = _destinations_problem(args, generated_dir, use_generated, cache_dir, protected)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_SPEC
     run = _run(args, use_cache=not args.no_cache)
     if args.generated is None and use_generated and not run.pinned:
         reason = f"megatron-core {run.release} is not the pinned release"
@@ -483,18 +487,66 @@ def _apply(args: argparse.Namespace) -> int:
             print(f"note: {reason}: {generated_dir} is left alone (--out DIR to choose where the fork goes)")
             args.out = out
         use_generated = False
-    tree = run.tree
     if args.check:
-        diff = diff_trees(str(generated_dir), read_tree(generated_dir), tree)
-        if diff:
-            sys.stdout.write(diff)
-            print(f"{generated_dir} is stale: run 'codegen apply {args.specs}'", file=sys.stderr)
-            return EXIT_STALE
-        print(f"{generated_dir} is up to date ({len(tree)} files)")
-        return EXIT_OK
-    if use_generated:
-        write_tree(generated_dir, tree)
-        docs = sum(1 for name in tree if name.startswith("docs/") and name.endswith(".md"))
+        return _check_generated(args, generated_dir, run.tree)
+    _write_outputs(args, run, generated_dir if use_generated else None)
+    return EXIT_OK
+
+
+def _destinations_problem(
+    args: argparse.Namespace, generated_dir: Path, use_generated: bool, cache_dir: Path, protected: list[Path]
+) -> str | None:
+    """Why ``--generated`` or ``--out`` cannot be written, or None."""
+    checks: list[tuple[Path, str, Callable[[Path], bool], list[Path]]] = []
+    if not args.check and use_generated:
+        if (
+            generated_dir.resolve() == cache_dir.resolve()
+            or cache_dir.resolve() in generated_dir.resolve().parents
+        ):
+            return f"--generated {generated_dir}: inside the cache {cache_dir}"
+        checks.append(
+            (
+                generated_dir,
+                "--generated",
+                lambda p: _generated_file(p, p.relative_to(generated_dir.resolve()).as_posix()),
+                protected,
+            )
+        )
+    if args.out is not None:
+        out = args.out.resolve()
+        inside = [p.resolve() for p in (args.source, generated_dir) if p is not None]
+        if any(out == p or p in out.parents for p in inside):
+            return f"--out {out}: inside --source or --generated, it would copy itself"
+        if out == cache_dir.resolve() or cache_dir.resolve() in out.parents:
+            return (
+                f"--out {out}: inside the cache {cache_dir}, which holds the pristine sources "
+                "every later run instruments"
+            )
+        # an existing fork (it carries the marker) is ours as a whole; else it must be new or empty
+        checks.append((out, "--out", lambda p: (out / FORK_MARKER).is_file(), protected + [generated_dir]))
+    for dest, option, ours, guarded in checks:
+        problem = _destination_problem(dest, option, ours, guarded)
+        if problem:
+            return problem
+    return None
+
+
+def _check_generated(args: argparse.Namespace, generated_dir: Path, tree: dict[str, str]) -> int:
+    """``--check``: whether ``generated_dir`` holds exactly ``tree``."""
+    diff = diff_trees(str(generated_dir), read_tree(generated_dir), tree)
+    if diff:
+        sys.stdout.write(diff)
+        print(f"{generated_dir} is stale: run 'codegen apply {args.specs}'", file=sys.stderr)
+        return EXIT_STALE
+    print(f"{generated_dir} is up to date ({len(tree)} files)")
+    return EXIT_OK
+
+
+def _write_outputs(args: argparse.Namespace, run: CachedRun, generated_dir: Path | None) -> None:
+    """Write generated/ (unless None) and the fork with ``--out``."""
+    if generated_dir is not None:
+        write_tree(generated_dir, run.tree)
+        docs = sum(1 for name in run.tree if name.startswith("docs/") and name.endswith(".md"))
         print(f"wrote {generated_dir}: {len(run.changes)} patched or added files, {docs} docs pages")
     if args.out is not None:
         fork = dict(run.changes)
@@ -505,7 +557,6 @@ def _apply(args: argparse.Namespace) -> int:
             f"wrote the instrumented fork of megatron-core {run.release} to {args.out} "
             f"({run.spans} spans placed; report: {args.out / FORK_REPORT})"
         )
-    return EXIT_OK
 
 
 if __name__ == "__main__":

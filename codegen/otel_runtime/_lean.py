@@ -40,6 +40,7 @@ from typing import Any
 
 from . import _ids
 from ._state import LOG, log_once
+from ._version import SCHEMA_URL, SCOPE, VERSION
 
 try:  # the API only: the SDK is imported when a recorder is installed (it may be missing)
     from opentelemetry import trace as otel_trace
@@ -408,7 +409,7 @@ class LeanRecorder:
         self.resource = resource
         self.base = base_attributes
         sdk = self.sdk = _sdk()
-        self.scope = sdk.InstrumentationScope("megatron", "", None, None)  # get_tracer("megatron")
+        self.scope = sdk.InstrumentationScope(SCOPE, VERSION, SCHEMA_URL, None)  # as _spans.select
         self.limits = sdk.SpanLimits()
         self.capacity = int(max_queue_size)
         self.batch_size = int(max_export_batch_size)

@@ -14,6 +14,7 @@ from ._resource import resource_attributes
 from ._spans import OTEL_INSTALLED, enabled_groups, select
 from ._state import PROCESS, flag, log_once, set_flag
 from ._taxonomy import GROUPS
+from ._version import SCHEMA_URL, SCOPE, VERSION
 
 
 def configure(
@@ -175,10 +176,10 @@ def _start(
             if provider is None:
                 from opentelemetry import metrics
 
-                meter = metrics.get_meter("megatron")
+                meter = metrics.get_meter(SCOPE, VERSION, schema_url=SCHEMA_URL)
             else:
                 _process.adopt(provider, owned)
-                meter = provider.get_meter("megatron")
+                meter = provider.get_meter(SCOPE, VERSION, schema_url=SCHEMA_URL)
             _metrics.create_instruments(meter)
             set_flag("METRICS", True)
         except Exception:
@@ -200,13 +201,13 @@ def _application_provider(signal: str) -> Any:
             unset: tuple[type, ...] = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
         else:
             from opentelemetry import metrics
-            from opentelemetry.metrics import _internal
 
             provider = metrics.get_meter_provider()
-            unset = (
-                metrics.NoOpMeterProvider,
-                getattr(_internal, "_ProxyMeterProvider", type(None)),
-            )
+            # The API's own classes are placeholders (its proxy and no-op providers): any
+            # other provider is one the application set.
+            if type(provider).__module__.split(".")[:2] == ["opentelemetry", "metrics"]:
+                return None
+            unset = (metrics.NoOpMeterProvider,)
         return None if isinstance(provider, unset) else provider
     except Exception:
         log_once(f"global-{signal}", "reading the global %s provider failed", signal, exc_info=True)

@@ -12,6 +12,7 @@ from ._lean import tracer as _tracer_for
 from ._ranks import P2P, start_shared
 from ._state import LOG, NAMESPACE, PROCESS, log_once, set_flag, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
+from ._version import SCHEMA_URL, SCOPE, VERSION
 
 if TYPE_CHECKING:
     from contextvars import Token
@@ -91,7 +92,9 @@ def select(
     if not OTEL_INSTALLED:
         LOG.warning("opentelemetry is not installed: Megatron telemetry stays disabled")
         return frozenset()
-    sdk_tracer = otel_trace.get_tracer("megatron", tracer_provider=tracer_provider)
+    sdk_tracer = otel_trace.get_tracer(
+        SCOPE, VERSION, tracer_provider=tracer_provider, schema_url=SCHEMA_URL
+    )
     PROCESS.run.tracer = _tracer_for(tracer_provider, sdk_tracer)  # lean when the runtime built it
     for group in selected:
         set_flag(FLAGS[group], True)

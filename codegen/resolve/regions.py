@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import libcst as cst
-import libcst.matchers as m
 
 from codegen.diagnostics import Diagnostics
 from codegen.resolve.statements import (
     StatementSite,
     child_blocks,
     first_line_code,
+    is_docstring,
     matches,
     statement_sites,
 )
@@ -21,10 +21,7 @@ from codegen.spec.model import Hook, Region, Selector, Span
 def has_docstring(block: cst.IndentedBlock) -> bool:
     if not block.body:
         return False
-    return m.matches(
-        block.body[0],
-        m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())]),
-    )
+    return is_docstring(block.body[0])
 
 
 def resolve_region(

@@ -306,6 +306,9 @@ def main(argv: list[str] | None = None) -> None:
     # --live: the runtime builds its own providers and exports over OTLP (the OTEL_EXPORTER_OTLP_*
     # environment names the receiver); no capture.jsonl, no open-span tracking
     parser.add_argument("--live", action="store_true")
+    # file: the spans go to DIR/capture.jsonl through providers of this worker's own; global: the
+    # runtime records into the providers the application set (opentelemetry-instrument's distro)
+    parser.add_argument("--providers", choices=("file", "global"), default="file")
     options = parser.parse_args(argv[:split])
     _DEVICE = options.device
     megatron_argv = argv[split + 1 :]
@@ -323,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     if options.telemetry not in ("plain", "off"):
         megatron_argv += ["--otel-enabled", "--otel-span-groups", options.telemetry]
-        if not options.live:
+        if not options.live and options.providers == "file":
             os.environ.setdefault("MEGATRON_OTEL_EXPORTER", "none")
 
     from megatron.core import parallel_state
@@ -336,11 +339,12 @@ def main(argv: list[str] | None = None) -> None:
         "rank": options.rank,
         "iterations": [],
         "megatron_file": training.__file__,
+        "megatron_loader": type(training.__loader__).__name__,  # WovenLoader: the installed instrumentation
         "open_spans": None,
         "finished": False,
     }
     telemetry = None
-    if options.telemetry != "plain" and not options.live:
+    if options.telemetry != "plain" and not options.live and options.providers == "file":
         telemetry = Telemetry(out / "capture.jsonl", lean=os.environ.get("PRETRAIN_RECORDING") == "lean")
         telemetry.install()
 

@@ -30,10 +30,11 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
@@ -156,7 +157,7 @@ class OtlpReceiver:
         self._close()
         self._stopped.set()
 
-    def __enter__(self) -> OtlpReceiver:
+    def __enter__(self) -> OtlpReceiver:  # noqa: PYI034 - start() returns self
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -351,7 +352,7 @@ class OtlpReceiver:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         class Server(ThreadingHTTPServer):

@@ -1,4 +1,4 @@
-"""README "Use it in a training run", the parts that run megatron: the fork block, the
+"""README "Review and carry the patches", the parts that run megatron: the fork block, the
 ``layer_example.py`` file, the console-exporter run into ``capture.json`` with ``codegen verify``
 accepting it, the flags and environment of the "turn it on" block parsed by megatron.training, and
 the OTLP block's run without the exporter installed.

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("torch", reason="torch is needed to run megatron.training on CPU")
 
-from tests.megatron_cpu.pretrain_harness import (  # noqa: E402
+from tests.megatron_cpu.pretrain_harness import (
     KILL_AT,
     RESUME_ITERS,
     SAVE_INTERVAL,

@@ -92,6 +92,7 @@ def write_capture(path: Path, ranks: int = 8, iterations: int = 5000, save_every
             previous = startup
             interval = 0
             trace = 3
+            interval_start, interval_first, previous_link = t, 0, previous
             for number in range(iterations):
                 if number % save_every == 0:
                     if number:

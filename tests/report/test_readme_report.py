@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.report.conftest import DATA, REPO
 
 SECTION = "## Where did the time go"
-BLOCK = re.compile(r"^<!-- readme: report -->\n```sh\n(?P<body>.*?)^```$", re.M | re.S)
+BLOCK = re.compile(r"^<!-- readme: report -->\n```sh\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
 def _section() -> str:
