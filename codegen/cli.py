@@ -65,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write nothing; print the diff between generated/ and what would be generated, exit 1 if they differ",
     )
+    _in_place(apply)
 
     verify = commands.add_parser(
         "verify",
@@ -105,6 +106,34 @@ def _parser() -> argparse.ArgumentParser:
     _common(validate)
     _allow_missing(validate)
     return parser
+
+
+def _in_place(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("in-tree mode (the specs kept in the Megatron-LM checkout)")
+    group.add_argument(
+        "--in-place",
+        action="store_true",
+        help="instrument the --source checkout itself: strip this project's instrumentation, apply the "
+        "specs, write back only the files that change and the runtime package (with --check: write "
+        "nothing, print the diff, exit 1 if the checkout differs)",
+    )
+    group.add_argument(
+        "--docs",
+        type=Path,
+        metavar="DIR",
+        help="with --in-place: also write the taxonomy pages into DIR inside the checkout (checked by --check)",
+    )
+    group.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="with --in-place: overwrite files with uncommitted changes (outside git: files the last run "
+        "did not write)",
+    )
+    group.add_argument(
+        "--discard-hand-edits",
+        action="store_true",
+        help="with --in-place: regenerate generated lines that were edited by hand instead of refusing",
+    )
 
 
 def _allow_missing(parser: argparse.ArgumentParser) -> None:
@@ -453,6 +482,10 @@ def _default_generated_refused(args: argparse.Namespace, generated_dir: Path, re
 
 
 def _apply(args: argparse.Namespace) -> int:
+    if args.in_place or args.docs is not None or args.allow_dirty or args.discard_hand_edits:
+        from codegen.inplace import run as run_in_place
+
+        return run_in_place(args)
     specs_dir = args.specs if args.specs.is_dir() else args.specs.parent
     generated_dir: Path = args.generated or specs_dir.resolve().parent / "generated"
     # The default generated/ belongs to the pinned release: a tree of one's own, another release

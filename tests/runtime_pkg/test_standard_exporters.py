@@ -48,7 +48,11 @@ def test_exporter_per_signal(
     assert (settings.exporter_for("trace"), settings.exporter_for("metric")) == (traces, metrics)
 
 
-def test_own_providers_use_the_chosen_exporters(otel: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("lean", [True, False], ids=["lean-path", "sdk-path"])
+def test_own_providers_use_the_chosen_exporters(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch, lean: bool
+) -> None:
+    monkeypatch.setattr(otel._lean, "ALLOWED", lean)
     monkeypatch.delenv("MEGATRON_OTEL_EXPORTER", raising=False)
     monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
     monkeypatch.setenv("MEGATRON_OTEL_OWN_PROVIDERS", "1")
@@ -59,8 +63,8 @@ def test_own_providers_use_the_chosen_exporters(otel: ModuleType, monkeypatch: p
     tracer_provider, meter_provider = otel._state.PROCESS.run.owned
     assert isinstance(tracer_provider, TracerProvider) and isinstance(meter_provider, MeterProvider)
     (processor,) = otel._state.PROCESS.run.processors
-    # the lean path's recorder (own provider, default sampler; see _lean) exports through it
-    assert type(processor).__name__ == "LeanRecorder"
+    # the lean recorder (_lean.py) or the runtime's own bounded batch processor (_batch.py)
+    assert type(processor).__name__ == ("LeanRecorder" if lean else "BoundedBatchSpanProcessor")
     assert type(processor.exporter).__name__ == "ConsoleSpanExporter"
     settings = otel._config.read_settings()
     assert settings.exporter_for("metric") == "none"
