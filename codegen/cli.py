@@ -302,6 +302,7 @@ def _verify(args: argparse.Namespace) -> int:
     from codegen.capture import CapturedSpan, CaptureError, iter_records
     from codegen.pipeline import plan_only
     from codegen.verify import verify
+    from codegen.verify_ranks import is_multi_rank, verify_ranks
 
     try:  # the capture first: a malformed one fails before the specs are resolved
         records = list(iter_records(args.capture))
@@ -325,7 +326,10 @@ def _verify(args: argparse.Namespace) -> int:
         groups = frozenset(selected)
     captured = [r for r in records if isinstance(r, CapturedSpan)]
     metrics = [r for r in records if not isinstance(r, CapturedSpan)]
-    report = verify(project, plan, captured, groups, metrics)
+    if is_multi_rank(captured):  # several ranks: per rank, and across them (verify_ranks)
+        report = verify_ranks(project, plan, captured, groups, metrics)
+    else:
+        report = verify(project, plan, captured, groups, metrics)
     print(report.render())
     return EXIT_OK if report.clean else EXIT_STALE
 

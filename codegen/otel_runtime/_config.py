@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._ranks import ExportRanks, export_ranks_from
 from ._spans import resolve
 from ._state import log_once
 from ._taxonomy import ENV, ENV_TIMESTAMPS, FLAG_OVERRIDES
@@ -47,6 +48,7 @@ class Settings:
     service_name: str
     export: ExportLimits = field(default_factory=ExportLimits)
     own_providers: bool = False  # build our providers even when the application set global ones
+    export_ranks: ExportRanks = field(default_factory=ExportRanks)  # which ranks export
     metrics_exporter: str = ""  # the metrics' exporter; empty: the spans'
 
     def exporter_for(self, signal: str) -> str:
@@ -99,6 +101,9 @@ def read_settings(args: Any = None, environ: Mapping[str, str] | None = None) ->
         service_name=raw["service_name"][0],
         export=_export_limits(raw, environ),
         own_providers=_boolean(raw, "own_providers"),
+        export_ranks=export_ranks_from(
+            raw["export_ranks"], ENV["export_ranks"][1], raw["export_rank"], ENV["export_rank"][1]
+        ),
     )
 
 

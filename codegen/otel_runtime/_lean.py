@@ -108,11 +108,12 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
         trace_state: Any,
         extra: dict[str, Any] | None,
         start: int,
+        span_id: int,
     ) -> None:
         self._recorder = recorder
         self._name = name
         self.trace_id = trace_id
-        self.span_id = _ids.span_id()
+        self.span_id = span_id
         self._parent = parent
         self._flags = flags
         self._trace_state = trace_state
@@ -231,11 +232,21 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
 
     ``sdk_tracer`` (the same provider's SDK tracer) records what the lean path does not: children
     of a sampled-out parent.
+
+    Ids come from ``span_id``/``trace_id`` (the per-process generator of ``_ids``; ``choose_ids``
+    swaps in a ``_ranks.ChosenIds``, which hands out the ids chosen for this thread's next span).
     """
 
     def __init__(self, recorder: LeanRecorder, sdk_tracer: Any) -> None:
         self.recorder = recorder
         self.sdk_tracer = sdk_tracer
+        self.span_id: Any = _ids.span_id
+        self.trace_id: Any = _ids.trace_id
+
+    def choose_ids(self, ids: Any) -> None:
+        """Draw ids from ``ids`` (an SDK ``IdGenerator``), as the SDK tracer does."""
+        self.span_id = ids.generate_span_id
+        self.trace_id = ids.generate_trace_id
 
     def start_span(
         self,
@@ -264,6 +275,7 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                 parent._trace_state,
                 None if attributes is None else dict(attributes),
                 _time_ns() if start_time is None else start_time,
+                self.span_id(),
             )
         else:
             parent_context: SpanContext | None = parent.get_span_context()
@@ -277,7 +289,7 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                 trace_state = parent_context.trace_state
             else:
                 parent_context = None
-                trace_id = _ids.trace_id()
+                trace_id = self.trace_id()
                 flags = _SAMPLED | _RANDOM_TRACE_ID
                 trace_state = None
             span = LeanSpan(
@@ -289,16 +301,18 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                 trace_state,
                 None if attributes is None else dict(attributes),
                 _time_ns() if start_time is None else start_time,
+                self.span_id(),
             )
         if links:
             for link in links:
                 span.add_link(link.context, link.attributes)
         return span
 
-    def start_fast(self, name: str, extra: Mapping[str, Any] | None) -> Any:
+    def start_fast(self, name: str, extra: Mapping[str, Any] | None, trace_id: int = 0) -> Any:
         """``start_span(name)`` for the runtime's statement sites: ``extra`` is the call site's
-        evaluated attributes, kept as given (the span group attributes are added on export). A
-        child of a sampled-out foreign span is left to the SDK tracer (its sampler decides)."""
+        evaluated attributes, kept as given (the span group attributes are added on export); a
+        root span goes in trace ``trace_id`` when it is set (the run's shared trace, ``_ranks``).
+        A child of a sampled-out foreign span is left to the SDK tracer (its sampler decides)."""
         if extra is not None and type(extra) is not dict:
             extra = dict(extra)
         parent = otel_trace.get_current_span()
@@ -312,18 +326,20 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                 parent._trace_state,
                 extra,
                 _time_ns(),
+                self.span_id(),
             )
         parent_context = parent.get_span_context()
         if not parent_context.is_valid:
             return LeanSpan(
                 self.recorder,
                 name,
-                _ids.trace_id(),
+                trace_id or self.trace_id(),
                 None,
                 _SAMPLED | _RANDOM_TRACE_ID,
                 None,
                 extra,
                 _time_ns(),
+                self.span_id(),
             )
         if not parent_context.trace_flags.sampled:
             values = {**self.recorder.base.get(name, {}), **(extra or {})}
@@ -337,6 +353,7 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
             parent_context.trace_state,
             extra,
             _time_ns(),
+            self.span_id(),
         )
 
     @contextmanager

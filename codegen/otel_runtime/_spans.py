@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._lean import LeanTracer
 from ._lean import tracer as _tracer_for
+from ._ranks import P2P, start_shared
 from ._state import LOG, NAMESPACE, PROCESS, log_once, set_flag, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
 from ._version import SCHEMA_URL, SCOPE, VERSION
@@ -132,8 +133,12 @@ def start_span(
                 extra = attributes()
             except Exception:
                 warn_once(name, "evaluating attributes")
-        if type(tracer) is LeanTracer:  # the span group attributes are added on export
-            span = tracer.start_fast(name, extra)
+        if type(tracer) is LeanTracer and (run.pipeline is None or name not in P2P):
+            # the span group attributes are added on export; a root joins the shared trace
+            span = tracer.start_fast(name, extra, run.trace_id)
+        elif run.ids is not None:  # a root joins the shared trace; a pipeline send gets its id
+            base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
+            span = start_shared(tracer, run, name, {**base, **extra} if extra else base)
         else:
             base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
             span = tracer.start_span(name, attributes={**base, **extra} if extra else base)

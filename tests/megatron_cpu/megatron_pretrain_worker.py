@@ -1,7 +1,8 @@
 """Runs megatron.training's own ``pretrain()`` on CPU, one rank per process; a subprocess of the tests.
 
     python megatron_pretrain_worker.py --out DIR --rank R --world-size W --port P
-        --telemetry plain|off|default|all|SPEC [--helpers DIR] [--sigterm-at N] -- MEGATRON_ARGS...
+        --telemetry plain|off|default|all|SPEC [--helpers DIR] [--sigterm-at N] [--live]
+        -- MEGATRON_ARGS...
 
 ``megatron`` is whatever ``PYTHONPATH`` puts first (the pristine release or the instrumented fork).
 The worker does what ``pretrain_gpt.py`` does (parse and validate Megatron's arguments, build the
@@ -302,6 +303,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--helpers")
     parser.add_argument("--sigterm-at", type=int)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    # --live: the runtime builds its own providers and exports over OTLP (the OTEL_EXPORTER_OTLP_*
+    # environment names the receiver); no capture.jsonl, no open-span tracking
+    parser.add_argument("--live", action="store_true")
     # file: the spans go to DIR/capture.jsonl through providers of this worker's own; global: the
     # runtime records into the providers the application set (opentelemetry-instrument's distro)
     parser.add_argument("--providers", choices=("file", "global"), default="file")
@@ -322,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     if options.telemetry not in ("plain", "off"):
         megatron_argv += ["--otel-enabled", "--otel-span-groups", options.telemetry]
-        if options.providers == "file":
+        if not options.live and options.providers == "file":
             os.environ.setdefault("MEGATRON_OTEL_EXPORTER", "none")
 
     from megatron.core import parallel_state
@@ -340,7 +344,7 @@ def main(argv: list[str] | None = None) -> None:
         "finished": False,
     }
     telemetry = None
-    if options.telemetry != "plain" and options.providers == "file":
+    if options.telemetry != "plain" and not options.live and options.providers == "file":
         telemetry = Telemetry(out / "capture.jsonl", lean=os.environ.get("PRETRAIN_RECORDING") == "lean")
         telemetry.install()
 
@@ -381,7 +385,7 @@ def main(argv: list[str] | None = None) -> None:
     results["finished"] = True
     atexit.unregister(write_results)
     # the runtime ends the run at interpreter exit; end it here to see what it leaves open
-    if telemetry is not None:
+    if telemetry is not None or options.live:
         from megatron.core import otel
 
         otel.shutdown()

@@ -65,6 +65,7 @@ class Config:
     load: str | None = None  # the configuration whose checkpoints this run resumes from
     sigterm_at: int | None = None
     expect_rc: int = 0
+    live: bool = False  # export over OTLP to a live receiver (env names it) instead of capture.jsonl
 
 
 def _fresh(telemetry: str, *extra: str, tree: str = "fork") -> Config:
@@ -240,6 +241,8 @@ def start(
         ]  # fmt: skip
         if config.sigterm_at is not None:
             command += ["--sigterm-at", str(config.sigterm_at)]
+        if config.live:
+            command.append("--live")
         procs.append(
             subprocess.Popen(
                 [*command, "--", *argv],

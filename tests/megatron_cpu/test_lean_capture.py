@@ -28,8 +28,15 @@ from tests.megatron_cpu.test_otlp_export import SPECS, Worker, otel_env
 
 RECORDINGS = ("lean", "sdk", "program")
 TRACERS = {"lean": "LeanTracer", "sdk": "Tracer", "program": "Tracer"}
-# Resource attributes that name the process itself (they differ between two runs)
-PER_PROCESS = ("process.pid", "process.command_args", "process.runtime.version", "service.instance.id")
+# Resource attributes that name the process itself or the run (megatron.run_id: random per run,
+# shared by its ranks); they differ between two runs
+PER_PROCESS = (
+    "process.pid",
+    "process.command_args",
+    "process.runtime.version",
+    "service.instance.id",
+    "megatron.run_id",
+)
 
 
 @pytest.fixture(scope="module")

@@ -123,7 +123,8 @@ def normalized(spans: list[ReadableSpan]) -> list[dict[str, Any]]:
                 "links": [(index.get(link.context.span_id), dict(link.attributes or {})) for link in s.links],
                 "status": (s.status.status_code, s.status.description),
                 "kind": s.kind,
-                "resource": dict(s.resource.attributes),
+                # the run id is random per run (megatron.run_id: the ranks of one run share it)
+                "resource": {k: v for k, v in s.resource.attributes.items() if k != "megatron.run_id"},
                 "scope": (s.instrumentation_scope.name, s.instrumentation_scope.version)
                 if s.instrumentation_scope
                 else None,
@@ -265,3 +266,69 @@ def test_a_forked_child_drops_the_parents_buffered_spans(
     os.close(read)
     otel.shutdown()
     assert [s.name for s in exporter.get_finished_spans()] == ["megatron.layer.forward"]
+
+
+def shared_ids_run(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch, lean: bool
+) -> tuple[list[ReadableSpan], int]:
+    """One pipeline stage (rank 0, next stage rank 2) of a run: roots in the interval's shared
+    trace, a send with its derived span id, a receive linked to the next stage's send."""
+    exporter = own_provider_exporting_to(otel, monkeypatch, lean)
+    otel.configure()
+    run = otel._state.PROCESS.run
+    assert type(run.tracer).__name__ == ("LeanTracer" if lean else "Tracer")
+    assert isinstance(run.ids, otel._ranks.ChosenIds)
+    run.pipeline = otel._ranks.Pipeline(rank=0, next_rank=2, prev_rank=None)
+    shared: list[int] = []
+    otel.begin_training(0, 1)
+    otel.train_iteration(0)
+    for name in ("megatron.p2p.send_forward", "megatron.p2p.recv_backward"):
+        span = otel.start_span(name)
+        assert span is not None
+        span.end()
+    otel.end_training()
+
+    def other_thread() -> None:  # a root of a statement site: joins the shared trace
+        shared.append(run.trace_id)
+        span = otel.start_span("megatron.checkpoint.save")
+        assert span is not None
+        span.end()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    otel.shutdown()
+    return list(exporter.get_finished_spans()), shared[0]
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean", "sdk"])
+def test_shared_trace_ids_derived_send_ids_and_receive_links_on_both_paths(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch, lean: bool
+) -> None:
+    spans, shared = shared_ids_run(otel, monkeypatch, lean)
+    ranks = otel._ranks
+    run_id = bytes.fromhex(str(spans[0].resource.attributes["megatron.run_id"]))
+    by_name = {s.name: s for s in spans}
+    train = by_name["megatron.train"]
+    assert train.context.trace_id == ranks.interval_trace_id(run_id, 0)
+    send, receive = by_name["megatron.p2p.send_forward"], by_name["megatron.p2p.recv_backward"]
+    assert send.context.span_id == ranks.p2p_span_id(run_id, 0, "forward", 0)
+    assert send.attributes is not None and send.attributes["megatron.p2p.peer_rank"] == 2
+    assert [link.context.span_id for link in receive.links] == [ranks.p2p_span_id(run_id, 2, "backward", 0)]
+    assert receive.attributes is not None and receive.attributes["megatron.p2p.seq"] == 0
+    assert send.context.trace_id == receive.context.trace_id == train.context.trace_id
+    save = by_name["megatron.checkpoint.save"]
+    assert save.parent is None and shared and save.context.trace_id == shared
+
+
+def test_chosen_ids_draw_from_the_per_process_generator(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(otel._ids, "span_id", lambda: calls.append("span") or 5)
+    monkeypatch.setattr(otel._ids, "trace_id", lambda: calls.append("trace") or 7)
+    ids = otel._ranks.ChosenIds()
+    assert (ids.generate_span_id(), ids.generate_trace_id()) == (5, 7)
+    ids.choose(trace_id=11, span_id=13)
+    assert (ids.generate_span_id(), ids.generate_trace_id()) == (13, 11)
+    assert calls == ["span", "trace"]
