@@ -65,6 +65,8 @@ def _release_of(origin: Path) -> str | None:
     return _tree_release(str(Path(*parts[: len(parts) - 1 - parts[::-1].index("megatron")])))
 
 
+# The same reading as codegen.upstream.tree_release: this module ships in the instrumentation wheel
+# without the generator, so it cannot import it.
 @functools.lru_cache(maxsize=16)
 def _tree_release(root: str) -> str | None:
     try:
