@@ -63,6 +63,7 @@ def generator() -> Any:
                 return trace_id()
 
             def is_trace_id_random(self) -> bool:
+                """Trace ids are random (W3C Trace Context level 2); older SDKs lack the method."""
                 return True
 
         _GENERATOR = ProcessIds()

@@ -305,10 +305,16 @@ def load_runs(work: Path) -> dict[str, Run] | None:
 
 def run_all(roots: dict[str, Path], helpers: Path, work: Path, free_port) -> dict[str, Run]:
     runs: dict[str, Run] = {}
+    not_before = 0.0
     for batch in BATCHES:
+        # A batch's startup spans are backdated by up to LAUNCH_OFFSETS: it starts that long after
+        # the previous batch ended, so no two batches overlap in time (the report reads processes
+        # running at the same time without a shared run id as two jobs mixed).
+        time.sleep(max(0.0, not_before - time.time()))
         started = [start(name, CONFIGS[name], roots, helpers, work, free_port()) for name in batch]
         for run, procs in started:
             runs[run.name] = finish(run, procs)
+        not_before = time.time() + max(LAUNCH_OFFSETS.values()) + 0.5
     return runs
 
 

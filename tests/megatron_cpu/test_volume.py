@@ -46,9 +46,9 @@ class CountingReceiver(OtlpReceiver):
         self.samples: list[tuple[int, int]] = []  # (bytes received so far, RSS) per request
         self._count_lock = threading.Lock()
 
-    def _answer(self, signal: str, decode: Any) -> tuple[str, float]:
+    def _answer(self, signal: str, decode: Any, arrived: str | None = None) -> tuple[str, float]:
         if decode is None or signal != "traces":
-            return super()._answer(signal, decode)
+            return super()._answer(signal, decode, arrived)
 
         def count() -> None:
             message = decode()
@@ -67,7 +67,7 @@ class CountingReceiver(OtlpReceiver):
                 self.samples.append((sum(self.request_bytes), psutil.Process().memory_info().rss))
             # nothing kept
 
-        return super()._answer(signal, count)
+        return super()._answer(signal, count, arrived)
 
 
 def test_many_ranks_into_one_receiver_nothing_lost_memory_bounded():
