@@ -1,17 +1,31 @@
 """The runtime's call interface: the Python text of the calls into the runtime that the generator
-writes into the target's code, in one place. ``spec/`` builds hook calls with it, ``resolve/``
-recognises what was inserted by it, ``transforms/`` lays the same text out black-style.
+writes into the target's code, in one place. ``spec/`` keeps what a hook inserts as typed payloads
+(and imports nothing from here); ``resolve/`` recognises what was inserted and checks its
+expressions, ``transforms/`` lays the same text out black-style, all with :func:`payload_call`
+and :func:`hook_calls`.
 
-Only text lives here, no layout (that is ``transforms/render.py``) and no parsing of specs; it
-imports nothing of the generator (``spec/`` sits above it), and :func:`quote` is the one maker of
-string literals.
+Only text lives here, no layout (that is ``transforms/render.py``) and no parsing of specs; of the
+generator it imports only the spec model, and :func:`quote` is the one maker of string literals.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, assert_never
+
+from codegen.spec.model import (
+    AddFlag,
+    AroundHook,
+    Call,
+    EntryHook,
+    Hook,
+    Payload,
+    Record,
+    Stamp,
+    StatementHook,
+    WrapHook,
+)
 
 
 class Keyed(Protocol):
@@ -95,3 +109,56 @@ def add_argument_call(parser: str, flag: Option) -> str:
         args.append(f"metavar={quote(flag.metavar)}")
     args.append(f"help={quote(flag.help)}")
     return f"{parser}.add_argument({', '.join(args)})"
+
+
+def payload_call(payload: Payload, alias: str) -> str:
+    """The call an entry/before/after hook inserts, as text (unguarded)."""
+    match payload:
+        case Call(text=text):
+            return text
+        case Record(metrics=metrics):
+            return record_metrics_call(alias, metrics)
+        case Stamp(attributes=attributes):
+            return set_current_attributes_call(alias, attributes)
+        case AddFlag(parser=parser, flag=flag):
+            return add_argument_call(parser, flag)
+        case _:
+            assert_never(payload)
+
+
+def payload_label(payload: Payload) -> str:
+    """The spec key the payload is written under, for messages."""
+    match payload:
+        case Call() | AddFlag():
+            return "call"
+        case Record():
+            return "record"
+        case Stamp():
+            return "stamp"
+        case _:
+            assert_never(payload)
+
+
+def hook_calls(hook: Hook, alias: str) -> tuple[str, ...]:
+    """Every call a hook inserts as a statement of its own (unguarded): the payload's, or an around
+    hook's ``enter`` and ``exit``; none for a wrap hook (it rewrites a call in place)."""
+    match hook:
+        case EntryHook(payload=payload) | StatementHook(payload=payload):
+            return (payload_call(payload, alias),)
+        case AroundHook(enter=enter, exit=exit_):
+            return tuple(c.text for c in (enter, exit_) if c is not None)
+        case WrapHook():
+            return ()
+        case _:
+            assert_never(hook)
+
+
+def hook_guard(hook: Hook) -> str | None:
+    """The runtime flag a hook's statements are conditional on (None for a wrap hook)."""
+    match hook:
+        case EntryHook(guard=flag) | StatementHook(guard=flag) | AroundHook(guard=flag):
+            return flag
+        case WrapHook():
+            return None
+        case _:
+            assert_never(hook)

@@ -9,7 +9,7 @@ import libcst as cst
 
 from codegen.resolve.functions import unsafe_reason
 from codegen.resolve.walk import children, nested_scope
-from codegen.runtime_calls import SPAN_VARIABLE, guarded
+from codegen.runtime_calls import SPAN_VARIABLE, guarded, hook_calls, hook_guard
 from codegen.spec.model import Hook
 
 
@@ -26,7 +26,7 @@ def hook_codes(hooks: list[Hook], alias: str) -> set[str]:
     """What the statements the hooks insert mean (see :func:`compact`)."""
     codes: set[str] = set()
     for hook in hooks:
-        codes.update(compact(guarded(alias, hook.guard, c)) for c in (hook.call, hook.enter, hook.exit) if c)
+        codes.update(compact(guarded(alias, hook_guard(hook), c)) for c in hook_calls(hook, alias))
     return codes
 
 

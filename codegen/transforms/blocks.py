@@ -14,8 +14,8 @@ import libcst as cst
 from codegen.resolve.sites import Insert, Rewrite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
 from codegen.resolve.walk import code_of
-from codegen.runtime_calls import guard, span_variable
-from codegen.spec.model import Hook, Project, Span
+from codegen.runtime_calls import guard, payload_call, span_variable
+from codegen.spec.model import AroundHook, EntryHook, Payload, Project, Span, StatementHook, WrapResult
 from codegen.transforms.reindent import fit
 from codegen.transforms.render import LINE_LENGTH, expression_statement
 from codegen.transforms.rewrite import CallRewriter
@@ -184,8 +184,7 @@ class BlockEditor(cst.CSTTransformer):
         for index in range(lo, hi + 1):
             for insert in inserts:
                 if insert.index == index:
-                    assert insert.hook.call is not None  # an entry/before/after hook always has its call
-                    out.append(self._hook_call(insert.hook, insert.hook.call, indent))
+                    out.append(self._hook_call(insert.hook, insert.hook.payload, indent))
             if index < hi:
                 out.append(stmts[index])
         return out
@@ -198,7 +197,7 @@ class BlockEditor(cst.CSTTransformer):
         # A one-line statement that became one long call is laid out again the way black would.
         one_line = "\n" not in code_of(stmt.with_changes(leading_lines=())).rstrip("\n")
         if (
-            rewrite.hook.result is not None
+            isinstance(rewrite.hook.target, WrapResult)
             and one_line
             and not frozen
             and isinstance(new, cst.SimpleStatementLine)
@@ -214,9 +213,14 @@ class BlockEditor(cst.CSTTransformer):
                 )
         return new
 
-    def _hook_call(self, hook: Hook, call: str, indent: str) -> cst.BaseStatement:
-        flag = guard(self.project.runtime.alias, hook.guard)
-        return _statement(expression_statement(call, indent, self.step, flag), indent)
+    def _hook_call(
+        self, hook: EntryHook | StatementHook | AroundHook, payload: Payload, indent: str
+    ) -> cst.BaseStatement:
+        """The statement a hook inserts, laid out at ``indent``: its call, made here from the
+        payload (runtime_calls), behind its guard."""
+        alias = self.project.runtime.alias
+        call = payload_call(payload, alias)
+        return _statement(expression_statement(call, indent, self.step, guard(alias, hook.guard)), indent)
 
     def _wrap(self, wrap: Wrap, covered: list[cst.BaseStatement], indent: str) -> list[cst.BaseStatement]:
         inner = indent + self.step

@@ -12,6 +12,7 @@ import libcst as cst
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import child_blocks, is_docstring
 from codegen.resolve.walk import code_of
+from codegen.runtime_calls import hook_calls, payload_call
 from codegen.spec.model import Project, Span
 from codegen.transforms.blocks import BlockEditor
 from codegen.transforms.render import LINE_LENGTH
@@ -83,10 +84,10 @@ def _first_use(project: Project, plan: FilePlan) -> int | None:
     users = {id(func) for span, func in plan.decorations}
     for wrap in plan.wraps:
         entry = wrap.entry
-        if isinstance(entry, Span) or entry.guard or names_runtime(entry.enter) or names_runtime(entry.exit):
+        if isinstance(entry, Span) or entry.guard or any(names_runtime(c) for c in hook_calls(entry, name)):
             users.add(id(wrap.function))
     for insert in plan.inserts:
-        if insert.hook.guard or names_runtime(insert.hook.call):
+        if insert.hook.guard or names_runtime(payload_call(insert.hook.payload, name)):
             users.add(id(insert.function))
     users.update(id(r.function) for r in plan.rewrites if names_runtime(r.hook.wrapper))
     if not users:

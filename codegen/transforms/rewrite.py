@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import assert_never
+
 import libcst as cst
 
 from codegen.resolve.hooks import argument_index
 from codegen.resolve.sites import Rewrite
+from codegen.spec.model import WrapArgument, WrapResult
 
 
 class CallRewriter(cst.CSTTransformer):
@@ -19,15 +22,20 @@ class CallRewriter(cst.CSTTransformer):
         if original_node is not self.rewrite.call:
             return updated_node
         hook = self.rewrite.hook
-        assert hook.wrapper is not None  # a wrap hook always has its wrapper
         wrapper = cst.parse_expression(hook.wrapper)
-        if hook.argument is not None:
-            args = list(updated_node.args)
-            index = argument_index(updated_node, hook.argument)
-            assert index is not None
-            arg = args[index]
-            args[index] = arg.with_changes(value=cst.Call(func=wrapper, args=[cst.Arg(arg.value)]))
-            return updated_node.with_changes(args=args)
-        key = cst.SimpleString('"' + str(hook.result) + '"')
-        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        return cst.Call(func=wrapper, args=[cst.Arg(key, comma=comma), cst.Arg(updated_node)])
+        match hook.target:
+            case WrapArgument(argument=argument):
+                args = list(updated_node.args)
+                index = argument_index(updated_node, argument)
+                assert index is not None  # checked when resolving
+                arg = args[index]
+                args[index] = arg.with_changes(value=cst.Call(func=wrapper, args=[cst.Arg(arg.value)]))
+                return updated_node.with_changes(args=args)
+            case WrapResult(key=key):
+                comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+                return cst.Call(
+                    func=wrapper,
+                    args=[cst.Arg(cst.SimpleString('"' + key + '"'), comma=comma), cst.Arg(updated_node)],
+                )
+            case _:
+                assert_never(hook.target)
