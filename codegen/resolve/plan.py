@@ -314,9 +314,10 @@ def _place_wrap(
 
 
 def _maybe_instrumented(source: str, alias: str, hooks: list[Hook]) -> bool:
-    """Whether ``source`` may hold our constructs: it names the runtime, or it holds the text of a
-    hook that calls something else (its longest string literal, else its callee)."""
-    if re.search(rf"(?<![\w.]){re.escape(alias)}\b", source):
+    """Whether ``source`` may hold our constructs: it names the runtime (``_otel``, or ``otel`` as
+    releases before the private name imported it), or it holds the text of a hook that calls
+    something else (its longest string literal, else its callee)."""
+    if re.search(rf"(?<![\w.])_?{re.escape(alias)}\b", source):
         return True
     for hook in hooks:
         for code in hook_calls(hook, alias):

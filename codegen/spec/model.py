@@ -317,8 +317,21 @@ class Runtime:
 
     @property
     def alias(self) -> str:
-        """The name instrumented files import the runtime as."""
+        """The name spec expressions call the runtime by (``otel.in_context``)."""
         return self.module.rpartition(".")[2]
+
+    @property
+    def binding(self) -> str:
+        """The name instrumented files import the runtime as: private (``_otel``), so that a module
+        without ``__all__`` gains no public name (``from module import *`` would export it)."""
+        return "_" + self.alias
+
+    @property
+    def import_statement(self) -> str:
+        """``import megatron.core.otel as _otel``: a line of its own, which isort keeps whole
+        (``from megatron.core import otel as _otel`` would split a neighbouring
+        ``from megatron.core import a, z`` around it)."""
+        return f"import {self.module} as {self.binding}"
 
 
 @dataclass(frozen=True)

@@ -192,7 +192,7 @@ class BlockEditor(cst.CSTTransformer):
     def _rewrite(
         self, stmt: cst.BaseStatement, rewrite: Rewrite, indent: str, frozen: bool = False
     ) -> cst.BaseStatement:
-        new = stmt.visit(CallRewriter(rewrite))
+        new = stmt.visit(CallRewriter(rewrite, self.project.runtime))
         assert isinstance(new, cst.BaseStatement)
         # A one-line statement that became one long call is laid out again the way black would.
         one_line = "\n" not in code_of(stmt.with_changes(leading_lines=())).rstrip("\n")
@@ -218,9 +218,10 @@ class BlockEditor(cst.CSTTransformer):
     ) -> cst.BaseStatement:
         """The statement a hook inserts, laid out at ``indent``: its call, made here from the
         payload (runtime_calls), behind its guard."""
-        alias = self.project.runtime.alias
-        call = payload_call(payload, alias)
-        return _statement(expression_statement(call, indent, self.step, guard(alias, hook.guard)), indent)
+        runtime = self.project.runtime
+        call = payload_call(payload, runtime.alias, runtime.binding)
+        flag = guard(runtime.binding, hook.guard)
+        return _statement(expression_statement(call, indent, self.step, flag), indent)
 
     def _wrap(self, wrap: Wrap, covered: list[cst.BaseStatement], indent: str) -> list[cst.BaseStatement]:
         inner = indent + self.step
@@ -233,7 +234,7 @@ class BlockEditor(cst.CSTTransformer):
             start = _statement(span_start(self.project, entry, var, indent, self.step), indent)
             start = start.with_changes(leading_lines=_leading_lines(body[0]))
             body[0] = body[0].with_changes(leading_lines=())
-            setter = span_setter(entry, var, indent, self.step)
+            setter = span_setter(self.project, entry, var, indent, self.step)
             after = [_statement(setter, indent)] if setter is not None else []
             return [start, *body, *after, _statement(span_end(var, indent), indent)]
         # The covered statements move one level in; a call whose arguments black had hugged on one
@@ -242,7 +243,7 @@ class BlockEditor(cst.CSTTransformer):
         if isinstance(entry, Span):
             var = span_variable(self.depths[id(wrap)])
             before.append(_statement(span_start(self.project, entry, var, indent, self.step), indent))
-            setter = span_setter(entry, var, inner, self.step)
+            setter = span_setter(self.project, entry, var, inner, self.step)
             if setter is not None:
                 _append_before_return(body, _statement(setter, inner))
             final.append(_statement(span_end(var, inner), inner))

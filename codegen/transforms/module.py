@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import bisect
 import re
 from collections.abc import Sequence
 
@@ -15,7 +14,6 @@ from codegen.resolve.walk import code_of
 from codegen.runtime_calls import hook_calls, payload_call
 from codegen.spec.model import Project, Span
 from codegen.transforms.blocks import BlockEditor
-from codegen.transforms.render import LINE_LENGTH
 
 
 def transform_file(project: Project, plan: FilePlan) -> str:
@@ -109,113 +107,35 @@ def _defines(stmt: cst.BaseStatement, functions: set[int]) -> bool:
 
 
 def add_runtime_import(project: Project, module: cst.Module, first_use: int | None = None) -> cst.Module:
-    """``from megatron.core import otel``, merged into an existing ``from megatron.core import``
-    or placed where isort would put a new statement, before ``body[first_use]``.
+    """``import megatron.core.otel as _otel`` where isort would put it, before ``body[first_use]``
+    (nothing when the module has it already).
+
+    The runtime is imported under a private name: a module without ``__all__`` exports every
+    public name to ``from module import *``, and ``otel`` would overwrite the importer's own. As
+    ``import X as Y`` the line is one isort keeps whole among the ``import`` lines of its section
+    (``from megatron.core import otel as _otel`` would split a neighbouring ``from megatron.core
+    import a, z`` around it).
 
     libcst's AddImportsVisitor does the same but resolves scope and qualified-name metadata for
     the whole module first: measured, 3.4 s of a 5 s run on megatron-core. Imports are top-level
     statements, so editing ``module.body`` directly is enough.
     """
-    parent, alias = project.runtime.parent_module, project.runtime.alias
+    runtime = project.runtime
     body = list(module.body)
     limit = _first_definition(body) if first_use is None else min(first_use, _first_definition(body))
-    for index, stmt in enumerate(body[:limit]):
+    for stmt in body[:limit]:
         if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
             continue
         node = stmt.body[0]
-        if not isinstance(node, cst.ImportFrom) or node.relative or node.module is None:
-            continue
-        if code_of(node.module) != parent or isinstance(node.names, cst.ImportStar):
-            continue
-        names = list(node.names)
-        if any(isinstance(a.name, cst.Name) and a.name.value == alias and a.asname is None for a in names):
-            return module
-        if "isort: skip" in code_of(stmt):
-            continue
-        body[index] = _fit_import(stmt.with_changes(body=[_merge_alias(node, alias)]))
-        return module.with_changes(body=body)
-    new = cst.parse_statement(f"from {parent} import {alias}\n")
-    return _blank_lines_after_imports(_place_new_import(project, module.with_changes(body=body), new, limit))
-
-
-def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
-    """Insert ``alias`` at its alphabetical (isort) position. Every existing name keeps its own
-    comma, and with it any comment after it; the new name gets a plain separator."""
-    if isinstance(node.names, cst.ImportStar):  # the caller skips star imports
-        return node
-    names = list(node.names)
-    keys = [_isort_key(code_of(n.name)) for n in names]
-    index = bisect.bisect_left(keys, _isort_key(alias))
-    commas = [n.comma for n in names[:-1] if isinstance(n.comma, cst.Comma)]
-    plain = next((c for c in commas if not _has_comment(c)), None)
-    if plain is None and commas:  # every separator carries a comment: reuse one's layout, not its text
-        after = commas[0].whitespace_after
-        plain = commas[0].with_changes(
-            whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace())
-        )
-    plain = plain or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    new = cst.ImportAlias(name=cst.Name(alias))
-    if index < len(names):
-        return node.with_changes(names=names[:index] + [new.with_changes(comma=plain)] + names[index:])
-    # Appended: the old last name needs a separator (keeping its comment); the new one takes over
-    # what followed the old last name (a trailing comma and the line break before ")", or nothing).
-    last = names[-1]
-    tail = last.comma
-    if isinstance(tail, cst.Comma):
-        separator = plain
-        if (
-            _has_comment(tail)
-            and isinstance(tail.whitespace_after, cst.ParenthesizedWhitespace)
-            and isinstance(plain.whitespace_after, cst.ParenthesizedWhitespace)
+        if isinstance(node, cst.Import) and any(
+            code_of(a.name) == runtime.module
+            and isinstance(a.asname, cst.AsName)
+            and code_of(a.asname.name) == runtime.binding
+            for a in node.names
         ):
-            separator = plain.with_changes(
-                whitespace_after=plain.whitespace_after.with_changes(
-                    first_line=tail.whitespace_after.first_line
-                )
-            )
-        if isinstance(tail.whitespace_after, cst.ParenthesizedWhitespace):
-            tail = tail.with_changes(
-                whitespace_after=tail.whitespace_after.with_changes(first_line=cst.TrailingWhitespace())
-            )
-        return node.with_changes(
-            names=names[:-1] + [last.with_changes(comma=separator), new.with_changes(comma=tail)]
-        )
-    return node.with_changes(names=names[:-1] + [last.with_changes(comma=plain), new])
-
-
-def _isort_key(name: str) -> tuple[int, str]:
-    """isort's default order within one import: CONSTANTS, then Classes, then the rest."""
-    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
-    return kind, name.lower()
-
-
-def _has_comment(comma: cst.Comma) -> bool:
-    after = comma.whitespace_after
-    return isinstance(after, cst.ParenthesizedWhitespace) and after.first_line.comment is not None
-
-
-def _fit_import(stmt: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
-    """A one-line ``from x import a, b`` that grew past 100 columns, the way black lays it out
-    (a trailing comment stays on the first line)."""
-    code = code_of(stmt.with_changes(leading_lines=()))
-    first = code.split("\n")[0]
-    node = stmt.body[0]
-    if (
-        len(first) <= LINE_LENGTH
-        or "\n" in code.rstrip("\n")
-        or not isinstance(node, cst.ImportFrom)
-        or node.module is None
-        or isinstance(node.names, cst.ImportStar)
-    ):
-        return stmt
-    module = code_of(node.module)
-    names = [code_of(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]
-    comment = stmt.trailing_whitespace.comment
-    opening = f"from {module} import (" + (f"  {comment.value}" if comment else "")
-    text = opening + "\n" + "".join(f"    {n},\n" for n in names) + ")\n"
-    laid_out = cst.parse_statement(text)
-    assert isinstance(laid_out, cst.SimpleStatementLine)  # an import statement
-    return laid_out.with_changes(leading_lines=stmt.leading_lines)
+            return module
+    new = cst.parse_statement(runtime.import_statement + "\n")
+    return _blank_lines_after_imports(_place_new_import(project, module, new, limit))
 
 
 def _module_name(stmt: cst.BaseStatement) -> str | None:
@@ -236,25 +156,27 @@ def _place_new_import(
     new_stmt: cst.SimpleStatementLine | cst.BaseCompoundStatement,
     limit: int,
 ) -> cst.Module:
-    """Insert a new import line where isort puts it: sorted among the imports of the same
-    top-level package, else as a new section after the other absolute imports."""
+    """Insert the new ``import`` line where isort puts it: sorted among the ``import`` lines of the
+    same top-level package, before its ``from`` lines, else as a new section after the other
+    absolute imports."""
     body = list(module.body)
-    target = project.runtime.parent_module
-    top = target.split(".")[0]
-    # only the leading imports: a late import below a function would come after its decorators,
-    # and one below other module-level code would be a flake8 E402 finding
+    target = project.runtime.module
+    # beside the imports of the runtime's own package, wherever above ``limit`` they are (a module
+    # may import cheap things first and its packages after timing its start: training.py)
+    same = _same_package_block(body[:limit], project.runtime.parent_module)
+    # else only the leading imports: a late import below a function would come after its
+    # decorators, and one below other module-level code would be a flake8 E402 finding
     header = body[: min(limit, _first_code(body))]
     imports = [(i, name) for i, s in enumerate(header) if (name := _module_name(s)) is not None]
-    if not imports:
+    if not same and not imports:
         index = _after_header(body)
         if index:
             new_stmt = new_stmt.with_changes(leading_lines=(cst.EmptyLine(),))
         body.insert(index, new_stmt)
         return module.with_changes(body=body)
-    same = [(i, name) for i, name in imports if name.split(".")[0] == top]
     if same:
-        # isort puts `import x` lines before `from x import` lines: compare with the latter only
-        after = [i for i, name in same if name.lower() > target.lower() and _is_from(body[i])]
+        # isort (black profile) puts a section's `import x` lines, sorted, before its `from` lines
+        after = [i for i, name in same if _is_from(body[i]) or name.lower() > target.lower()]
         if after:
             index = after[0]
             new_stmt = new_stmt.with_changes(leading_lines=body[index].leading_lines)
@@ -266,6 +188,27 @@ def _place_new_import(
         new_stmt = new_stmt.with_changes(leading_lines=(cst.EmptyLine(),))
     body.insert(index, new_stmt)
     return module.with_changes(body=body)
+
+
+def _same_package_block(body: Sequence[cst.BaseStatement], parent: str) -> list[tuple[int, str]]:
+    """The run of consecutive import lines holding an import of ``parent`` (else of its top-level
+    package), as (index, module) of its imports of that top-level package; the first such run."""
+    top = parent.split(".")[0]
+    runs: list[list[tuple[int, str]]] = []
+    previous = -2
+    for index, stmt in enumerate(body):
+        name = _module_name(stmt)
+        if name is None:
+            continue
+        if index != previous + 1:
+            runs.append([])
+        previous = index
+        runs[-1].append((index, name))
+    for prefix in (parent, top):
+        for run in runs:
+            if any(name == prefix or name.startswith(prefix + ".") for _, name in run):
+                return [(i, name) for i, name in run if name.split(".")[0] == top]
+    return []
 
 
 def _first_definition(body: Sequence[cst.BaseStatement]) -> int:

@@ -8,21 +8,23 @@ import libcst as cst
 
 from codegen.resolve.hooks import argument_index
 from codegen.resolve.sites import Rewrite
-from codegen.spec.model import WrapArgument, WrapResult
+from codegen.runtime_calls import bind
+from codegen.spec.model import Runtime, WrapArgument, WrapResult
 
 
 class CallRewriter(cst.CSTTransformer):
     """``f(a, b)`` -> ``f(wrapper(a), b)`` (argument) or ``wrapper("key", f(a, b))`` (result)."""
 
-    def __init__(self, rewrite: Rewrite) -> None:
+    def __init__(self, rewrite: Rewrite, runtime: Runtime) -> None:
         super().__init__()
         self.rewrite = rewrite
+        self.runtime = runtime
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if original_node is not self.rewrite.call:
             return updated_node
         hook = self.rewrite.hook
-        wrapper = cst.parse_expression(hook.wrapper)
+        wrapper = cst.parse_expression(bind(hook.wrapper, self.runtime.alias, self.runtime.binding))
         match hook.target:
             case WrapArgument(argument=argument):
                 args = list(updated_node.args)
