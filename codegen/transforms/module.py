@@ -161,13 +161,16 @@ def _place_new_import(
     absolute imports."""
     body = list(module.body)
     target = project.runtime.module
-    # beside the imports of the runtime's own package, wherever above ``limit`` they are (a module
-    # may import cheap things first and its packages after timing its start: training.py)
-    same = _same_package_block(body[:limit], project.runtime.parent_module)
-    # else only the leading imports: a late import below a function would come after its
-    # decorators, and one below other module-level code would be a flake8 E402 finding
+    top = target.split(".")[0]
+    # beside a ``from megatron.core import ...`` wherever above ``limit`` it is (training.py imports
+    # its packages only after timing its start); else among the leading imports: a late import
+    # below a function would come after its decorators, and one below other module-level code
+    # would be a flake8 E402 finding
     header = body[: min(limit, _first_code(body))]
     imports = [(i, name) for i, s in enumerate(header) if (name := _module_name(s)) is not None]
+    same = _parent_block(body[:limit], project.runtime.parent_module) or [
+        (i, name) for i, name in imports if name.split(".")[0] == top
+    ]
     if not same and not imports:
         index = _after_header(body)
         if index:
@@ -190,9 +193,9 @@ def _place_new_import(
     return module.with_changes(body=body)
 
 
-def _same_package_block(body: Sequence[cst.BaseStatement], parent: str) -> list[tuple[int, str]]:
-    """The run of consecutive import lines holding an import of ``parent`` (else of its top-level
-    package), as (index, module) of its imports of that top-level package; the first such run."""
+def _parent_block(body: Sequence[cst.BaseStatement], parent: str) -> list[tuple[int, str]]:
+    """The first run of consecutive import lines holding a ``from PARENT import ...``, as
+    (index, module) of its imports of PARENT's top-level package; [] when there is none."""
     top = parent.split(".")[0]
     runs: list[list[tuple[int, str]]] = []
     previous = -2
@@ -204,10 +207,9 @@ def _same_package_block(body: Sequence[cst.BaseStatement], parent: str) -> list[
             runs.append([])
         previous = index
         runs[-1].append((index, name))
-    for prefix in (parent, top):
-        for run in runs:
-            if any(name == prefix or name.startswith(prefix + ".") for _, name in run):
-                return [(i, name) for i, name in run if name.split(".")[0] == top]
+    for run in runs:
+        if any(name == parent and _is_from(body[i]) for i, name in run):
+            return [(i, name) for i, name in run if name.split(".")[0] == top]
     return []
 
 
