@@ -23,8 +23,10 @@ import codecs
 import datetime
 import json
 import re
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import IO, Any
 
@@ -153,8 +155,38 @@ def read_metrics(paths: Path | Iterable[Path]) -> list[CapturedMetric]:
 
 # -- documents ----------------------------------------------------------------------------------
 
-# JSON strings cannot hold a raw newline, so one line's tokens tell its nesting change.
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"?|[{}\[\]]')
+# JSON strings cannot hold a raw newline, so one line's brackets outside strings tell its nesting.
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"?')  # a string, or the rest of the line if unterminated
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"{}[]")
+_NOT_QUOTE_OR_BRACKET = bytes(b for b in range(256) if b not in b'"{}[]')
+_PARENS = bytes.maketrans(b"{[}]", b"(())")
+_LEVEL = bytes.maketrans(b"{[}]", bytes((1, 1, 255, 255)))  # as signed bytes: +1 and -1
+
+
+def _nesting(raw: bytes, depth: int) -> tuple[int, int]:
+    """(deepest, final) nesting of the brackets of one line outside its strings, from ``depth``
+    (deepest: at least the real depth, and exact when that is more than :data:`MAX_DEPTH`)."""
+    if depth == 0 and b"\\" not in raw:  # a line that starts a document, with no escapes
+        # A string is the text between two quotes; if no string holds a bracket, the strings are
+        # the adjacent quote pairs, and removing them leaves no quote.
+        brackets = raw.translate(None, _NOT_QUOTE_OR_BRACKET).replace(b'""', b"")
+        if b'"' not in brackets:
+            # Each pass removes the innermost pairs: a balanced line empties after as many passes
+            # as it nests deep.
+            pairs = brackets.translate(_PARENS)
+            for level in range(MAX_DEPTH + 1):
+                if not pairs:
+                    return level, 0
+                pairs = pairs.replace(b"()", b"")
+    if b"\\" in raw:  # escapes (a quote inside a string, say): the strings by a regex
+        brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKET)
+    else:  # no escapes: a string runs from one quote to the next (the last one to the line's end)
+        brackets = b"".join(raw.translate(None, _NOT_QUOTE_OR_BRACKET).split(b'"')[::2])
+    opens = brackets.count(b"{") + brackets.count(b"[")
+    final = depth + 2 * opens - len(brackets)
+    if depth + opens <= MAX_DEPTH:
+        return depth + opens, final  # at most that deep
+    return max(accumulate(array("b", brackets.translate(_LEVEL)), initial=depth)), final
 
 
 class _Malformed(Exception):
@@ -165,9 +197,10 @@ class _Malformed(Exception):
 
 
 class _File:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, fast: bool = True) -> None:
         self.path = path
         self.record = 0
+        self.fast = fast  # False: every record through the checked path (the tests compare both)
 
     def error(self, line: int, col: int, message: str) -> CaptureError:
         return CaptureError(f"{self.path}:{line}:{col}: error: {message}")
@@ -214,13 +247,9 @@ class _File:
                     size = 0
                     continue
                 start_line = number
-            for token in _TOKEN.findall(raw):
-                if token in (b"{", b"["):
-                    depth += 1
-                    if depth > MAX_DEPTH:
-                        raise self.error(number, 1, f"nested deeper than {MAX_DEPTH} levels: not a capture")
-                elif token in (b"}", b"]"):
-                    depth -= 1
+            deepest, depth = _nesting(raw, depth)
+            if deepest > MAX_DEPTH:
+                raise self.error(number, 1, f"nested deeper than {MAX_DEPTH} levels: not a capture")
             buffer.append(raw)
             if depth <= 0:
                 yield from self._decode(b"".join(buffer), start_line)
@@ -274,7 +303,9 @@ class _File:
     def _records_of(self, document: Any, line: int) -> Iterator[CapturedSpan | CapturedMetric]:
         if isinstance(document, dict):
             if "resourceSpans" in document:
-                yield from self._otlp(document, line, "resourceSpans", "scopeSpans", "spans", self._otlp_span)
+                yield from self._otlp(
+                    document, line, "resourceSpans", "scopeSpans", "spans", self._otlp_span, _fast_otlp_span
+                )
                 return
             if "resourceMetrics" in document:
                 yield from self._otlp(
@@ -308,7 +339,11 @@ class _File:
             ) from None
         return result
 
-    def _otlp(self, document: dict[str, Any], line: int, top: str, middle: str, leaf: str, build: Any) -> Any:
+    def _otlp(
+        self, document: dict[str, Any], line: int, top: str, middle: str, leaf: str, build: Any, fast: Any = None
+    ) -> Any:
+        """The records of an OTLP request; ``fast`` (spans) decodes a well-formed record with cheap
+        checks, or returns None and ``build`` reads it field by field, naming what is wrong."""
         try:
             resources = _Obj(document, "").array(top)
         except _Malformed as exc:
@@ -322,10 +357,20 @@ class _File:
             for scope in scopes:
                 try:
                     scope_name = scope.obj("scope", optional=True).string("name")
-                    items = scope.array(leaf)
+                    items = scope.raw_array(leaf)
                 except _Malformed as exc:
                     raise self.error(line, 1, f"{exc.where}: {exc.message}") from None
-                for item in items:
+                where = scope._at(leaf)
+                prefix = f"{self.path}:{line}: record "
+                for index, value in enumerate(items):
+                    if fast is not None and self.fast:
+                        record = fast(value, attrs, scope_name, f"{prefix}{self.record + 1}")
+                        if record is not None:
+                            self.record += 1
+                            yield record
+                            continue
+                    # not a well-formed record (or not a span): read it field by field, which says why
+                    item = _Obj(value, f"{where}[{index}]")
                     yield self._checked(
                         line,
                         item.where,
@@ -473,13 +518,17 @@ class _Obj:
             raise _Malformed(self._at(key), f"must be an object, not {_type(value)}")
         return _Obj(value, self._at(key))
 
-    def array(self, key: str) -> list[_Obj]:
+    def raw_array(self, key: str) -> list[Any]:
         value = self.get(key)
         if value is None:
             return []
         if not isinstance(value, list):
             raise _Malformed(self._at(key), f"must be an array, not {_type(value)}")
-        return [_Obj(item, f"{self._at(key)}[{i}]") for i, item in enumerate(value)]
+        return value
+
+    def array(self, key: str) -> list[_Obj]:
+        where = self._at(key)
+        return [_Obj(item, f"{where}[{i}]") for i, item in enumerate(self.raw_array(key))]
 
     def string(self, key: str, required: bool = False) -> str:
         value = self.get(key)
@@ -737,3 +786,235 @@ def _console_metric(raw: _Obj, resource: dict[str, Any], scope: str, source: str
             )
         )
     return CapturedMetric(name, raw.string("unit"), kind, tuple(points), resource, scope, source)
+
+
+# -- the fast path: a well-formed OTLP span decoded with cheap checks on the parsed JSON -------------
+#
+# Every check of the checked path (``_File._otlp_span``) holds for what these accept, and they give
+# the same values; anything else (a wrong type, an upper-case or 0x id, a float time, a negative
+# integer, an end before the start...) returns None and the caller reads that record through the
+# checked path, which names the field and what is wrong with it.
+
+_LOWER_HEX = "0123456789abcdef"
+_NO_PARENT = (None, "", "0x")
+_STATUS_NAMES = {**{n: n for n in STATUS_CODES}, **{f"STATUS_CODE_{n}": n for n in STATUS_CODES}}
+_KIND_NAMES = {**{n: n for n in SPAN_KINDS}, **{f"SPAN_KIND_{n}": n for n in SPAN_KINDS}}
+_INVALID: Any = object()
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _fast_value(value: Any) -> Any:
+    """An AnyValue (a dict) as ``_otlp_value`` reads it, or ``_INVALID``."""
+    if "stringValue" in value:
+        text = value["stringValue"]
+        if text.__class__ is str:
+            return text
+        return "" if text is None else _INVALID
+    if "boolValue" not in value:
+        if "intValue" in value:
+            number = value["intValue"]
+            if number.__class__ is str and len(number) <= 20 and number.isdigit() and number.isascii():
+                return int(number)
+            if number.__class__ is int:
+                return number
+        elif "doubleValue" in value:
+            number = value["doubleValue"]
+            if number.__class__ is float:
+                return number
+            if number.__class__ is int:
+                return float(number)
+    try:  # booleans, arrays, kvlists, bytes, negative integers, "NaN"...: the checked way
+        return _otlp_value(_Obj(value, ""))
+    except _Malformed:
+        return _INVALID
+
+
+def _fast_attributes(items: Any) -> Any:
+    """The attributes (a list of KeyValue, or None) as ``_otlp_attributes`` reads them, or ``_INVALID``."""
+    if items is None:
+        return {}
+    if items.__class__ is not list:
+        return _INVALID
+    out: dict[str, Any] = {}
+    for item in items:
+        if item.__class__ is not dict:
+            return _INVALID
+        key = item.get("key")
+        value = item.get("value")
+        if key.__class__ is not str or not key:
+            return _INVALID
+        if value.__class__ is dict:
+            value = _fast_value(value)
+            if value is _INVALID:
+                return _INVALID
+        elif value is not None:
+            return _INVALID
+        out[key] = value
+    return out
+
+
+_TRACE_ID = re.compile("[0-9a-f]{32}").fullmatch  # lower case: the checked path would lower() it
+_SPAN_ID = re.compile("[0-9a-f]{16}").fullmatch
+_NO_TRACE = "0" * 32
+_NO_SPAN = "0" * 16
+
+
+def _fast_ids(trace_id: Any, span_id: Any) -> bool:
+    return (
+        trace_id.__class__ is str
+        and span_id.__class__ is str
+        and _TRACE_ID(trace_id) is not None
+        and _SPAN_ID(span_id) is not None
+        and trace_id != _NO_TRACE
+        and span_id != _NO_SPAN
+    )
+
+
+def _fast_nanos(value: Any) -> int:
+    """A time as ``_nanos`` reads it (absent: 0), or -1."""
+    if value.__class__ is str:
+        if len(value) < 20 and value.isdigit() and value.isascii():  # under 10**19 < 2**64
+            return int(value)
+    elif value.__class__ is int:
+        if 0 <= value <= _MAX_NS:
+            return value
+    elif value is None:
+        return 0
+    return -1
+
+
+def _fast_links(items: Any) -> Any:
+    if items is None:
+        return ()
+    if items.__class__ is not list:
+        return _INVALID
+    links = []
+    for item in items:
+        if item.__class__ is not dict:
+            return _INVALID
+        trace_id, span_id = item.get("traceId"), item.get("spanId")
+        attributes = _fast_attributes(item.get("attributes"))
+        if not _fast_ids(trace_id, span_id) or attributes is _INVALID:
+            return _INVALID
+        link = _new(CapturedLink)
+        _set(link, "__dict__", {"trace_id": trace_id, "span_id": span_id, "attributes": attributes})
+        links.append(link)
+    return tuple(links)
+
+
+def _fast_events(items: Any) -> Any:
+    if items is None:
+        return ()
+    if items.__class__ is not list:
+        return _INVALID
+    events = []
+    for item in items:
+        if item.__class__ is not dict:
+            return _INVALID
+        name = item.get("name")
+        time = _fast_nanos(item.get("timeUnixNano"))
+        attributes = _fast_attributes(item.get("attributes"))
+        if name is None:
+            name = ""
+        if name.__class__ is not str or time < 0 or attributes is _INVALID:
+            return _INVALID
+        event = _new(CapturedEvent)
+        _set(event, "__dict__", {"name": name, "time_ns": time, "attributes": attributes})
+        events.append(event)
+    return tuple(events)
+
+
+def _fast_otlp_span(span: Any, resource: dict[str, Any], scope: str, source: str) -> CapturedSpan | None:
+    """The span of a well-formed OTLP span record, as ``_File._otlp_span`` reads it; None otherwise."""
+    if span.__class__ is not dict:
+        return None
+    get = span.get
+    name = get("name")
+    trace_id = get("traceId")
+    span_id = get("spanId")
+    parent = get("parentSpanId")
+    start = get("startTimeUnixNano")
+    end = get("endTimeUnixNano")
+    if (
+        name.__class__ is not str
+        or not name
+        or trace_id.__class__ is not str
+        or span_id.__class__ is not str
+        or _TRACE_ID(trace_id) is None
+        or _SPAN_ID(span_id) is None
+        or trace_id == _NO_TRACE
+        or span_id == _NO_SPAN
+    ):
+        return None
+    if parent in _NO_PARENT:
+        parent = None
+    elif parent.__class__ is not str or _SPAN_ID(parent) is None or parent == _NO_SPAN:
+        return None
+    # times: decimal strings (as the collector writes them) of under 20 digits, inline; else the call
+    if start.__class__ is str and len(start) < 20 and start.isdigit() and start.isascii():
+        start = int(start)
+    else:
+        start = _fast_nanos(start)
+    if end.__class__ is str and len(end) < 20 and end.isdigit() and end.isascii():
+        end = int(end)
+    else:
+        end = _fast_nanos(end)
+    if start < 0 or end < start or not end:  # not a time; ends before it starts; no end time
+        return None
+    status = get("status")
+    if status is None or status.__class__ is dict and not status:
+        code, message = "UNSET", ""
+    elif status.__class__ is dict:
+        code, message = status.get("code"), status.get("message")
+        if code is None:
+            code = "UNSET"
+        elif code.__class__ is int and 0 <= code < len(STATUS_CODES):
+            code = STATUS_CODES[code]
+        elif code.__class__ is str and code in _STATUS_NAMES:
+            code = _STATUS_NAMES[code]
+        else:
+            return None
+        if message is None:
+            message = ""
+        elif message.__class__ is not str:
+            return None
+    else:
+        return None
+    kind = get("kind")
+    if kind is None:
+        kind = "INTERNAL"
+    elif kind.__class__ is int and 0 <= kind < len(SPAN_KINDS):
+        kind = SPAN_KINDS[kind]
+    elif kind.__class__ is str and kind in _KIND_NAMES:
+        kind = _KIND_NAMES[kind]
+    else:
+        return None
+    attributes = _fast_attributes(get("attributes"))
+    links = _fast_links(get("links"))
+    events = _fast_events(get("events"))
+    if attributes is _INVALID or links is _INVALID or events is _INVALID:
+        return None
+    record = _new(CapturedSpan)
+    _set(
+        record,
+        "__dict__",
+        {
+            "name": name,
+            "trace_id": trace_id,
+            "span_id": span_id,
+            "parent_id": parent,
+            "start_ns": start,
+            "end_ns": end,
+            "attributes": attributes,
+            "resource": resource,
+            "links": links,
+            "events": events,
+            "status": code,
+            "status_message": message,
+            "kind": kind,
+            "scope": scope,
+            "source": source,
+        },
+    )
+    return record
