@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,13 @@ class GeneratorResult:
     cli_apply_s: float | None = None  # codegen apply SPECS --generated TMP, end to end
     cli_check_s: float | None = None  # the same again with --check: an unchanged second run
     cli_check_rc: int | None = None
+    # the same in CPU seconds (user + system): on a shared machine, the wall times above include
+    # the waits for a core; CPU time is what the run itself costs
+    generate_cpu_s: list[float] = field(default_factory=list)
+    floor_cpu_s: list[float] = field(default_factory=list)
+    cli_floor_cpu_s: float | None = None
+    cli_apply_cpu_s: float | None = None
+    cli_check_cpu_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -44,22 +52,32 @@ def spec_files(spec_dir: Path) -> list[str]:
     return sorted(files)
 
 
-def floor(root: Path, files: list[str]) -> float:
+def floor(root: Path, files: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds to parse and render ``files``."""
     import libcst
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for file in files:
-        libcst.parse_module((root / file).read_text(encoding="utf-8")).code
-    return time.perf_counter() - start
+        libcst.parse_module((root / file).read_text(encoding="utf-8")).code  # noqa: B018 - rendering is timed
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
-def _timed(command: list[str], cwd: Path) -> tuple[float, int, str]:
-    start = time.perf_counter()
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(command: list[str], cwd: Path) -> tuple[float, float, int, str]:
+    """Wall and CPU seconds of a subprocess, its exit status and output."""
+    start, cpu = time.perf_counter(), _children_cpu()
     proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
-    return time.perf_counter() - start, proc.returncode, (proc.stderr or proc.stdout).strip()
+    wall = time.perf_counter() - start
+    return wall, _children_cpu() - cpu, proc.returncode, (proc.stderr or proc.stdout).strip()
 
 
-def run(spec_dir: Path, repo: Path, generate_runs: int = 2, floor_runs: int = 3, cli: bool = True) -> GeneratorResult:
+def run(
+    spec_dir: Path, repo: Path, generate_runs: int = 2, floor_runs: int = 3, cli: bool = True
+) -> GeneratorResult:
     from codegen.pipeline import generate
 
     result = GeneratorResult(files=spec_files(spec_dir))
@@ -67,39 +85,46 @@ def run(spec_dir: Path, repo: Path, generate_runs: int = 2, floor_runs: int = 3,
     root: Path | None = None
     for i in range(max(generate_runs, floor_runs)):
         if i < generate_runs:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             generation = generate(spec_dir)
             generation.generated_tree()
             result.generate_s.append(time.perf_counter() - start)
+            result.generate_cpu_s.append(time.process_time() - cpu)
             if root is None:
                 root = generation.source_root
                 planned = sorted(generation.plan.files)
                 if planned != result.files:
                     # hooks and flags touch files no span names (arguments.py): the floor parses
                     # and renders every file the generator does
-                    result.notes.append(f"floor covers the {len(planned)} planned files: {', '.join(planned)}")
+                    result.notes.append(
+                        f"floor covers the {len(planned)} planned files: {', '.join(planned)}"
+                    )
                     result.files = planned
         if i < floor_runs and root is not None:
-            result.floor_s.append(floor(root, result.files))
+            wall, cpu = floor(root, result.files)
+            result.floor_s.append(wall)
+            result.floor_cpu_s.append(cpu)
     if not cli or root is None:
         return result
 
     codegen = Path(sys.executable).with_name("codegen")
     base = [str(codegen)] if codegen.exists() else [sys.executable, "-m", "codegen.cli"]
-    result.cli_floor_s, rc, out = _timed(
+    result.cli_floor_s, result.cli_floor_cpu_s, rc, out = _timed(
         [sys.executable, "-c", FLOOR_SCRIPT, *(str(root / f) for f in result.files)], repo
     )
     if rc != 0:
         result.notes.append(f"floor subprocess failed ({rc}): {out[-300:]}")
     with tempfile.TemporaryDirectory(prefix="codegen-bench-") as tmp:
         # Write into a temporary generated/ so the committed one is never touched.
-        # --no-cache: a real run; it still stores its result, which the --check run below reuses.
-        result.cli_apply_s, rc, out = _timed(
+        # --no-cache: a real run (it neither reads nor stores the result cache).
+        result.cli_apply_s, result.cli_apply_cpu_s, rc, out = _timed(
             [*base, "apply", str(spec_dir), "--no-cache", "--generated", tmp], repo
         )
         if rc != 0:
             result.notes.append(f"codegen apply exited {rc}: {out[-300:]}")
-        result.cli_check_s, result.cli_check_rc, out = _timed(
+        # untimed: a run that stores its result (or finds it stored), which --check below reuses
+        _timed([*base, "apply", str(spec_dir), "--generated", tmp], repo)
+        result.cli_check_s, result.cli_check_cpu_s, result.cli_check_rc, out = _timed(
             [*base, "apply", str(spec_dir), "--check", "--generated", tmp], repo
         )
         if result.cli_check_rc != 0:

@@ -25,7 +25,9 @@ GOAL_S = 60.0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--spans", type=int, default=1_000_000)
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--split", action="store_true", help="one file per rank, read by worker processes")
@@ -56,9 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         size_mb = sum(f.stat().st_size for f in files) / 1e6
         spans_line = next(line for line in proc.stdout.splitlines() if line.startswith("Job:"))
         status = "ok" if seconds <= GOAL_S else "SLOW"
-        print(f"{'row':<28} {'value':>12} {'goal':>12}  status  ({len(files)} file(s), {os.cpu_count()} CPUs)")
+        print(
+            f"{'row':<28} {'value':>12} {'goal':>12}  status  ({len(files)} file(s), {os.cpu_count()} CPUs)"
+        )
         print(f"{'report: ' + spans_line.split(', ')[-1]:<28} {seconds:>10.1f} s {'<= 60 s':>12}  {status}")
-        print(f"{'  CPU time (user + sys)':<28} {cpu:>10.1f} s {'<= 60 s':>12}  {'ok' if cpu <= GOAL_S else 'SLOW'}")
+        print(
+            f"{'  CPU time (user + sys)':<28} {cpu:>10.1f} s {'<= 60 s':>12}  {'ok' if cpu <= GOAL_S else 'SLOW'}"
+        )
         print(f"{'  peak RSS / capture size':<28} {rss_mb:>9.0f} MB {f'{size_mb:.0f} MB':>12}  "
               f"{'ok' if rss_mb < size_mb else 'HIGH'}")  # fmt: skip
     return 0 if seconds <= GOAL_S else 1

@@ -40,7 +40,7 @@ def import_tree(tree: str):
 
 def lens_variants(tracer, clear) -> tuple[list[Variant], str]:
     try:
-        import nemo.lens as lens
+        from nemo import lens
         from nemo.lens import managed_span, set_enabled_span_groups, trace_fn
     except ImportError as exc:
         return [], f"not importable: {exc}"
@@ -107,7 +107,13 @@ def main() -> int:
     names = [s.name for s in exporter.get_finished_spans()]
     assert names == ["bench.empty.recording"], names
     expected = off.small_base(WORKLOAD)
-    for func in (on.small_function, on.small_statement, on.small_recording, ref.small_trace_fn, ref.small_sdk):
+    for func in (
+        on.small_function,
+        on.small_statement,
+        on.small_recording,
+        ref.small_trace_fn,
+        ref.small_sdk,
+    ):
         assert func(WORKLOAD) == expected, func
     exporter.clear()
 

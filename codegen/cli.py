@@ -13,7 +13,7 @@ from codegen.cache import load as load_cached
 from codegen.cache import store as store_cached
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
-from codegen.target import ReleaseError, SourceMismatch
+from codegen.target import ReleaseError, SourceMismatch, mismatch_advice
 from codegen.upstream import PACKAGE_INFO, UpstreamError, default_cache_dir
 
 EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
@@ -65,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write nothing; print the diff between generated/ and what would be generated, exit 1 if they differ",
     )
+    _in_place(apply)
 
     verify = commands.add_parser(
         "verify",
@@ -85,6 +86,17 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     _report_parser(commands)
+    package = commands.add_parser(
+        "package",
+        help="write the installable instrumentation (a wheel) for every supported release",
+        description="Instrument every release the specs support and write the pure-Python wheel "
+        "megatron-otel-instrumentation: an import hook weaves an installed Megatron whose files match "
+        "one of them, switched on by opentelemetry-instrument or MegatronInstrumentor().instrument().",
+    )
+    package.add_argument("specs", type=Path, metavar="SPECS", help="a spec directory (or one spec file)")
+    package.add_argument(
+        "--out", type=Path, metavar="DIR", default=Path("dist"), help="where the wheel goes (default: dist/)"
+    )
 
     validate = commands.add_parser(
         "validate",
@@ -94,6 +106,34 @@ def _parser() -> argparse.ArgumentParser:
     _common(validate)
     _allow_missing(validate)
     return parser
+
+
+def _in_place(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("in-tree mode (the specs kept in the Megatron-LM checkout)")
+    group.add_argument(
+        "--in-place",
+        action="store_true",
+        help="instrument the --source checkout itself: strip this project's instrumentation, apply the "
+        "specs, write back only the files that change and the runtime package (with --check: write "
+        "nothing, print the diff, exit 1 if the checkout differs)",
+    )
+    group.add_argument(
+        "--docs",
+        type=Path,
+        metavar="DIR",
+        help="with --in-place: also write the taxonomy pages into DIR inside the checkout (checked by --check)",
+    )
+    group.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="with --in-place: overwrite files with uncommitted changes (outside git: files the last run "
+        "did not write)",
+    )
+    group.add_argument(
+        "--discard-hand-edits",
+        action="store_true",
+        help="with --in-place: regenerate generated lines that were edited by hand instead of refusing",
+    )
 
 
 def _allow_missing(parser: argparse.ArgumentParser) -> None:
@@ -135,25 +175,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "report":
             return _report(args)
-        if args.command != "verify" and not _spec_warnings(args):
+        if args.command not in ("verify", "package") and not _spec_warnings(args):
             return EXIT_SPEC
         if args.command == "validate":
             return _validate(args)
         if args.command == "verify":
             return _verify(args)
+        if args.command == "package":
+            return _package(args)
         return _apply(args)
     except ReleaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_SPEC
     except SourceMismatch as exc:
         print(exc, file=sys.stderr)
-        count = len(exc.failures)
-        print(
-            f"{count} entr{'ies' if count != 1 else 'y'} of {args.specs} cannot be placed in "
-            f"{exc.tree.root} ({exc.tree.describe()}): mark them with 'releases:' or give 'any:' "
-            "alternatives in the specs, or pass --allow-missing to instrument the rest",
-            file=sys.stderr,
-        )
+        print(mismatch_advice(exc.failures, args.specs, exc.tree), file=sys.stderr)
         return EXIT_SOURCE
     except SpecError as exc:
         for warning in exc.diagnostics.render_warnings():
@@ -206,15 +242,16 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
         if e.releases is not None  # an excluded entry always names its releases
     ]
     warnings = list(generation.warnings)  # what the checks could not know (expressions)
+    if generation.absent_note:
+        warnings.append(f"warning: {generation.absent_note}")
     if generation.missing:
-        count = len(generation.missing)
-        warnings += [
-            render_failures(generation.missing, "warning"),
-            (
-                f"left out {count} entr{'ies' if count != 1 else 'y'} that cannot be placed in {tree.root} "
-                f"({tree.describe()}) (--allow-missing)"
-            ),
-        ]
+        warnings.append(render_failures(generation.missing, "warning"))
+    if generation.missing or generation.absent:
+        count = len(generation.missing) + len(generation.absent)
+        warnings.append(
+            f"left out {count} entr{'ies' if count != 1 else 'y'} that cannot be placed in {tree.root} "
+            f"({tree.describe()}) (--allow-missing)"
+        )
     source_root = generation.source_root
     files = sorted({*generation.plan.files, *generation.plan.also_read})
     files += [PACKAGE_INFO] if (source_root / PACKAGE_INFO).is_file() else []
@@ -229,7 +266,7 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
         tree.pinned,
         notes,
         warnings,
-        len(generation.missing),
+        len(generation.missing) + len(generation.absent),
         generation.report,
     )
 
@@ -265,6 +302,7 @@ def _verify(args: argparse.Namespace) -> int:
     from codegen.capture import CapturedSpan, CaptureError, iter_records
     from codegen.pipeline import plan_only
     from codegen.verify import verify
+    from codegen.verify_ranks import is_multi_rank, verify_ranks
 
     try:  # the capture first: a malformed one fails before the specs are resolved
         records = list(iter_records(args.capture))
@@ -288,7 +326,10 @@ def _verify(args: argparse.Namespace) -> int:
         groups = frozenset(selected)
     captured = [r for r in records if isinstance(r, CapturedSpan)]
     metrics = [r for r in records if not isinstance(r, CapturedSpan)]
-    report = verify(project, plan, captured, groups, metrics)
+    if is_multi_rank(captured):  # several ranks: per rank, and across them (verify_ranks)
+        report = verify_ranks(project, plan, captured, groups, metrics)
+    else:
+        report = verify(project, plan, captured, groups, metrics)
     print(report.render())
     return EXIT_OK if report.clean else EXIT_STALE
 
@@ -359,6 +400,31 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _package(args: argparse.Namespace) -> int:
+    from importlib import metadata
+
+    from codegen.emit.package import ReleaseRun, write_wheel
+    from codegen.spec.load import load_project
+
+    diags = Diagnostics()
+    project = load_project(args.specs, diags)
+    runs = []
+    for pin in project.releases():
+        options = argparse.Namespace(specs=args.specs, source=None, release=pin.version, allow_missing=False)
+        run = _run(options, use_cache=True)
+        runs.append(ReleaseRun(run.release, Path(run.source_root), run.changes))
+    try:
+        version = metadata.version("megatron-otel-codegen")
+    except metadata.PackageNotFoundError:
+        version = "0.0.0"
+    from codegen.otel_runtime._version import SCHEMA_URL
+
+    wheel = write_wheel(args.out, runs, version, SCHEMA_URL)
+    releases = ", ".join(run.release for run in runs)
+    print(f"wrote {wheel} (megatron-core {releases})")
+    return EXIT_OK
+
+
 FORK_MARKER = ".codegen-fork"
 FORK_REPORT = "otel-codegen-report.md"  # what was placed, excluded and left out, beside the sources
 # What `generated/` may hold: only files this command writes there.
@@ -416,6 +482,10 @@ def _default_generated_refused(args: argparse.Namespace, generated_dir: Path, re
 
 
 def _apply(args: argparse.Namespace) -> int:
+    if args.in_place or args.docs is not None or args.allow_dirty or args.discard_hand_edits:
+        from codegen.inplace import run as run_in_place
+
+        return run_in_place(args)
     specs_dir = args.specs if args.specs.is_dir() else args.specs.parent
     generated_dir: Path = args.generated or specs_dir.resolve().parent / "generated"
     # The default generated/ belongs to the pinned release: a tree of one's own, another release
@@ -428,44 +498,10 @@ def _apply(args: argparse.Namespace) -> int:
         use_generated = False
     cache_dir = default_cache_dir()  # the pristine trees every later run instruments
     protected = [specs_dir, Path.cwd(), cache_dir] + ([args.source] if args.source else [])
-    checks: list[tuple[Path, str, Callable[[Path], bool], list[Path]]] = []
-    if not args.check and use_generated:
-        if (
-            generated_dir.resolve() == cache_dir.resolve()
-            or cache_dir.resolve() in generated_dir.resolve().parents
-        ):
-            print(f"error: --generated {generated_dir}: inside the cache {cache_dir}", file=sys.stderr)
-            return EXIT_SPEC
-        checks.append(
-            (
-                generated_dir,
-                "--generated",
-                lambda p: _generated_file(p, p.relative_to(generated_dir.resolve()).as_posix()),
-                protected,
-            )
-        )
-    if args.out is not None:
-        out = args.out.resolve()
-        inside = [p.resolve() for p in (args.source, generated_dir) if p is not None]
-        if any(out == p or p in out.parents for p in inside):
-            print(
-                f"error: --out {out}: inside --source or --generated, it would copy itself", file=sys.stderr
-            )
-            return EXIT_SPEC
-        if out == cache_dir.resolve() or cache_dir.resolve() in out.parents:
-            print(
-                f"error: --out {out}: inside the cache {cache_dir}, which holds the pristine sources "
-                "every later run instruments",
-                file=sys.stderr,
-            )
-            return EXIT_SPEC
-        # an existing fork (it carries the marker) is ours as a whole; else it must be new or empty
-        checks.append((out, "--out", lambda p: (out / FORK_MARKER).is_file(), protected + [generated_dir]))
-    for dest, option, ours, guarded in checks:
-        problem = _destination_problem(dest, option, ours, guarded)
-        if problem:
-            print(f"error: {problem}", file=sys.stderr)
-            return EXIT_SPEC
+    problem = _destinations_problem(args, generated_dir, use_generated, cache_dir, protected)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_SPEC
     run = _run(args, use_cache=not args.no_cache)
     if args.generated is None and use_generated and not run.pinned:
         reason = f"megatron-core {run.release} is not the pinned release"
@@ -484,18 +520,66 @@ def _apply(args: argparse.Namespace) -> int:
             print(f"note: {reason}: {generated_dir} is left alone (--out DIR to choose where the fork goes)")
             args.out = out
         use_generated = False
-    tree = run.tree
     if args.check:
-        diff = diff_trees(str(generated_dir), read_tree(generated_dir), tree)
-        if diff:
-            sys.stdout.write(diff)
-            print(f"{generated_dir} is stale: run 'codegen apply {args.specs}'", file=sys.stderr)
-            return EXIT_STALE
-        print(f"{generated_dir} is up to date ({len(tree)} files)")
-        return EXIT_OK
-    if use_generated:
-        write_tree(generated_dir, tree)
-        docs = sum(1 for name in tree if name.startswith("docs/") and name.endswith(".md"))
+        return _check_generated(args, generated_dir, run.tree)
+    _write_outputs(args, run, generated_dir if use_generated else None)
+    return EXIT_OK
+
+
+def _destinations_problem(
+    args: argparse.Namespace, generated_dir: Path, use_generated: bool, cache_dir: Path, protected: list[Path]
+) -> str | None:
+    """Why ``--generated`` or ``--out`` cannot be written, or None."""
+    checks: list[tuple[Path, str, Callable[[Path], bool], list[Path]]] = []
+    if not args.check and use_generated:
+        if (
+            generated_dir.resolve() == cache_dir.resolve()
+            or cache_dir.resolve() in generated_dir.resolve().parents
+        ):
+            return f"--generated {generated_dir}: inside the cache {cache_dir}"
+        checks.append(
+            (
+                generated_dir,
+                "--generated",
+                lambda p: _generated_file(p, p.relative_to(generated_dir.resolve()).as_posix()),
+                protected,
+            )
+        )
+    if args.out is not None:
+        out = args.out.resolve()
+        inside = [p.resolve() for p in (args.source, generated_dir) if p is not None]
+        if any(out == p or p in out.parents for p in inside):
+            return f"--out {out}: inside --source or --generated, it would copy itself"
+        if out == cache_dir.resolve() or cache_dir.resolve() in out.parents:
+            return (
+                f"--out {out}: inside the cache {cache_dir}, which holds the pristine sources "
+                "every later run instruments"
+            )
+        # an existing fork (it carries the marker) is ours as a whole; else it must be new or empty
+        checks.append((out, "--out", lambda p: (out / FORK_MARKER).is_file(), protected + [generated_dir]))
+    for dest, option, ours, guarded in checks:
+        problem = _destination_problem(dest, option, ours, guarded)
+        if problem:
+            return problem
+    return None
+
+
+def _check_generated(args: argparse.Namespace, generated_dir: Path, tree: dict[str, str]) -> int:
+    """``--check``: whether ``generated_dir`` holds exactly ``tree``."""
+    diff = diff_trees(str(generated_dir), read_tree(generated_dir), tree)
+    if diff:
+        sys.stdout.write(diff)
+        print(f"{generated_dir} is stale: run 'codegen apply {args.specs}'", file=sys.stderr)
+        return EXIT_STALE
+    print(f"{generated_dir} is up to date ({len(tree)} files)")
+    return EXIT_OK
+
+
+def _write_outputs(args: argparse.Namespace, run: CachedRun, generated_dir: Path | None) -> None:
+    """Write generated/ (unless None) and the fork with ``--out``."""
+    if generated_dir is not None:
+        write_tree(generated_dir, run.tree)
+        docs = sum(1 for name in run.tree if name.startswith("docs/") and name.endswith(".md"))
         print(f"wrote {generated_dir}: {len(run.changes)} patched or added files, {docs} docs pages")
     if args.out is not None:
         fork = dict(run.changes)
@@ -506,7 +590,6 @@ def _apply(args: argparse.Namespace) -> int:
             f"wrote the instrumented fork of megatron-core {run.release} to {args.out} "
             f"({run.spans} spans placed; report: {args.out / FORK_REPORT})"
         )
-    return EXIT_OK
 
 
 if __name__ == "__main__":

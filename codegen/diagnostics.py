@@ -56,6 +56,27 @@ class Diagnostics:
         return [d.render() for d in sorted(set(self.warnings))]
 
 
+@dataclass
+class InFile(Diagnostics):
+    """The diagnostics found in one source file, collected into another :class:`Diagnostics`:
+    every message names the file (`` (path)`` is appended to one that does not)."""
+
+    file: str = ""
+
+    @classmethod
+    def of(cls, diags: Diagnostics, file: str) -> InFile:
+        return cls(diags.items, diags.warnings, file)  # the same lists: collected where ``diags`` is
+
+    def _named(self, message: str) -> str:
+        return message if self.file in message else f"{message} ({self.file})"
+
+    def error(self, pos: Pos, message: str, notes: tuple[str, ...] | list[str] = ()) -> None:
+        super().error(pos, self._named(message), notes)
+
+    def warning(self, pos: Pos, message: str, notes: tuple[str, ...] | list[str] = ()) -> None:
+        super().warning(pos, self._named(message), notes)
+
+
 class SpecError(Exception):
     """Raised with every collected diagnostic; the CLI prints them and exits with code 2."""
 

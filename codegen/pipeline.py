@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from codegen.diagnostics import Diagnostic, Diagnostics, Pos, SpecError
+from codegen.diagnostics import Diagnostics, SpecError
 from codegen.emit.coverage import render_report
 from codegen.emit.docs import render_docs
 from codegen.emit.goodput_docs import render_goodput_docs
@@ -13,12 +13,21 @@ from codegen.emit.patch import make_patch, write_patch_set
 from codegen.emit.registry import render_registry
 from codegen.emit.runtime import render_runtime
 from codegen.emit.templating import TEMPLATES_DIR
-from codegen.resolve.plan import build_plan
+from codegen.resolve.plan import resolve
 from codegen.resolve.sites import Plan
 from codegen.spec.load import load_project
-from codegen.spec.model import Hook, Project, Selector, Span
+from codegen.spec.model import Hook, Project, Span
 from codegen.spec.schema import SCHEMA_PATH, render_schema
-from codegen.target import Failure, ReleaseError, SourceMismatch, Tree, label, locate_tree, render_failures
+from codegen.target import (
+    Failure,
+    ReleaseError,
+    SourceMismatch,
+    Tree,
+    label,
+    locate_tree,
+    render_failures,
+    without_absent_packages,
+)
 from codegen.transforms.module import transform_file
 from codegen.upstream import UpstreamError
 
@@ -36,6 +45,9 @@ class Generation:
     tree: Tree | None = None
     excluded: tuple[Span | Hook, ...] = ()  # their ``releases:`` leave them out of this release
     missing: tuple[Failure, ...] = ()  # could not be placed, left out by --allow-missing
+    # in packages the tree lacks (megatron/training of a core-only wheel), left out by --allow-missing
+    absent: tuple[Failure, ...] = ()
+    absent_note: str | None = None  # the one message saying so
     report: str = ""  # what was placed, excluded and left out (written beside a fork)
     warnings: tuple[str, ...] = ()  # rendered: ``path:line:col: warning: message``
 
@@ -63,6 +75,7 @@ def plan_only(spec_dir: Path, source: Path | None = None, release: str | None = 
     project = load_project(spec_dir, diags)
     tree = _locate(project, source, release, diags)
     applied, _ = project.for_release(tree.release)
+    applied, _, _ = without_absent_packages(applied, tree, allow_missing=False)
     plan, applied, _ = _place(applied, tree, diags, allow_missing=False)
     return applied, plan
 
@@ -77,6 +90,7 @@ def generate(
     full = load_project(spec_dir, diags)
     tree = _locate(full, source, release, diags)
     applied, excluded = full.for_release(tree.release)
+    applied, absent, absent_note = without_absent_packages(applied, tree, allow_missing)
     plan, project, missing = _place(applied, tree, diags, allow_missing)
     root = tree.root
     changes: dict[str, tuple[str | None, str]] = {}
@@ -91,7 +105,7 @@ def generate(
             changes[path] = (old, text)
     docs = render_docs(project, plan, TEMPLATES_DIR, full)
     docs.update(render_goodput_docs(project, TEMPLATES_DIR))
-    report = render_report(TEMPLATES_DIR, tree, project, excluded, missing)
+    report = render_report(TEMPLATES_DIR, tree, project, excluded, absent + missing)
     return Generation(
         project,
         root,
@@ -101,6 +115,8 @@ def generate(
         tree,
         excluded,
         missing,
+        absent,
+        absent_note,
         report,
         tuple(diags.render_warnings()),
     )
@@ -120,69 +136,25 @@ def _locate(project: Project, source: Path | None, release: str | None, diags: D
 def _place(
     project: Project, tree: Tree, diags: Diagnostics, allow_missing: bool
 ) -> tuple[Plan, Project, tuple[Failure, ...]]:
-    """Build the plan. Problems in the specs themselves raise :class:`SpecError`. When only
-    placing fails, on a ``--source`` tree (or with ``allow_missing``), the entries that cannot be
-    placed raise :class:`SourceMismatch`, or with ``allow_missing`` are left out and returned."""
+    """Resolve every entry once. Problems in the specs themselves raise :class:`SpecError`.
+    When only placing fails, on a ``--source`` tree (or with ``allow_missing``), the entries that
+    cannot be placed raise :class:`SourceMismatch`, or with ``allow_missing`` are left out (the
+    plan already holds only the placed ones) and returned."""
     spec_errors = bool(diags)
-    missing: list[Failure] = []
-    while True:
-        try:
-            return build_plan(project, tree.root, diags), project, tuple(missing)
-        except SpecError:
-            if spec_errors or not (tree.from_source or allow_missing):
-                raise
-            failures = _attribute(project, diags.items)
-            if failures is None:
-                raise
-            if not allow_missing:
-                raise SourceMismatch(tree, failures) from None
-            missing.extend(failures)
-            out = {id(entry) for entry, _ in failures}
-            project = replace(
-                project,
-                spans=tuple(s for s in project.spans if id(s) not in out),
-                hooks=tuple(h for h in project.hooks if id(h) not in out),
-            )
-            diags = Diagnostics()
-
-
-def _attribute(project: Project, found: list[Diagnostic]) -> tuple[Failure, ...] | None:
-    """Each entry with the problems located at one of its own positions; None when a problem
-    belongs to no entry (then it is not a mismatch of entries and the tree)."""
-    owners: dict[Pos, list[Span | Hook]] = {}
-    for entry in project.entries():
-        for pos in _positions(entry):
-            owners.setdefault(pos, []).append(entry)
-    by_entry: dict[int, tuple[Span | Hook, list[Diagnostic]]] = {}
-    for diagnostic in sorted(set(found)):
-        entries = owners.get(diagnostic.pos)
-        if not entries:
-            return None
-        for entry in entries:
-            by_entry.setdefault(id(entry), (entry, []))[1].append(diagnostic)
-    ordered = sorted(by_entry.values(), key=lambda item: item[0].pos)
-    return tuple((entry, tuple(items)) for entry, items in ordered)
-
-
-def _positions(entry: Span | Hook) -> set[Pos]:
-    positions = {entry.pos, entry.where_file, entry.where_function}
-
-    def add(selector: Selector | None) -> None:
-        if selector is not None:
-            positions.add(selector.pos)
-            add(selector.within)
-            for alternative in selector.alternatives:
-                add(alternative)
-
-    region = entry.region
-    if region is not None:
-        positions.add(region.pos)
-        add(region.first)
-        add(region.last)
-    if isinstance(entry, Hook):
-        add(entry.selector)
-        positions.update(p for p in (entry.call_pos, entry.enter_pos, entry.exit_pos) if p is not None)
-    else:
-        positions.update(a.pos for a in (*entry.attributes, *entry.end_attributes))
-        positions.update(p for p in (entry.when_pos, entry.name_expr_pos) if p is not None)
-    return positions
+    resolution = resolve(project, tree.root, diags)
+    failures = resolution.failures()
+    if spec_errors or (failures and not (tree.from_source or allow_missing)):
+        for _, found in failures:
+            diags.items.extend(found)
+        raise SpecError(diags)
+    if not failures:
+        return resolution.plan, project, ()
+    if not allow_missing:
+        raise SourceMismatch(tree, failures)
+    out = {id(entry) for entry, _ in failures}
+    placed = replace(
+        project,
+        spans=tuple(s for s in project.spans if id(s) not in out),
+        hooks=tuple(h for h in project.hooks if id(h) not in out),
+    )
+    return resolution.plan, placed, failures

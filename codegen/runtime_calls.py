@@ -2,16 +2,39 @@
 writes into the target's code, in one place. ``spec/`` builds hook calls with it, ``resolve/``
 recognises what was inserted by it, ``transforms/`` lays the same text out black-style.
 
-Only text lives here, no layout (that is ``transforms/render.py``) and no parsing of specs.
+Only text lives here, no layout (that is ``transforms/render.py``) and no parsing of specs; it
+imports nothing of the generator (``spec/`` sits above it), and :func:`quote` is the one maker of
+string literals.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Protocol
 
-from codegen.spec.model import Attribute, Flag
-from codegen.spec.reader import quote
+
+class Keyed(Protocol):
+    """A spec's ``key: expression`` pair (spec.model.Attribute)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def expr(self) -> str: ...
+
+
+class Option(Protocol):
+    """A ``flags:`` option (spec.model.Flag)."""
+
+    @property
+    def option(self) -> str: ...
+    @property
+    def action(self) -> str | None: ...
+    @property
+    def metavar(self) -> str | None: ...
+    @property
+    def help(self) -> str: ...
+
 
 # The local variable a span's start assigns: ``_otel_span``, ``_otel_span_2`` when nested.
 SPAN_VARIABLE = "_otel_span"
@@ -32,21 +55,36 @@ def guarded(alias: str, flag: str | None, call: str) -> str:
     return f"{guard(alias, flag)} and {call}" if flag else call
 
 
-def _lazy_dict(attributes: Sequence[Attribute]) -> str:
+def quote(text: str) -> str:
+    """A double-quoted Python string literal of ``text``: quotes, backslashes, newlines and every
+    other non-printable character escaped, so that no text from a spec can end the literal or the
+    line it is on."""
+    return '"' + "".join(_ESCAPES.get(ch) or (ch if ch.isprintable() else _escape(ch)) for ch in text) + '"'
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _lazy_dict(attributes: Sequence[Keyed]) -> str:
     return "lambda: {" + ", ".join(f"{quote(a.key)}: {a.expr}" for a in attributes) + "}"
 
 
-def record_metrics_call(alias: str, metrics: Sequence[Attribute]) -> str:
+def record_metrics_call(alias: str, metrics: Sequence[Keyed]) -> str:
     """A ``record:`` hook: ``otel.record_metrics(lambda: {"metric": value, ...})``."""
     return f"{alias}.record_metrics({_lazy_dict(metrics)})"
 
 
-def set_current_attributes_call(alias: str, attributes: Sequence[Attribute]) -> str:
+def set_current_attributes_call(alias: str, attributes: Sequence[Keyed]) -> str:
     """A ``stamp:`` hook: ``otel.set_current_attributes(lambda: {"key": value, ...})``."""
     return f"{alias}.set_current_attributes({_lazy_dict(attributes)})"
 
 
-def add_argument_call(parser: str, flag: Flag) -> str:
+def add_argument_call(parser: str, flag: Option) -> str:
     """The ``flags:`` hook: ``parser.add_argument("--otel-x", ..., help="...")``."""
     args = [quote(flag.option)]
     if flag.action:

@@ -83,6 +83,34 @@ def tree_release(root: Path) -> str | None:
     return version if isinstance(version, str) and _NAME.fullmatch(version) else None
 
 
+TELEMETRY_DIR = f"{PACKAGE_DIR}/core/telemetry"
+TRAINING_PY = f"{PACKAGE_DIR}/training/training.py"
+_OTEL_HELPER = re.compile(rb"^def (_\w*otel\w*)\s*\(", re.MULTILINE)
+
+
+def instrumentation_in(root: Path) -> list[str]:
+    """The hand-written OpenTelemetry instrumentation the tree at ``root`` already carries, one
+    phrase each: Megatron-LM's own (``megatron/core/telemetry/``, the ``_otel_*`` helpers of
+    ``training.py``, upstream since PR #6438). Read as bytes, never imported; an unreadable file
+    counts as not carrying any. (This generator's own constructs are not listed: a fork it wrote is
+    stripped of them and instrumented afresh, see ``resolve/strip.py``.)"""
+    found: list[str] = []
+    telemetry = root / TELEMETRY_DIR
+    if telemetry.is_dir() and any(telemetry.glob("*.py")):
+        found.append(f"Megatron's own telemetry package {TELEMETRY_DIR}/")
+    try:
+        helpers = _OTEL_HELPER.findall((root / TRAINING_PY).read_bytes())
+    except OSError:
+        helpers = []
+    if helpers:
+        names = [h.decode("ascii", "replace") for h in helpers]
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        found.append(
+            f"{len(names)} OpenTelemetry helper{'s' if len(names) != 1 else ''} in {TRAINING_PY} ({shown})"
+        )
+    return found
+
+
 def default_cache_dir() -> Path:
     """``$CODEGEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/megatron-otel-codegen``, else ``~/.cache/...``."""
     explicit = os.environ.get("CODEGEN_CACHE_DIR")

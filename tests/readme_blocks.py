@@ -1,4 +1,4 @@
-"""The README's "Use it in a training run" blocks, as the tests run them.
+"""The README's "Review and carry the patches" blocks, as the tests run them.
 
 A block is named by the HTML comment on the line before its fence: ``<!-- readme: NAME -->`` (a
 shell block the tests run) or ``<!-- readme: file NAME -->`` (a file the tests write). The tests
@@ -18,15 +18,18 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
-SECTION = "## Use it in a training run"
-_BLOCK = re.compile(r"^<!-- readme: (?P<name>[^>]+?) -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.M | re.S)
+SECTION = "## Review and carry the patches"
+INSTALLED = "## Instrument an installed Megatron"
+_BLOCK = re.compile(
+    r"^<!-- readme: (?P<name>[^>]+?) -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL
+)
 
 
-def blocks() -> dict[str, str]:
+def blocks(heading: str = SECTION) -> dict[str, str]:
     """``{name: text}`` of every marked block of the section (``file NAME`` for files)."""
     text = README.read_text(encoding="utf-8")
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
     section = text[start : end if end != -1 else len(text)]
     found: dict[str, str] = {}
     for match in _BLOCK.finditer(section):
@@ -49,20 +52,28 @@ def workspace(root: Path) -> Path:
     return root
 
 
-def run_block(name: str, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600) -> str:
+def run_block(
+    name: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    timeout: int = 600,
+    heading: str = SECTION,
+    bindir: Path | None = None,
+) -> str:
     """Run the README's shell block ``name`` with ``bash -e`` in ``cwd``; return its output."""
     environment = dict(os.environ if env is None else env)
     # `python` is the interpreter running the tests (its environment has what the block needs)
-    environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment.get('PATH', '')}"
+    first = bindir or Path(sys.executable).parent  # or the environment a test made for the block
+    environment["PATH"] = f"{first}{os.pathsep}{environment.get('PATH', '')}"
     result = subprocess.run(
-        ["bash", "-e", "-c", blocks()[name]],
+        ["bash", "-e", "-c", blocks(heading)[name]],
         cwd=cwd,
         env=environment,
         capture_output=True,
         text=True,
         timeout=timeout,
     )
-    assert (
-        result.returncode == 0
-    ), f"README block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, (
+        f"README block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
     return result.stdout + result.stderr

@@ -5,19 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from codegen.emit.markdown import cell, code_cell
 from codegen.emit.templating import environment
 from codegen.spec.model import Hook, Project, Span
 
 if TYPE_CHECKING:
     from codegen.target import Failure, Tree
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def _code(text: str) -> str:
-    return f"`{_md(text)}`"
 
 
 def coverage_context(project: Project) -> dict[str, Any]:
@@ -36,24 +29,26 @@ def coverage_context(project: Project) -> dict[str, Any]:
             if span.releases is None or span.releases.contains(pin.version):
                 cells.append("placed")
             else:
-                cells.append(f"not in this release: {_md(span.releases.why_not())}")
+                cells.append(f"not in this release: {cell(span.releases.why_not())}")
         for name in span.names or (span.name,):
             rows.append(
                 {
-                    "name": _code(name),
-                    "where": f"{_code(span.file)}<br>{_code(span.function)}",
+                    "name": code_cell(name),
+                    "where": f"{code_cell(span.file)}<br>{code_cell(span.function)}",
                     "cells": cells,
                 }
             )
-            for pin, cell in zip(releases, cells):
-                (placed if cell == "placed" else absent)[pin.version] += 1
+            for pin, state in zip(releases, cells):
+                (placed if state == "placed" else absent)[pin.version] += 1
     for lifecycle in project.lifecycle:
-        rows.append({"name": _code(lifecycle.name), "where": "runtime", "cells": ["runtime"] * len(releases)})
+        rows.append(
+            {"name": code_cell(lifecycle.name), "where": "runtime", "cells": ["runtime"] * len(releases)}
+        )
     hooks = [
         {
-            "where": f"{_code(h.file)}<br>{_code(h.function)}",
-            "releases": _code(h.releases.text),
-            "reason": _md(h.releases.why_not()),
+            "where": f"{code_cell(h.file)}<br>{code_cell(h.function)}",
+            "releases": code_cell(h.releases.text),
+            "reason": cell(h.releases.why_not()),
         }
         for h in project.hooks
         if h.releases is not None
@@ -79,7 +74,7 @@ def render_report(
     from codegen.target import label
 
     def entry(e: Span | Hook) -> str:
-        return _md(label(e))
+        return cell(label(e))
 
     context = {
         "tree": tree,
@@ -89,8 +84,8 @@ def render_report(
             {
                 "entry": entry(e),
                 "at": str(e.pos),
-                "releases": _code(e.releases.text),
-                "reason": _md(e.releases.why_not()),
+                "releases": code_cell(e.releases.text),
+                "reason": cell(e.releases.why_not()),
             }
             for e in excluded
             if e.releases is not None  # an excluded entry always names its releases
@@ -100,7 +95,8 @@ def render_report(
                 "entry": entry(e),
                 "at": str(items[0].pos),
                 "why": "<br>".join(
-                    _md(i.message) + "".join(f"<br>&nbsp;&nbsp;{_code(n)}" for n in i.notes) for i in items
+                    cell(i.message) + "".join(f"<br>&nbsp;&nbsp;{code_cell(n)}" for n in i.notes)
+                    for i in items
                 ),
             }
             for e, items in missing

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from codegen.emit.coverage import coverage_context
+from codegen.emit.markdown import cell, code_cell
 from codegen.emit.svg import hierarchy_svg
 from codegen.emit.templating import environment
 from codegen.resolve.hierarchy import parents_of
@@ -28,18 +28,9 @@ class SpanRow:
     parents: str
 
 
-def _md(text: str) -> str:
-    """Text for one table cell: pipes escaped, line breaks (which would end the row) folded."""
-    return re.sub(r"\s*\n\s*", " ", text).replace("|", "\\|")
-
-
-def _code(text: str) -> str:
-    return f"`{_md(text)}`"
-
-
 def _attributes(span: Span) -> str:
     def fmt(a: Attribute, when: str) -> str:
-        return f"{_code(a.key)} = {_code(a.expr)}{when}"
+        return f"{code_cell(a.key)} = {code_cell(a.expr)}{when}"
 
     parts = [fmt(a, "") for a in span.attributes]
     parts += [fmt(a, " (at the end)") for a in span.end_attributes]
@@ -49,11 +40,11 @@ def _attributes(span: Span) -> str:
 
 
 def _covers(span: Span) -> str:
-    text = _md(span.region.describe())
+    text = cell(span.region.describe())
     if span.when:
-        text += f", only when {_code(span.when)}"
+        text += f", only when {code_cell(span.when)}"
     if span.note:
-        text += f"<br>{_md(span.note)}"
+        text += f"<br>{cell(span.note)}"
     return text
 
 
@@ -70,8 +61,8 @@ def render_docs(
         {
             "name": g.name,
             "flag": g.flag,
-            "description": _md(g.description),
-            "spans": ", ".join(_code(n) for n in dict.fromkeys(by_group[g.name])) or "–",
+            "description": cell(g.description),
+            "spans": ", ".join(code_cell(n) for n in dict.fromkeys(by_group[g.name])) or "–",
         }
         for g in project.groups
     ]
@@ -79,7 +70,7 @@ def render_docs(
         {
             "name": p.name,
             "groups": ", ".join(project.expand_preset(p.name)),
-            "description": _md(p.description),
+            "description": cell(p.description),
         }
         for p in project.presets
     ]
@@ -92,7 +83,7 @@ def render_docs(
         "metrics": project.metrics,
         "env": project.env,
         "flags": project.flags,
-        "md": _md,
+        "md": cell,
         "coverage": coverage_context(full or project),
     }
     docs_dir = templates_dir / "docs"
@@ -107,7 +98,7 @@ def _span_rows(project: Project, plan: Plan, parents: Mapping[str, Sequence[str]
     """One row of the spans table per span name, the runtime's lifecycle spans last."""
 
     def parent_text(name: str) -> str:
-        return ", ".join(_code(p) for p in parents[name]) or "(root)"
+        return ", ".join(code_cell(p) for p in parents[name]) or "(root)"
 
     rows: list[SpanRow] = []
     for span in project.spans:
@@ -116,7 +107,7 @@ def _span_rows(project: Project, plan: Plan, parents: Mapping[str, Sequence[str]
                 SpanRow(
                     name,
                     span.group,
-                    f"{_code(span.file)}<br>{_code(span.function)}",
+                    f"{code_cell(span.file)}<br>{code_cell(span.function)}",
                     _covers(plan.as_resolved(span)),
                     _attributes(span),
                     parent_text(name),
@@ -129,7 +120,7 @@ def _span_rows(project: Project, plan: Plan, parents: Mapping[str, Sequence[str]
             "pre_startup": f"backdated: `{life.start}` to `{life.end}`; a root of its own",
             "interval": "save_interval iterations of the training loop",
         }[life.role]
-        parts = [f"{_code(key)}: {_md(what)}" for key, what in life.attributes]
+        parts = [f"{code_cell(key)}: {cell(what)}" for key, what in life.attributes]
         if life.goodput:
             parts.append("`is_goodput_span` = `True`")
         attributes = "<br>".join(parts) or "–"

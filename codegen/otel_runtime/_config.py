@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._ranks import ExportRanks, export_ranks_from
 from ._spans import resolve
 from ._state import log_once
 from ._taxonomy import ENV, ENV_TIMESTAMPS, FLAG_OVERRIDES
@@ -39,7 +40,7 @@ class Settings:
 
     enabled: bool
     span_groups: frozenset[str]
-    exporter: str
+    exporter: str  # the spans' exporter: otlp, console or none
     traces: bool
     metrics: bool
     export_rank: int  # -1: the last rank
@@ -47,6 +48,12 @@ class Settings:
     service_name: str
     export: ExportLimits = field(default_factory=ExportLimits)
     own_providers: bool = False  # build our providers even when the application set global ones
+    export_ranks: ExportRanks = field(default_factory=ExportRanks)  # which ranks export
+    metrics_exporter: str = ""  # the metrics' exporter; empty: the spans'
+
+    def exporter_for(self, signal: str) -> str:
+        """The exporter of ``signal`` ("trace" or "metric")."""
+        return self.exporter if signal == "trace" else (self.metrics_exporter or self.exporter)
 
     def exporting_rank(self, world_size: int) -> int:
         """The rank that records and exports in a world of ``world_size``; ``ValueError`` when
@@ -81,10 +88,12 @@ def read_settings(args: Any = None, environ: Mapping[str, str] | None = None) ->
         groups = resolve(spec)
     except ValueError as error:
         raise ValueError(f"{where}: {error}") from None
+    traces_exporter, metrics_exporter = _exporters(raw, environ)
     return Settings(
         enabled=_boolean(raw, "enabled"),
         span_groups=groups,
-        exporter=_choice(raw, "exporter"),
+        exporter=traces_exporter,
+        metrics_exporter=metrics_exporter,
         traces=_boolean(raw, "traces_enabled"),
         metrics=_boolean(raw, "metrics_enabled"),
         export_rank=_export_rank(*raw["export_rank"]),
@@ -92,6 +101,9 @@ def read_settings(args: Any = None, environ: Mapping[str, str] | None = None) ->
         service_name=raw["service_name"][0],
         export=_export_limits(raw, environ),
         own_providers=_boolean(raw, "own_providers"),
+        export_ranks=export_ranks_from(
+            raw["export_ranks"], ENV["export_ranks"][1], raw["export_rank"], ENV["export_rank"][1]
+        ),
     )
 
 
@@ -141,6 +153,41 @@ def _choice(raw: Mapping[str, tuple[str, str]], role: str) -> str:
         if value.lower() == choice.lower():
             return choice
     raise ValueError(f"{where}={value!r} is not valid; valid values: {', '.join(choices)}")
+
+
+# The standard variables of the OpenTelemetry SDK that choose each signal's exporter.
+STANDARD_EXPORTERS = {"trace": "OTEL_TRACES_EXPORTER", "metric": "OTEL_METRICS_EXPORTER"}
+
+
+def _exporters(raw: Mapping[str, tuple[str, str]], environ: Mapping[str, str]) -> tuple[str, str]:
+    """The spans' and the metrics' exporters. MEGATRON_OTEL_EXPORTER (or its flag), when given,
+    chooses both (the runtime's own alias, kept for existing jobs); else the standard
+    OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER choose each (otlp when unset). Of a standard
+    list (``otlp,console``) the first the runtime builds is used; one it cannot build (another
+    SDK exporter) exports nothing, logged once."""
+    where = raw["exporter"][1]
+    name = ENV["exporter"][0]
+    if where != name or environ.get(name, "").strip():
+        chosen = _choice(raw, "exporter")
+        return chosen, chosen
+    choices = ENV["exporter"][2]
+    found = []
+    for signal, variable in STANDARD_EXPORTERS.items():
+        names = [n.strip().lower() for n in environ.get(variable, "").split(",") if n.strip()] or [
+            "otlp"
+        ]
+        usable = [n for n in names if n in choices]
+        if not usable:
+            log_once(
+                variable,
+                "%s=%s: the runtime's own providers build only %s; %ss are not exported",
+                variable,
+                environ.get(variable),
+                ", ".join(choices),
+                signal,
+            )
+        found.append(usable[0] if usable else "none")
+    return found[0], found[1]
 
 
 def _export_rank(value: str, where: str) -> int:

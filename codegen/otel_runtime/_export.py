@@ -26,7 +26,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ._state import LOG, PROCESS, log_once
+from . import _ids, _lean
+from ._state import PROCESS, log_once
 
 # Standard variables that give the OTLP exporters a timeout of their own (the SDK reads them).
 _STANDARD_TIMEOUTS = ("OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_{SIGNAL}_TIMEOUT")
@@ -42,12 +43,17 @@ def tracer_provider(settings: Any, resource: Any) -> tuple[Any, list[Any]]:
         log_once("sdk", "opentelemetry-sdk is not installed: using the global providers")
         return None, []
     processors = []
-    provider = TracerProvider(resource=resource, shutdown_on_exit=False, id_generator=_ids())
-    if settings.exporter == "console":
+    provider = TracerProvider(
+        resource=resource, shutdown_on_exit=False, id_generator=_ids.generator()
+    )
+    if settings.exporter_for("trace") == "console":
         exporter = ConsoleSpanExporter()
     else:
         exporter = otlp_exporter(settings, "trace", "Span")
-    if exporter is not None:
+    if exporter is not None and _lean.usable(provider):
+        # the lean path: the recorder is the provider's processor (see _lean)
+        processors.append(_lean.install(provider, exporter, settings.export))
+    elif exporter is not None:
         limits = settings.export
         processor = _processor_class()(
             exporter,
@@ -59,30 +65,6 @@ def tracer_provider(settings: Any, resource: Any) -> tuple[Any, list[Any]]:
         provider.add_span_processor(processor)
         processors.append(processor)
     return provider, processors
-
-
-def _ids() -> Any:
-    """Trace and span ids from ``os.urandom``: the SDK's default draws from ``random``, which
-    Megatron seeds with ``--seed``, so two jobs with the same seed would emit the same ids."""
-    from opentelemetry.sdk.trace.id_generator import IdGenerator
-    from opentelemetry.trace import INVALID_SPAN_ID, INVALID_TRACE_ID
-
-    class UrandomIds(IdGenerator):
-        """Ids from the operating system's entropy, never the invalid (zero) id."""
-
-        def generate_span_id(self) -> int:
-            span_id = INVALID_SPAN_ID
-            while span_id == INVALID_SPAN_ID:
-                span_id = int.from_bytes(os.urandom(8), "big")
-            return span_id
-
-        def generate_trace_id(self) -> int:
-            trace_id = INVALID_TRACE_ID
-            while trace_id == INVALID_TRACE_ID:
-                trace_id = int.from_bytes(os.urandom(16), "big")
-            return trace_id
-
-    return UrandomIds()
 
 
 def meter_provider(settings: Any, resource: Any) -> Any:
@@ -97,7 +79,7 @@ def meter_provider(settings: Any, resource: Any) -> Any:
     except ImportError:
         log_once("sdk", "opentelemetry-sdk is not installed: using the global providers")
         return None
-    if settings.exporter == "console":
+    if settings.exporter_for("metric") == "console":
         exporter = ConsoleMetricExporter()
     else:
         exporter = otlp_exporter(settings, "metric", "Metric")
@@ -119,7 +101,7 @@ def otlp_exporter(settings: Any, signal: str, kind: str) -> Any:
 
     Its timeout is ``export_timeout`` unless only a standard OTEL_EXPORTER_OTLP_*TIMEOUT is set.
     """
-    if settings.exporter != "otlp":
+    if settings.exporter_for(signal) != "otlp":
         return None
     protocol = os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}S_PROTOCOL") or os.environ.get(
         "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"
@@ -211,103 +193,9 @@ def _call(target: Any, method: str, *args: Any) -> None:
 
 
 def _processor_class() -> Any:
-    """``BoundedBatchSpanProcessor``, defined on first use (the SDK is optional)."""
+    """``BoundedBatchSpanProcessor`` (``_batch``), defined on first use (the SDK is optional)."""
     if PROCESS.processor_class is None:
-        from opentelemetry.sdk.trace.export import (
-            BatchSpanProcessor,
-            SpanExporter,
-            SpanExportResult,
-        )
+        from ._batch import bounded_processor_class
 
-        class ExportCounter(SpanExporter):
-            """A span exporter that counts the spans of failed exports and those in flight."""
-
-            def __init__(self, exporter: Any) -> None:
-                self.exporter = exporter
-                self.failed = 0
-                self.in_flight = 0
-
-            def export(self, spans: Sequence[Any]) -> SpanExportResult:
-                """Export through the wrapped exporter; count the spans when that fails."""
-                self.in_flight = len(spans)
-                result = SpanExportResult.FAILURE
-                try:
-                    result = self.exporter.export(spans)
-                    return result  # type: ignore[no-any-return]  # SDK: export() untyped
-                finally:
-                    if result != SpanExportResult.SUCCESS:
-                        self.failed += len(spans)
-                    self.in_flight = 0
-
-            def shutdown(self) -> None:
-                """Shut the wrapped exporter down (which abandons its retries)."""
-                self.exporter.shutdown()
-
-            def force_flush(self, timeout_millis: int = 30000) -> bool:
-                """Flush the wrapped exporter."""
-                return bool(self.exporter.force_flush(timeout_millis))
-
-        class BoundedBatchSpanProcessor(BatchSpanProcessor):
-            """The SDK's BatchSpanProcessor, accounting for every span it does not export.
-
-            A span ended while the queue is full is dropped and counted (the SDK would drop the
-            oldest one and log a warning per span, on the training thread); exports that fail
-            are counted; ``shutdown`` takes a timeout; ``report`` logs the totals once.
-            """
-
-            def __init__(self, exporter: Any, **limits: Any) -> None:
-                self.capacity = int(limits["max_queue_size"])
-                self.dropped = 0
-                self.counter = ExportCounter(exporter)
-                super().__init__(self.counter, **limits)
-                batch = getattr(self, "_batch_processor", None)
-                self._queue = getattr(batch, "_queue", None)  # SDK internals, checked below
-                if not hasattr(self._queue, "__len__"):
-                    self._queue = None
-                self._reported = False
-
-            def on_end(self, span: Any) -> None:
-                """Queue the ended span for export; drop and count it when the queue is full."""
-                queue = self._queue
-                if queue is not None and len(queue) >= self.capacity:
-                    self.dropped += 1
-                    if self.dropped == 1:
-                        LOG.warning(
-                            "telemetry: the span queue is full (%d spans): spans are dropped "
-                            "until the exporter catches up (the collector is slow or "
-                            "unreachable); the number dropped is logged at shutdown",
-                            self.capacity,
-                        )
-                    return
-                super().on_end(span)
-
-            def queued(self) -> int:
-                """How many spans wait for export."""
-                return len(self._queue) if self._queue is not None else 0
-
-            def shutdown(self, timeout_millis: float | None = None) -> None:
-                """Export what is queued, for at most ``timeout_millis``, and stop."""
-                batch = getattr(self, "_batch_processor", None)
-                if timeout_millis is None or batch is None:
-                    super().shutdown()  # type: ignore[no-untyped-call]  # SDK: shutdown() untyped
-                else:
-                    batch.shutdown(timeout_millis=max(0.0, timeout_millis))
-
-            def report(self, timeout: float) -> None:
-                """Log, once, how many spans were not exported and why."""
-                if self._reported:
-                    return
-                self._reported = True
-                left = self.queued() + self.counter.in_flight
-                if self.dropped or self.counter.failed or left:
-                    LOG.warning(
-                        "telemetry: %d spans dropped while the span queue was full, %d lost in "
-                        "failed exports, %d still queued when the flush timeout (%.1f s) ran out",
-                        self.dropped,
-                        self.counter.failed,
-                        left,
-                        timeout,
-                    )
-
-        PROCESS.processor_class = BoundedBatchSpanProcessor
+        PROCESS.processor_class = bounded_processor_class()
     return PROCESS.processor_class

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._config import env_timestamps
+from ._ranks import derived_id, interval_trace_id, start_root, startup_trace_id
 from ._spans import NO_ATTRIBUTES, SPAN_ATTRIBUTES, end_open_spans
 from ._state import PROCESS, flag, log_once, warn_once
 from ._taxonomy import INTERVAL, PHASES, PRE_STARTUP, STARTUP
@@ -55,10 +56,14 @@ def startup(
         stamps.update((k, float(v)) for k, v in timestamps.items() if v is not None)
         if STARTUP is not None:
             stamps.setdefault(STARTUP.start, _process_start())
+        run.trace_id = startup_trace_id(run.run_id) if run.run_id else 0
         if STARTUP is not None and flag(STARTUP.flag):
             name = STARTUP.name
             values = _attributes(name, attributes)
-            span = tracer.start_span(
+            span = start_root(
+                tracer,
+                run.ids,
+                run.trace_id,
                 name,
                 context=otel_context.Context(),
                 attributes=values,
@@ -74,8 +79,8 @@ def startup(
         )
         for entry in PHASES:
             _backdated(tracer, entry, stamps, parent)
-        for entry in PRE_STARTUP:
-            _backdated(tracer, entry, stamps, None)
+        for entry in PRE_STARTUP:  # a trace of its own, shared by the ranks
+            _backdated(tracer, entry, stamps, None, "pre_startup")
     except Exception:
         log_once("startup", "opening the startup spans failed", exc_info=True)
 
@@ -113,6 +118,8 @@ def end_training() -> None:
     run = PROCESS.run
     run.training = False
     end_open_spans()
+    if run.run_id:  # what runs after training (the final evaluation, ...) shares one trace
+        run.trace_id = derived_id(run.run_id, "after-training")
     if run.interval is not None:
         entry, run.interval = run.interval, None
         _end(entry, True)
@@ -216,8 +223,15 @@ def _open_interval(iteration: int) -> None:
             "megatron.trace_interval": run.interval_index,
         }
         links = [Link(run.link_to)] if run.link_to is not None else None
-        span = tracer.start_span(
-            name, context=otel_context.Context(), attributes=values, links=links
+        run.trace_id = interval_trace_id(run.run_id, run.interval_index) if run.run_id else 0
+        span = start_root(
+            tracer,
+            run.ids,
+            run.trace_id,
+            name,
+            context=otel_context.Context(),
+            attributes=values,
+            links=links,
         )
         token = otel_context.attach(otel_trace.set_span_in_context(span))
         run.interval = (span, token)
@@ -242,12 +256,20 @@ def _end(entry: LifecycleEntry, record_error: bool) -> None:
 
 
 def _backdated(
-    tracer: Tracer, span: Backdated, times: dict[str, float], parent: Context | None
+    tracer: Tracer,
+    span: Backdated,
+    times: dict[str, float],
+    parent: Context | None,
+    trace: str = "",
 ) -> None:
     start, end = times.get(span.start), times.get(span.end)
     if start is None or end is None or not flag(span.flag):
         return
-    started = tracer.start_span(
+    run = PROCESS.run
+    started = start_root(
+        tracer,
+        run.ids,  # a root (pre_startup; phases while the startup span is off): a shared trace
+        derived_id(run.run_id, trace) if trace and run.run_id else run.trace_id,
         span.name,
         context=parent if parent is not None else otel_context.Context(),
         attributes=SPAN_ATTRIBUTES.get(span.name, NO_ATTRIBUTES),

@@ -8,12 +8,13 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import _export, _metrics, _process
+from . import _export, _metrics, _process, _ranks
 from ._config import ExportLimits, Settings, rank_and_world, read_settings
 from ._resource import resource_attributes
 from ._spans import OTEL_INSTALLED, enabled_groups, select
 from ._state import PROCESS, flag, log_once, set_flag
 from ._taxonomy import GROUPS
+from ._version import SCHEMA_URL, SCOPE, VERSION
 
 
 def configure(
@@ -28,7 +29,14 @@ def configure(
     """
     settings = read_settings(args)
     rank, world = rank_and_world()
-    exporting = settings.exporting_rank(world) == rank
+    coordinates = _ranks.coordinates(rank, world, args)
+    exporting = settings.export_ranks.selects(rank, world, coordinates)  # raises on every rank
+    # Every rank takes part (the same settings everywhere) when more than one rank may export.
+    run_id = (
+        _ranks.agree_run_id(world)
+        if settings.enabled and settings.export_ranks.many()
+        else os.urandom(16)
+    )
     if PROCESS.run.programmatic and not PROCESS.run.ended:
         groups = enabled_groups()
         log_once(
@@ -41,8 +49,21 @@ def configure(
     _process.reset()  # a fresh run: the current one ends, if it has not
     if not settings.enabled or not exporting:
         return frozenset()
-    PROCESS.run.settings = settings
-    return _start(settings, lambda: resource_attributes(args), tracer_provider, meter_provider)
+    run = PROCESS.run
+    run.settings = settings
+    run.run_id = run_id
+
+    def attributes() -> dict[str, Any]:
+        values = resource_attributes(args)
+        values.update(_ranks.coordinate_attributes(rank, coordinates, args))
+        values["megatron.run_id"] = run_id.hex()
+        values["megatron.export_ranks"] = settings.export_ranks.text
+        return values
+
+    groups = _start(settings, attributes, tracer_provider, meter_provider)
+    if run.tracer is not None:
+        run.pipeline = _ranks.pipeline(rank, args)
+    return groups
 
 
 def worker_bootstrap() -> dict[str, Any]:
@@ -146,6 +167,7 @@ def _start(
         if provider is not None:
             _process.adopt(provider, owned)
         groups = select(groups, tracer_provider=provider)
+        PROCESS.run.ids = _ranks.install_ids(PROCESS.run.tracer)
     if settings.metrics:
         provider, owned = meter_provider, False
         if provider is None:
@@ -154,10 +176,10 @@ def _start(
             if provider is None:
                 from opentelemetry import metrics
 
-                meter = metrics.get_meter("megatron")
+                meter = metrics.get_meter(SCOPE, VERSION, schema_url=SCHEMA_URL)
             else:
                 _process.adopt(provider, owned)
-                meter = provider.get_meter("megatron")
+                meter = provider.get_meter(SCOPE, VERSION, schema_url=SCHEMA_URL)
             _metrics.create_instruments(meter)
             set_flag("METRICS", True)
         except Exception:
@@ -179,13 +201,13 @@ def _application_provider(signal: str) -> Any:
             unset: tuple[type, ...] = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
         else:
             from opentelemetry import metrics
-            from opentelemetry.metrics import _internal
 
             provider = metrics.get_meter_provider()
-            unset = (
-                metrics.NoOpMeterProvider,
-                getattr(_internal, "_ProxyMeterProvider", type(None)),
-            )
+            # The API's own classes are placeholders (its proxy and no-op providers): any
+            # other provider is one the application set.
+            if type(provider).__module__.split(".")[:2] == ["opentelemetry", "metrics"]:
+                return None
+            unset = (metrics.NoOpMeterProvider,)
         return None if isinstance(provider, unset) else provider
     except Exception:
         log_once(f"global-{signal}", "reading the global %s provider failed", signal, exc_info=True)

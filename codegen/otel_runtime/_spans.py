@@ -7,8 +7,12 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from ._lean import LeanTracer
+from ._lean import tracer as _tracer_for
+from ._ranks import P2P, start_shared
 from ._state import LOG, NAMESPACE, PROCESS, log_once, set_flag, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
+from ._version import SCHEMA_URL, SCOPE, VERSION
 
 if TYPE_CHECKING:
     from contextvars import Token
@@ -88,7 +92,10 @@ def select(
     if not OTEL_INSTALLED:
         LOG.warning("opentelemetry is not installed: Megatron telemetry stays disabled")
         return frozenset()
-    PROCESS.run.tracer = otel_trace.get_tracer("megatron", tracer_provider=tracer_provider)
+    sdk_tracer = otel_trace.get_tracer(
+        SCOPE, VERSION, tracer_provider=tracer_provider, schema_url=SCHEMA_URL
+    )
+    PROCESS.run.tracer = _tracer_for(tracer_provider, sdk_tracer)  # lean when the runtime built it
     for group in selected:
         set_flag(FLAGS[group], True)
     return selected
@@ -120,14 +127,21 @@ def start_span(
     span: Span | None = None
     token: Token[Context] | None = None
     try:
-        base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
-        values = base
+        extra = None
         if attributes is not None:
             try:
-                values = {**base, **attributes()}
+                extra = attributes()
             except Exception:
                 warn_once(name, "evaluating attributes")
-        span = tracer.start_span(name, attributes=values)
+        if type(tracer) is LeanTracer and (run.pipeline is None or name not in P2P):
+            # the span group attributes are added on export; a root joins the shared trace
+            span = tracer.start_fast(name, extra, run.trace_id)
+        elif run.ids is not None:  # a root joins the shared trace; a pipeline send gets its id
+            base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
+            span = start_shared(tracer, run, name, {**base, **extra} if extra else base)
+        else:
+            base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
+            span = tracer.start_span(name, attributes={**base, **extra} if extra else base)
         token = otel_context.attach(otel_trace.set_span_in_context(span))
         started = StartedSpan(span, token, name, _exc_info()[1])
         run.open_spans.stack.append(started)
@@ -269,7 +283,9 @@ class StartedSpan:
             return
         stack = PROCESS.run.open_spans.stack  # this thread's, in the current run
         try:
-            if any(s is self for s in stack):
+            if stack and stack[-1] is self:  # the usual case: the innermost span ends
+                stack.pop()
+            elif any(s is self for s in stack):
                 while stack[-1] is not self:
                     stack.pop().close()
                 stack.pop()

@@ -86,6 +86,14 @@ class Run:
     interval_index: int = 0
     training: bool = False
     seen: set[str] = field(default_factory=set)
+    # Many ranks (``_ranks``): the run id every rank agreed on, the tracer's id generator (the SDK
+    # tracer's or the LeanTracer's; None for another tracer), the trace root spans join now
+    # (startup, interval, after training; 0 before configure), this rank's pipeline neighbours
+    # (None: no links).
+    run_id: bytes = b""
+    ids: Any = None
+    trace_id: int = 0
+    pipeline: Any = None
 
     def __post_init__(self) -> None:
         self.open_spans = OpenSpans(self.stacks)

@@ -137,6 +137,7 @@ ENV: dict[str, EnvVar] = {
     "traces_enabled": EnvVar("MEGATRON_OTEL_TRACES_ENABLED", "1", ("0", "1", "false", "true")),
     "metrics_enabled": EnvVar("MEGATRON_OTEL_METRICS_ENABLED", "1", ("0", "1", "false", "true")),
     "export_rank": EnvVar("MEGATRON_OTEL_EXPORT_RANK", "-1", ()),
+    "export_ranks": EnvVar("MEGATRON_OTEL_EXPORT_RANKS", "last", ()),
     "sigterm_flush_timeout": EnvVar("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "0", ()),
     "service_name": EnvVar("OTEL_SERVICE_NAME", "megatron-lm", ()),
     "export_timeout": EnvVar("MEGATRON_OTEL_EXPORT_TIMEOUT_S", "10", ()),
@@ -158,6 +159,7 @@ FLAG_OVERRIDES: tuple[FlagOverride, ...] = (
     FlagOverride("otel_enabled", "MEGATRON_OTEL_ENABLED", "--otel-enabled", True),
     FlagOverride("otel_service_name", "OTEL_SERVICE_NAME", "--otel-service-name", False),
     FlagOverride("otel_span_groups", "MEGATRON_OTEL_SPAN_GROUPS", "--otel-span-groups", False),
+    FlagOverride("otel_export_ranks", "MEGATRON_OTEL_EXPORT_RANKS", "--otel-export-ranks", False),
 )
 # The startup span.
 STARTUP: Startup | None = Startup("megatron.startup", "JOB", "program_start")

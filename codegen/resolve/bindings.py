@@ -31,6 +31,8 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
+from codegen.resolve.walk import code_of
+
 
 @dataclass(frozen=True)
 class Shadow:
@@ -77,7 +79,7 @@ class Bindings:
         """The runtime import itself: ``from PARENT import ALIAS`` (absolute, no ``as``)."""
         if not isinstance(node, cst.ImportFrom) or node.relative or node.module is None:
             return False
-        if cst.Module([]).code_for_node(node.module) != self.parent or isinstance(node.names, cst.ImportStar):
+        if code_of(node.module) != self.parent or isinstance(node.names, cst.ImportStar):
             return False
         return any(
             isinstance(a.name, cst.Name) and a.name.value == self.alias and a.asname is None

@@ -19,27 +19,24 @@ attribute is a warning (it cannot be known), else an error. Errors name the clos
 
 from __future__ import annotations
 
+import ast
+import builtins
 import difflib
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+import symtable
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
-from libcst.metadata import (
-    Assignment,
-    BaseAssignment,
-    ClassScope,
-    FunctionScope,
-    MetadataWrapper,
-    Scope,
-    ScopeProvider,
-)
 
 from codegen.diagnostics import Diagnostics, Pos
+from codegen.resolve.context import FileContext
+from codegen.resolve.hostile import parse_module
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import assigned_names, child_blocks
+from codegen.resolve.walk import code_of, walk
 from codegen.spec.model import Hook, Span
 
 # The attributes of torch.nn.Module (torch 2.13: ``dir(torch.nn.Module) | vars(torch.nn.Module())``,
@@ -158,6 +155,7 @@ class Expression:
     function: cst.FunctionDef
     at: cst.CSTNode
     after: bool
+    entry: Span | Hook  # whose expression it is
 
 
 @dataclass
@@ -169,75 +167,199 @@ class ClassFacts:
 
 
 def check_expressions(
+    context: FileContext,
     plan: FilePlan,
     alias: str,
     source_root: Path,
-    diags: Diagnostics,
+    diags_of: Callable[[Span | Hook], Diagnostics],
     trees: dict[str, cst.Module | None],
-    lines: Callable[[cst.CSTNode, bool], int],
 ) -> None:
-    """Report every free name of the plan's expressions that is not bound where it runs.
+    """Report (to ``diags_of(entry)``) every free name of the plan's expressions that is not bound where it runs.
 
     ``trees`` caches the modules parsed to follow base classes (path -> module, None when not in
-    the tree); ``lines(node, end)`` is the line a node of ``plan.module`` starts (or ends) on."""
+    the tree). Scopes come from the standard library's ``symtable`` and binding sites from
+    ``ast`` over the same text (the file's context pairs them with the libcst statements)."""
     expressions = list(_expressions(plan, alias))
     if not expressions:
         return
-    # Scope analysis costs about a parse per module: run it on the module with every top-level
-    # def and class that holds no checked expression reduced to a stub (its name still bound).
-    # Positions there only order statements of the checked functions; lines come from the plan.
-    functions = {id(e.function): e.function for e in expressions}
-    originals: dict[int, cst.ClassDef] = {}  # id(reduced class) -> the class in plan.module
-    reduced = _reduced(plan.module, set(functions), originals)
-    scopes = MetadataWrapper(reduced, unsafe_skip_copy=True).resolve(ScopeProvider)
-    positions: dict[int, _Order] = {}
-    for key, func in functions.items():
-        positions[key] = _Order()
-        func.visit(positions[key])
-    classes = _Classes(source_root, trees)
-    checker = _Checker(plan, alias, scopes, positions, classes, diags, lines, originals)
+    try:
+        scopes = _Scopes(context)
+    except (SyntaxError, ValueError) as exc:
+        reason = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        diags_of(expressions[0].entry).error(
+            expressions[0].pos,
+            f"cannot check the expressions inserted into {plan.path}: Python "
+            f"{sys.version_info.major}.{sys.version_info.minor} cannot parse it ({reason})",
+        )
+        return
+    checker = _Checker(context, plan, alias, scopes, _Classes(source_root, trees), diags_of)
     for expression in expressions:
         checker.check(expression)
 
 
-def _reduced(module: cst.Module, functions: set[int], originals: dict[int, cst.ClassDef]) -> cst.Module:
-    """``module`` with the body of each def or class (at the top level or in a kept class) that
-    contains none of ``functions`` and declares no ``global`` replaced by ``...``; the kept nodes
-    are the original ones."""
-    return module.with_changes(body=_reduced_body(module.body, functions, originals))
+@dataclass
+class _Scope:
+    """A function, class or the module, as ``symtable`` and ``ast`` see it."""
+
+    table: symtable.SymbolTable
+    node: ast.AST
+    parent: _Scope | None
+    _sites: dict[str, list[tuple[int, int]]] | None = None
+
+    @property
+    def function(self) -> bool:
+        return isinstance(self.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+
+    def _symbol(self, name: str) -> symtable.Symbol | None:
+        try:
+            return self.table.lookup(name)
+        except KeyError:
+            return None
+
+    def local(self, name: str) -> bool:
+        """Whether ``name`` is bound in this function (parameter, assignment, import, def)."""
+        symbol = self._symbol(name)
+        return symbol is not None and symbol.is_local()
+
+    def declared_global(self, name: str) -> bool:
+        symbol = self._symbol(name)
+        return symbol is not None and symbol.is_declared_global()
+
+    def locals(self) -> set[str]:
+        return {s.get_name() for s in self.table.get_symbols() if s.is_local()}
+
+    def sites(self) -> dict[str, list[tuple[int, int]]]:
+        """Where each name is bound in this function: (line, column), in source order."""
+        if self._sites is None:
+            self._sites = _binding_sites(self.node)
+        return self._sites
 
 
-def _reduced_body(
-    body: Sequence[cst.BaseStatement], functions: set[int], originals: dict[int, cst.ClassDef]
-) -> list[cst.BaseStatement]:
-    stub = cst.IndentedBlock([cst.SimpleStatementLine([cst.Expr(cst.Ellipsis())])])
-    out: list[cst.BaseStatement] = []
-    for stmt in body:
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and not _needed(stmt, functions):
-            stmt = stmt.with_changes(body=stub)
-        elif isinstance(stmt, cst.ClassDef) and isinstance(stmt.body, cst.IndentedBlock):
-            original = stmt
-            block = stmt.body.with_changes(body=_reduced_body(stmt.body.body, functions, originals))
-            stmt = stmt.with_changes(body=block)
-            originals[id(stmt)] = original
-        out.append(stmt)
-    return out
+class _Scopes:
+    """Every function and class scope of a module, by the id of its ``ast`` node."""
+
+    def __init__(self, context: FileContext) -> None:
+        tree, table = context.tree(), context.symbols()
+        self.module = _Scope(table, tree, None)
+        self.by_node: dict[int, _Scope] = {}
+        self._add(self.module, tree.body)
+        self.globals = {s.get_name() for s in table.get_symbols() if s.is_local()}
+        self._declared_globals(table)
+
+    def _add(self, scope: _Scope, body: Sequence[ast.stmt]) -> None:
+        tables: dict[tuple[str, int], symtable.SymbolTable] = {}
+        for child in scope.table.get_children():
+            tables.setdefault((child.get_name(), child.get_lineno()), child)
+        for node in _scope_nodes(body):
+            table = tables.get((node.name, node.lineno))
+            if table is None:
+                continue
+            inner = _Scope(table, node, scope)
+            self.by_node[id(node)] = inner
+            self._add(inner, node.body)
+
+    def _declared_globals(self, table: symtable.SymbolTable) -> None:
+        for child in table.get_children():
+            self.globals |= {
+                s.get_name() for s in child.get_symbols() if s.is_declared_global() and s.is_assigned()
+            }
+            self._declared_globals(child)
+
+    def resolve(self, name: str, scope: _Scope) -> _Scope | None:
+        """The scope ``name`` is bound in, seen from the function ``scope`` (class bodies are not
+        seen), the module's for a global or builtin; None when it is bound nowhere."""
+        current: _Scope | None = scope
+        while current is not None and current is not self.module:
+            if current.function:
+                if current.declared_global(name):
+                    break
+                if current.local(name):
+                    return current
+            current = current.parent
+        if name in self.globals or hasattr(builtins, name):
+            return self.module
+        return None
+
+    def visible(self, scope: _Scope) -> set[str]:
+        """Names the enclosing functions and the module bind (class bodies are not seen)."""
+        names = set(self.globals)
+        current = scope.parent
+        while current is not None and current is not self.module:
+            if current.function:
+                names |= current.locals()
+            current = current.parent
+        return names
 
 
-def _needed(stmt: cst.BaseStatement, functions: set[int]) -> bool:
-    """Whether ``stmt`` holds one of ``functions`` or a ``global`` declaration (statements only
-    are walked, which is much cheaper than visiting every node)."""
-    stack: list[cst.BaseStatement | cst.BaseSmallStatement] = [stmt]
+def _scope_nodes(
+    body: Sequence[ast.stmt],
+) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
+    """The defs and classes a block defines, also inside its compound statements (not inside
+    other defs or classes)."""
+    stack = list(reversed(body))
     while stack:
         node = stack.pop()
-        if id(node) in functions or isinstance(node, cst.Global):
-            return True
-        if isinstance(node, cst.SimpleStatementLine):
-            stack.extend(node.body)
-        elif isinstance(node, cst.BaseCompoundStatement):
-            for block in child_blocks(node):
-                stack.extend(block.body)
-    return False
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node
+            continue
+        inner: list[ast.stmt] = []
+        for name in ("body", "orelse", "finalbody"):
+            inner.extend(getattr(node, name, ()))
+        for holder in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+            inner.extend(holder.body)
+        stack.extend(reversed(inner))
+
+
+def _binding_sites(func: ast.AST) -> dict[str, list[tuple[int, int]]]:
+    """Every place ``func`` binds a name in its own scope: parameters, assignment targets,
+    imports, nested defs and classes, ``except ... as``, ``match`` captures, and ``:=`` (also
+    inside comprehensions, whose own targets stay theirs)."""
+    sites: dict[str, list[tuple[int, int]]] = {}
+
+    def add(name: str, node: ast.AST, line: int | None = None) -> None:
+        where: tuple[int, int] = (
+            line or int(getattr(node, "lineno", 0)),
+            int(getattr(node, "col_offset", 0)),
+        )
+        sites.setdefault(name, []).append(where)
+
+    assert isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef))
+    args = func.args
+    for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+        if arg is not None:
+            add(arg.arg, arg)
+    stack: list[ast.AST] = list(reversed(func.body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            add(node.name, node, min((d.lineno for d in node.decorator_list), default=node.lineno))
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.NamedExpr) and isinstance(inner.target, ast.Name):
+                    add(inner.target.id, inner.target)
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            add(node.id, node)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name != "*":
+                    add(alias.asname or alias.name.partition(".")[0], node)
+        elif (
+            isinstance(node, ast.ExceptHandler)
+            and node.name
+            or isinstance(node, (ast.MatchAs, ast.MatchStar))
+            and node.name
+        ):
+            add(node.name, node)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            add(node.rest, node)
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    for found in sites.values():
+        found.sort()
+    return sites
 
 
 def _expressions(plan: FilePlan, alias: str) -> Iterator[Expression]:
@@ -250,32 +372,42 @@ def _expressions(plan: FilePlan, alias: str) -> Iterator[Expression]:
         )
         if isinstance(entry, Span):
             for attr in entry.attributes:
-                yield Expression(attr.expr, f"attribute '{attr.key}'", attr.pos, func, first, False)
+                yield Expression(attr.expr, f"attribute '{attr.key}'", attr.pos, func, first, False, entry)
             if entry.when:
-                yield Expression(entry.when, "when", entry.when_pos or entry.pos, func, first, False)
+                yield Expression(entry.when, "when", entry.when_pos or entry.pos, func, first, False, entry)
             if entry.name_expr:
                 yield Expression(
-                    entry.name_expr, "name_expr", entry.name_expr_pos or entry.pos, func, first, False
+                    entry.name_expr, "name_expr", entry.name_expr_pos or entry.pos, func, first, False, entry
                 )
             for attr in entry.end_attributes:
-                yield Expression(attr.expr, f"end attribute '{attr.key}'", attr.pos, func, last, True)
+                yield Expression(attr.expr, f"end attribute '{attr.key}'", attr.pos, func, last, True, entry)
         else:
             if entry.enter:
-                yield Expression(entry.enter, "enter", entry.enter_pos or entry.pos, func, first, False)
+                yield Expression(
+                    entry.enter, "enter", entry.enter_pos or entry.pos, func, first, False, entry
+                )
             if entry.exit:
-                yield Expression(entry.exit, "exit", entry.exit_pos or entry.pos, func, last, True)
+                yield Expression(entry.exit, "exit", entry.exit_pos or entry.pos, func, last, True, entry)
     for insert in plan.inserts:
         hook = insert.hook
         if hook.call is None:
             continue
         body = insert.block.body
         at, after = (body[insert.index], False) if insert.index < len(body) else (body[-1], True)
-        yield Expression(hook.call, _payload(hook), hook.call_pos or hook.pos, insert.function, at, after)
+        yield Expression(
+            hook.call, _payload(hook), hook.call_pos or hook.pos, insert.function, at, after, hook
+        )
     for rewrite in plan.rewrites:
         hook = rewrite.hook
         if hook.wrapper:
             yield Expression(
-                hook.wrapper, "with", hook.call_pos or hook.pos, rewrite.function, rewrite.statement, False
+                hook.wrapper,
+                "with",
+                hook.call_pos or hook.pos,
+                rewrite.function,
+                rewrite.statement,
+                False,
+                hook,
             )
 
 
@@ -288,25 +420,6 @@ def _payload(hook: Hook) -> str:
     return "call"
 
 
-class _Order(cst.CSTVisitor):
-    """Source order of a function's nodes: a node starts before everything it contains, and
-    ends after it (cheaper than positions, which render the code)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.start: dict[int, int] = {}
-        self.end: dict[int, int] = {}
-        self.count = 0
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        self.start[id(node)] = self.count
-        self.count += 1
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.end[id(original_node)] = self.count
-
-
 @dataclass(frozen=True)
 class _Free:
     name: str
@@ -315,160 +428,170 @@ class _Free:
 
 def free_names(text: str) -> list[_Free] | None:
     """The names ``text`` reads without binding them itself (not builtins), with the attributes
-    read from each; None when libcst cannot parse it."""
+    read from each; None when Python cannot parse it (``symtable`` does the scoping)."""
+    source = text.strip() + "\n"
     try:
-        module = cst.parse_module(text.strip() + "\n")
-    except cst.ParserSyntaxError:
+        tree = ast.parse(source)
+        table = symtable.symtable(source, "<expression>", "exec")
+    except (SyntaxError, ValueError):
         return None
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    scopes = wrapper.resolve(ScopeProvider)
-    free: dict[str, list[cst.CSTNode]] = {}
-    for scope in {s for s in scopes.values() if s is not None}:
-        for access in scope.accesses:
-            if not access.referents and isinstance(access.node, cst.Name):
-                free.setdefault(access.node.value, []).append(access.node)
-    out = []
-    for name, nodes in free.items():
-        ids = {id(n) for n in nodes}
-        attrs = tuple(
-            dict.fromkeys(
-                a.attr.value
-                for a in m.findall(module, m.Attribute(value=m.Name(name)))
-                if isinstance(a, cst.Attribute) and id(a.value) in ids
-            )
-        )
-        out.append(_Free(name, attrs))
-    return sorted(out, key=lambda f: f.name)
+    bound = {s.get_name() for s in table.get_symbols() if s.is_local()}
+    names = {s.get_name() for s in table.get_symbols() if s.is_referenced() and not s.is_local()}
+    pending = list(table.get_children())
+    while pending:  # lambdas and comprehensions: what they read from the top level
+        inner = pending.pop()
+        names |= {s.get_name() for s in inner.get_symbols() if s.is_global() and s.is_referenced()}
+        pending.extend(inner.get_children())
+    free = {n for n in names - bound if not hasattr(builtins, n)}
+    attributes: dict[str, dict[str, None]] = {n: {} for n in free}
+
+    def visit(node: ast.AST, shadowed: frozenset[str]) -> None:
+        if isinstance(node, ast.Lambda):
+            args = node.args
+            every = (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+            shadowed = shadowed | {a.arg for a in every if a is not None}
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            shadowed = shadowed | {
+                n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)
+            }
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in free
+            and node.value.id not in shadowed
+        ):
+            attributes[node.value.id][node.attr] = None
+        for child in ast.iter_child_nodes(node):
+            visit(child, shadowed)
+
+    visit(tree, frozenset())
+    return [_Free(name, tuple(attributes[name])) for name in sorted(free)]
 
 
 class _Checker:
     def __init__(
         self,
+        context: FileContext,
         plan: FilePlan,
         alias: str,
-        scopes: Mapping[cst.CSTNode, Scope | None],
-        positions: dict[int, _Order],
+        scopes: _Scopes,
         classes: _Classes,
-        diags: Diagnostics,
-        lines: Callable[[cst.CSTNode, bool], int],
-        originals: dict[int, cst.ClassDef],
+        diags_of: Callable[[Span | Hook], Diagnostics],
     ) -> None:
-        self.lines = lines
-        self.originals = originals
+        self.context = context
         self.plan = plan
         self.alias = alias
         self.scopes = scopes
-        self.positions = positions
         self.classes = classes
-        self.diags = diags
+        self.diags_of = diags_of
 
-    def _order(self, func: cst.FunctionDef, node: cst.CSTNode, after: bool = False) -> int:
-        """Where ``node`` (inside ``func``) starts, or ends with ``after``, in source order."""
-        order = self.positions[id(func)]
-        return order.end[id(node)] if after else order.start[id(node)]
+    def _point(self, at: cst.CSTNode, after: bool) -> tuple[int, int] | None:
+        """Where ``at`` starts, or ends with ``after``, as (line, column) of the ``ast``."""
+        nodes = self.context.ast_of(at)
+        if not nodes:
+            return None
+        if after:
+            last = nodes[-1]
+            return (last.end_lineno or last.lineno, last.end_col_offset or 0)
+        first = nodes[0]
+        decorators = getattr(first, "decorator_list", [])
+        return (min(d.lineno for d in decorators), 0) if decorators else (first.lineno, first.col_offset)
 
     def check(self, expr: Expression) -> None:
         free = free_names(expr.text)
         if free is None:
             return
-        body = expr.function.body
-        assert isinstance(body, cst.IndentedBlock)
-        scope = self.scopes[body.body[0]]
-        assert isinstance(scope, Scope)
-        point = self._order(expr.function, expr.at, expr.after)
+        found = self.context.ast_of(expr.function)
+        scope = self.scopes.by_node.get(id(found[0])) if found else None
+        point = self._point(expr.at, expr.after)
+        if scope is None or point is None:
+            return
         func = expr.function.name.value
         for item in free:
             if item.name == self.alias:
                 continue
-            assignments = scope[item.name]
-            local = [a for a in assignments if a.scope is scope]
-            if not assignments:
-                hint = self._hint(item.name, expr.function, scope, point)
-                self.diags.error(
+            bound = self.scopes.resolve(item.name, scope)
+            if bound is None:
+                hint = self._hint(item.name, scope, point)
+                self.diags_of(expr.entry).error(
                     expr.pos,
                     f"{expr.what}: '{item.name}' is not defined in {func} "
-                    f"({self.plan.path} line {self.lines(expr.at, expr.after)}){hint}",
+                    f"({self.plan.path} line {self.context.line(expr.at, expr.after)}){hint}",
                 )
                 continue
-            if local and not any(self._before(expr.function, a, point) for a in local):
-                first = min(self.lines(a.node, False) for a in local if isinstance(a, Assignment))
-                self.diags.error(
+            local = scope.sites().get(item.name, []) if bound is scope else []
+            if local and not any(site < point for site in local):
+                self.diags_of(expr.entry).error(
                     expr.pos,
                     f"{expr.what}: '{item.name}' is assigned in {func} only after this point "
-                    f"({self.plan.path} line {self.lines(expr.at, expr.after)}; first assigned at line {first}): "
-                    "it would be unbound",
+                    f"({self.plan.path} line {self.context.line(expr.at, expr.after)}; first assigned at "
+                    f"line {local[0][0]}): it would be unbound",
                 )
                 continue
-            if item.attributes:
-                self._check_self(expr, item, assignments)
+            if item.attributes and bound is not self.scopes.module:
+                self._check_self(expr, item, bound)
 
-    def _before(self, func: cst.FunctionDef, assignment: object, point: int) -> bool:
-        if not isinstance(assignment, Assignment):
-            return True
-        return self._order(func, assignment.node) < point
-
-    def _hint(self, name: str, func: cst.FunctionDef, scope: Scope, point: int) -> str:
+    def _hint(self, name: str, scope: _Scope, point: tuple[int, int]) -> str:
         """Close matches among the names visible at ``point`` (class bodies are not)."""
-        visible = {self.alias}
-        visible |= {a.name for a in scope.assignments if self._before(func, a, point)}
-        current = scope.parent
-        while current is not None:
-            if not isinstance(current, ClassScope):
-                visible |= {a.name for a in current.assignments}
-            if current is current.parent:
-                break
-            current = current.parent
-        hint = _did_you_mean(name, visible)
+        local = {n for n, sites in scope.sites().items() if scope.local(n) and sites[0] < point}
+        hint = _did_you_mean(name, {self.alias} | local | self.scopes.visible(scope))
         if hint:
             return hint
-        local = sorted({a.name for a in scope.assignments if self._before(func, a, point)})
         if not local:
             return ""
-        shown = ", ".join(local[:12]) + (", ..." if len(local) > 12 else "")
+        shown = ", ".join(sorted(local)[:12]) + (", ..." if len(local) > 12 else "")
         return f"; bound there: {shown} (and the module's names)"
 
-    def _check_self(self, expr: Expression, item: _Free, assignments: Collection[BaseAssignment]) -> None:
+    def _check_self(self, expr: Expression, item: _Free, method: _Scope) -> None:
         """``name.X`` where ``name`` is the first parameter of a method: X must be an attribute."""
-        found = list(assignments)
-        if (
-            len(found) != 1
-            or not isinstance(found[0], Assignment)
-            or not isinstance(found[0].node, cst.Param)
-        ):
+        node = method.node
+        owner = method.parent
+        if owner is None or not isinstance(owner.node, ast.ClassDef):
             return
-        method_scope = found[0].scope
-        if not isinstance(method_scope, FunctionScope) or not isinstance(method_scope.parent, ClassScope):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not _is_instance_method(node):
             return
-        method = method_scope.node
-        if not isinstance(method, cst.FunctionDef) or not _is_instance_method(method):
+        params = node.args.posonlyargs or node.args.args
+        if not params or params[0].arg != item.name or len(method.sites().get(item.name, [])) != 1:
             return
-        params = method.params.posonly_params or method.params.params
-        if not params or params[0] is not found[0].node:
+        classdef = self.context.cst_of(owner.node)
+        if not isinstance(classdef, cst.ClassDef):
             return
-        classdef = self.originals.get(id(method_scope.parent.node), method_scope.parent.node)
-        assert isinstance(classdef, cst.ClassDef)
         facts = self.classes.facts(self.plan.path, self.plan.module, classdef)
         for attr in item.attributes:
             if attr in facts.attributes or (attr.startswith("__") and attr.endswith("__")):
                 continue
             where = f"{item.name}.{attr}"
             if facts.unknown:
-                self.diags.warning(
+                self.diags_of(expr.entry).warning(
                     expr.pos,
                     f"{expr.what}: cannot check '{where}': {classdef.name.value} is not assigned '{attr}' "
                     f"in the source tree, but {'; '.join(facts.unknown)}",
                 )
             else:
-                self.diags.error(
+                self.diags_of(expr.entry).error(
                     expr.pos,
                     f"{expr.what}: '{where}' is not an attribute of {classdef.name.value} or its bases"
                     f"{_did_you_mean(attr, facts.attributes)}",
                 )
 
 
-def _is_instance_method(func: cst.FunctionDef) -> bool:
+def _is_instance_method(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    names = {_dotted(d) for d in func.decorator_list}
+    return not names & {"staticmethod", "classmethod"}
+
+
+def _instance_method(func: cst.FunctionDef) -> bool:
     names = {get_full_name_for_node(d.decorator) for d in func.decorators}
     return not names & {"staticmethod", "classmethod"}
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return f"{head}.{node.attr}" if head else None
+    return None
 
 
 def _did_you_mean(name: str, candidates: set[str]) -> str:
@@ -497,7 +620,7 @@ class _Classes:
             value = base.value.value if isinstance(base.value, cst.Subscript) else base.value
             dotted = get_full_name_for_node(value)
             if dotted is None:
-                facts.unknown.append(f"its base {cst.Module([]).code_for_node(base.value)} is not a name")
+                facts.unknown.append(f"its base {code_of(base.value)} is not a name")
                 continue
             self._base(path, module, dotted, facts, depth)
         return facts
@@ -555,7 +678,7 @@ class _Classes:
                 file = self.root / rel
                 try:
                     self.trees[rel] = (
-                        cst.parse_module(file.read_text(encoding="utf-8")) if file.is_file() else None
+                        parse_module(file.read_text(encoding="utf-8")) if file.is_file() else None
                     )
                 except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
                     self.trees[rel] = None
@@ -633,15 +756,19 @@ def _own_attributes(classdef: cst.ClassDef, unknown: list[str]) -> set[str]:
             unknown.append(f"{name} defines {stmt.name.value}")
     for func in _methods(classdef.body.body):
         params = func.params.posonly_params or func.params.params
-        if not params or not _is_instance_method(func):
+        if not params or not _instance_method(func):
             continue
         self_name = params[0].name.value
-        for node in m.findall(func, m.Call() | _ASSIGNING):
+        for node in walk(func):
+            if not isinstance(node, _ASSIGNING_TYPES):
+                continue
             if not isinstance(node, cst.Call):
                 attrs |= {
                     t.attr.value
                     for t in _targets(node)
-                    if isinstance(t, cst.Attribute) and m.matches(t.value, m.Name(self_name))
+                    if isinstance(t, cst.Attribute)
+                    and isinstance(t.value, cst.Name)
+                    and t.value.value == self_name
                 }
                 continue
             callee = get_full_name_for_node(node.func) or ""
@@ -670,7 +797,7 @@ def _methods(body: Sequence[cst.BaseStatement]) -> Iterator[cst.FunctionDef]:
                 yield from _methods(child)
 
 
-_ASSIGNING = m.Assign() | m.AnnAssign() | m.AugAssign() | m.For() | m.WithItem() | m.NamedExpr()
+_ASSIGNING_TYPES = (cst.Call, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.WithItem, cst.NamedExpr)
 
 
 def _targets(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

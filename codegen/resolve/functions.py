@@ -6,10 +6,10 @@ import difflib
 from collections.abc import Sequence
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
 from codegen.resolve.statements import child_blocks
+from codegen.resolve.walk import walk
 
 # Decorators whose functions are compiled or scripted: wrapping their bodies changes semantics.
 UNSAFE_DECORATORS = {
@@ -156,33 +156,21 @@ def unsafe_reason(
 
 
 def _is_generator(func: cst.FunctionDef) -> bool:
-    class _Finder(cst.CSTVisitor):
-        found = False
-
-        def visit_Yield(self, node: cst.Yield) -> bool:
-            self.found = True
-            return False
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is func
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-    finder = _Finder()
-    func.visit(finder)
-    return finder.found
+    """Whether ``func`` yields (not counting nested defs, lambdas and classes)."""
+    return any(
+        isinstance(node, cst.Yield)
+        for node in walk(func, lambda n: isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)))
+    )
 
 
 def _is_stub(func: cst.FunctionDef) -> bool:
-    trivial = m.Pass() | m.Expr(m.Ellipsis() | m.SimpleString() | m.ConcatenatedString())
+    def trivial(small: cst.CSTNode) -> bool:
+        return isinstance(small, cst.Pass) or (
+            isinstance(small, cst.Expr)
+            and isinstance(small.value, (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString))
+        )
+
     body = func.body
     if isinstance(body, cst.SimpleStatementSuite):
-        return all(m.matches(s, trivial) for s in body.body)
-    return all(
-        isinstance(s, cst.SimpleStatementLine) and all(m.matches(x, trivial) for x in s.body)
-        for s in body.body
-    )
+        return all(trivial(s) for s in body.body)
+    return all(isinstance(s, cst.SimpleStatementLine) and all(trivial(x) for x in s.body) for s in body.body)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
 from codegen.diagnostics import Diagnostics
@@ -14,6 +13,7 @@ from codegen.resolve.sites import Insert, Rewrite
 from codegen.resolve.statements import (
     statement_sites,
 )
+from codegen.resolve.walk import walk
 from codegen.spec.model import Hook
 
 
@@ -26,7 +26,7 @@ def resolve_rewrite(
         return None
     calls = [
         c
-        for c in m.findall(site.node, m.Call())
+        for c in walk(site.node)
         if isinstance(c, cst.Call) and get_full_name_for_node(c.func) == hook.selector.value
     ]
     if len(calls) != 1:

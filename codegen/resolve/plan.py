@@ -9,21 +9,23 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from codegen.diagnostics import Diagnostics, SpecError
+from codegen.diagnostics import Diagnostic, Diagnostics, InFile, Pos, SpecError
 from codegen.resolve.alternatives import concrete
 from codegen.resolve.bindings import Bindings, Shadow
+from codegen.resolve.context import FileContext
 from codegen.resolve.expressions import check_expressions
+from codegen.resolve.frames import frame_refusal
 from codegen.resolve.functions import collect_functions, import_aliases, suggest
 from codegen.resolve.hooks import resolve_insert, resolve_rewrite
+from codegen.resolve.hostile import parse_module
 from codegen.resolve.regions import early_exit, parameters, resolve_region
 from codegen.resolve.scan import Facts, hook_codes
-from codegen.resolve.sites import FilePlan, Plan, Wrap
+from codegen.resolve.sites import EntryResult, FilePlan, Plan, Resolution, Wrap
 from codegen.resolve.statements import (
     block_ancestry,
 )
@@ -31,37 +33,40 @@ from codegen.resolve.strip import strip
 from codegen.spec.model import Hook, Project, Region, Span
 
 
-class _Lines:
-    """Line numbers, resolved on first use: the metadata pass costs as much as a parse, and only
-    error messages need it."""
-
-    def __init__(self, module: cst.Module) -> None:
-        self.module = module
-        self.positions: Mapping[cst.CSTNode, CodeRange] | None = None
-
-    def _get(self) -> Mapping[cst.CSTNode, CodeRange]:
-        if self.positions is None:
-            self.positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
-        return self.positions
-
-    def start(self, node: cst.CSTNode) -> int:
-        return self._get()[node].start.line
-
-    def end(self, node: cst.CSTNode) -> int:
-        return self._get()[node].end.line
-
-    def line(self, node: cst.CSTNode, end: bool) -> int:
-        return self.end(node) if end else self.start(node)
-
-
 def parse_source(path: str, source: str) -> cst.Module:
-    return cst.parse_module(source)
+    return parse_module(source)  # refuses what would crash libcst (resolve/hostile.py)
 
 
-def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = None) -> Plan:
-    """Resolve every span; raise :class:`SpecError` listing every problem at once (including
-    those already in ``diags``)."""
+class _Outcomes:
+    """Each entry's own diagnostics: an entry with an error is left out of the plan (and every
+    other entry is placed as if it had never been declared)."""
+
+    def __init__(self, diags: Diagnostics) -> None:
+        self.diags = diags  # warnings go straight here
+        self.errors: dict[int, list[Diagnostic]] = {}
+        self.owner: dict[int, Span | Hook] = {}  # id(entry or its chosen form) -> the entry
+        self.file = ""  # the source file being resolved: every message names it
+
+    def of(self, entry: Span | Hook) -> Diagnostics:
+        """A collector for ``entry`` (or the form an ``any`` selector chose for it)."""
+        original = self.owner.get(id(entry), entry)
+        return InFile(self.errors.setdefault(id(original), []), self.diags.warnings, self.file)
+
+    def all(self, entries: list[Span | Hook], pos: Pos, message: str) -> None:
+        """One problem shared by ``entries`` (a file that cannot be read or instrumented)."""
+        diagnostic = Diagnostic(pos, message)
+        for entry in entries:
+            self.errors.setdefault(id(entry), []).append(diagnostic)
+
+    def failed(self, entry: Span | Hook) -> bool:
+        return bool(self.errors.get(id(self.owner.get(id(entry), entry))))
+
+
+def resolve(project: Project, source_root: Path, diags: Diagnostics | None = None) -> Resolution:
+    """Place every entry of ``project``: each is placed or failed with its own diagnostics;
+    nothing raises. Warnings are added to ``diags``."""
     diags = diags if diags is not None else Diagnostics()
+    outcomes = _Outcomes(diags)
     files: dict[str, FilePlan] = {}
     by_file: dict[str, list[Span | Hook]] = {}
     for entry in project.entries():
@@ -69,74 +74,114 @@ def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = 
     root = source_root.resolve()
     trees: dict[str, cst.Module | None] = {}  # modules parsed for the expression checks
     for rel, spans in sorted(by_file.items()):
-        path = (root / rel).resolve()
-        if not path.is_relative_to(root):
-            for span in spans:
-                diags.error(span.where_file, f"file '{rel}' is outside the source root {root}")
-            continue
-        if rel.startswith(project.runtime.package + "/"):
-            for span in spans:
-                diags.error(
-                    span.where_file,
-                    f"'{rel}' is part of the runtime package {project.runtime.package}: instrumenting it "
-                    "would import the runtime from inside itself (an import cycle)",
-                )
-            continue
-        if not path.is_file():
-            for span in spans:
-                diags.error(span.where_file, f"file '{rel}' not found under the source root {root}")
-            continue
-        try:
-            source = path.read_bytes().decode("utf-8")  # CRLF stays CRLF (read_text would not)
-        except UnicodeDecodeError as exc:
-            for span in spans:
-                diags.error(span.where_file, f"'{rel}' is not UTF-8 text (byte {exc.start})")
-            continue
-        try:
-            module = parse_source(rel, source)
-        except cst.ParserSyntaxError as exc:
-            for span in spans:
-                diags.error(span.where_file, f"cannot parse '{rel}': {exc.message} (line {exc.raw_line})")
-            continue
-        alias = project.runtime.alias
-        hooks = [e for e in spans if isinstance(e, Hook)]
-        if _maybe_instrumented(source, alias, hooks):
-            # Maybe an instrumented tree: instrument what the specs declare from scratch (strip.py).
-            module = strip(module, alias, project.runtime.parent_module, hook_codes(hooks, alias))
-        lines = _Lines(module)
-        plan = FilePlan(rel, source, module)
-        _resolve_file(project, plan, spans, lines.start, lines.end, diags)
-        _check_overlaps(plan, lines.start, lines.end, diags)
-        trees[rel] = module
-        check_expressions(plan, project.runtime.alias, root, diags, trees, lines.line)
-        files[rel] = plan
+        file_plan = _resolve_path(project, root, rel, spans, outcomes, trees)
+        if file_plan is not None and any(not outcomes.failed(e) for e in spans):
+            files[rel] = file_plan
+    results = tuple(
+        EntryResult(entry, "failed", tuple(sorted(set(outcomes.errors[id(entry)]))))
+        if outcomes.errors.get(id(entry))
+        else EntryResult(entry, "placed")
+        for entry in project.entries()
+    )
+    also_read = tuple(sorted(rel for rel, tree in trees.items() if tree is not None and rel not in by_file))
+    return Resolution(Plan(files, also_read), results)
+
+
+def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = None) -> Plan:
+    """The plan of ``project``; raise :class:`SpecError` listing every problem at once
+    (including those already in ``diags``)."""
+    diags = diags if diags is not None else Diagnostics()
+    resolution = resolve(project, source_root, diags)
+    for _, found in resolution.failures():
+        diags.items.extend(found)
     if diags:
         raise SpecError(diags)
-    return Plan(
-        files, tuple(sorted(rel for rel, tree in trees.items() if tree is not None and rel not in files))
-    )
+    return resolution.plan
 
 
-def _resolve_file(
+def _resolve_path(
     project: Project,
-    plan: FilePlan,
+    root: Path,
+    rel: str,
     spans: list[Span | Hook],
-    line_of: Callable[[cst.CSTNode], int],
-    end_line_of: Callable[[cst.CSTNode], int],
-    diags: Diagnostics,
-) -> None:
+    outcomes: _Outcomes,
+    trees: dict[str, cst.Module | None],
+) -> FilePlan | None:
+    outcomes.file = rel
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root):
+        for span in spans:
+            outcomes.of(span).error(span.where_file, f"file '{rel}' is outside the source root {root}")
+        return None
+    if rel.startswith(project.runtime.package + "/"):
+        for span in spans:
+            outcomes.of(span).error(
+                span.where_file,
+                f"'{rel}' is part of the runtime package {project.runtime.package}: instrumenting it "
+                "would import the runtime from inside itself (an import cycle)",
+            )
+        return None
+    if not path.is_file():
+        for span in spans:
+            outcomes.of(span).error(span.where_file, f"file '{rel}' not found under the source root {root}")
+        return None
+    try:
+        source = path.read_bytes().decode("utf-8")  # CRLF stays CRLF (read_text would not)
+    except UnicodeDecodeError as exc:
+        for span in spans:
+            outcomes.of(span).error(span.where_file, f"'{rel}' is not UTF-8 text (byte {exc.start})")
+        return None
+    try:
+        module = parsed = parse_source(rel, source)
+    except cst.ParserSyntaxError as exc:
+        for span in spans:
+            outcomes.of(span).error(
+                span.where_file, f"cannot parse '{rel}': {exc.message} (line {exc.raw_line})"
+            )
+        return None
+    alias = project.runtime.alias
+    hooks = [e for e in spans if isinstance(e, Hook)]
+    if _maybe_instrumented(source, alias, hooks):
+        # Maybe an instrumented tree: instrument what the specs declare from scratch (strip.py).
+        module = strip(module, alias, project.runtime.parent_module, hook_codes(hooks, alias))
+    context = FileContext(rel, source, module, stripped=module is not parsed)
+    plan = FilePlan(rel, source, module, context)
+    trees[rel] = module
+    if not _resolve_file(project, plan, spans, outcomes):
+        return None
+    check_expressions(context, plan, alias, root, outcomes.of, trees)
+    _drop_failed(plan, outcomes)
+    _check_overlaps(plan, context.start, context.end, outcomes)
+    _drop_failed(plan, outcomes)
+    return plan
+
+
+def _drop_failed(plan: FilePlan, outcomes: _Outcomes) -> None:
+    """Leave out what failed entries placed."""
+    plan.wraps = [w for w in plan.wraps if not outcomes.failed(w.entry)]
+    plan.inserts = [i for i in plan.inserts if not outcomes.failed(i.hook)]
+    plan.decorations = [d for d in plan.decorations if not outcomes.failed(d[0])]
+    plan.rewrites = [r for r in plan.rewrites if not outcomes.failed(r.hook)]
+
+
+def _resolve_file(project: Project, plan: FilePlan, spans: list[Span | Hook], outcomes: _Outcomes) -> bool:
+    """Place each entry of one file; False when the file itself cannot be instrumented."""
+    context = plan.context
+    line_of = context.start
     functions = collect_functions(plan.module)
     facts = Facts(project.runtime.alias, import_aliases(plan.module))
     bindings = Bindings(plan.module, plan.source, project.runtime.alias, project.runtime.parent_module)
     clash = bindings.module_shadow()
     if clash is not None:
-        diags.error(
+        outcomes.all(
+            spans,
             spans[0].where_file,
             f"{plan.path} already binds '{project.runtime.alias}' at line {line_of(clash)}; the runtime "
             f"import (from {project.runtime.parent_module} import {project.runtime.alias}) would clash with it",
         )
-        return
+        return False
     for span in spans:
+        diags = outcomes.of(span)
         func = _definition(span, functions, line_of, diags)
         if func is None:
             continue
@@ -145,6 +190,7 @@ def _resolve_file(
             continue
         if chosen is not span:
             plan.chosen[id(span)] = chosen
+            outcomes.owner[id(chosen)] = span
             span = chosen
         reason = _refusal(span, func, facts, bindings, project.runtime.alias, line_of)
         if reason is not None:
@@ -156,6 +202,7 @@ def _resolve_file(
             )
             continue
         _place(project, plan, span, func, line_of, diags)
+    return True
 
 
 def _definition(
@@ -199,7 +246,7 @@ def _refusal(
         reason = _shadow_reason(bindings.shadow(func, decorator), alias, line_of)
     if reason is None and isinstance(span, Span) and span.form != "decorator" and facts.taken_names(func):
         reason = f"it already uses the name(s) {', '.join(sorted(facts.taken_names(func)))} the spans need"
-    return reason
+    return reason if reason is not None else frame_refusal(span, func, line_of)
 
 
 def _place(
@@ -285,7 +332,7 @@ def _check_overlaps(
     plan: FilePlan,
     line_of: Callable[[cst.CSTNode], int],
     end_line_of: Callable[[cst.CSTNode], int],
-    diags: Diagnostics,
+    outcomes: _Outcomes,
 ) -> None:
     by_block: dict[int, list[Wrap]] = {}
     for wrap in plan.wraps:
@@ -298,7 +345,7 @@ def _check_overlaps(
                 if not (disjoint or nested):
                     a_lines = f"{line_of(a.block.body[a.start])}-{end_line_of(a.block.body[a.end - 1])}"
                     b_lines = f"{line_of(b.block.body[b.start])}-{end_line_of(b.block.body[b.end - 1])}"
-                    diags.error(
+                    outcomes.of(b.entry).error(
                         b.entry.pos,
                         f"{_label(b.entry)} (lines {b_lines}) partially overlaps "
                         f"{_label(a.entry)} (lines {a_lines}) declared at {a.entry.pos.ref(b.entry.pos)}",

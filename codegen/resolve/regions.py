@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import libcst as cst
-import libcst.matchers as m
 
 from codegen.diagnostics import Diagnostics
 from codegen.resolve.statements import (
     StatementSite,
+    child_blocks,
     first_line_code,
+    is_docstring,
     matches,
     statement_sites,
 )
@@ -20,10 +21,7 @@ from codegen.spec.model import Hook, Region, Selector, Span
 def has_docstring(block: cst.IndentedBlock) -> bool:
     if not block.body:
         return False
-    return m.matches(
-        block.body[0],
-        m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())]),
-    )
+    return is_docstring(block.body[0])
 
 
 def resolve_region(
@@ -119,6 +117,17 @@ def select(
             return None
         return found[selector.occurrence - 1]
     if not found:
+        one_line = [s for s in pool if _in_one_line_body(selector, s)]
+        if one_line:
+            what = "call it" if selector.kind == "call" else f"{selector.kind} it"
+            diags.error(
+                selector.pos,
+                f"selector {selector.describe()} matches no statement in {span.function} ({span.file}): one-line "
+                f"bodies cannot be selected (a {selector.kind} there has no line of its own to wrap); put "
+                "the body on its own indented line",
+                [f"one-line bodies that {what}:"] + _candidates(one_line, line_of),
+            )
+            return None
         near = [s for s in sites if _near_miss(selector, s)]
         notes = ["statements of the same kind:"] + _candidates(near, line_of) if near else []
         diags.error(selector.pos, f"selector {selector.describe()} matches no statement in {scope}", notes)
@@ -132,6 +141,20 @@ def select(
         )
         return None
     return found[0]
+
+
+def _in_one_line_body(selector: Selector, site: StatementSite) -> bool:
+    """Whether ``site`` is a compound statement with a one-line body (``if x: foo()``) holding
+    what ``selector`` looks for: statements there are not selectable."""
+    if not isinstance(site.node, cst.BaseCompoundStatement):
+        return False
+    for block in child_blocks(site.node):
+        if isinstance(block, cst.SimpleStatementSuite):
+            line = cst.SimpleStatementLine(body=block.body)
+            probe = StatementSite(line, block, 0, ())
+            if matches(selector, probe):
+                return True
+    return False
 
 
 def _near_miss(selector: Selector, site: StatementSite) -> bool:

@@ -8,6 +8,7 @@ import ast
 import libcst as cst
 
 from codegen.resolve.functions import unsafe_reason
+from codegen.resolve.walk import children, nested_scope
 from codegen.runtime_calls import SPAN_VARIABLE, guarded
 from codegen.spec.model import Hook
 
@@ -41,8 +42,7 @@ class Facts:
     def _scan(self, func: cst.FunctionDef) -> _Scan:
         scan = self._scans.get(id(func))
         if scan is None:
-            scan = self._scans[id(func)] = _Scan(func, self.alias)
-            func.visit(scan)
+            scan = self._scans[id(func)] = _Scan(func)
         return scan
 
     def unsafe(self, func: cst.FunctionDef) -> str | None:
@@ -54,35 +54,21 @@ class Facts:
         return scan.span_names
 
 
-class _Scan(cst.CSTVisitor):
-    """One walk of a function: does it yield, which ``_otel_span*`` names does it use."""
+class _Scan:
+    """One walk of a function: does it yield (outside nested defs and lambdas), which
+    ``_otel_span*`` names does it use (anywhere)."""
 
-    def __init__(self, func: cst.FunctionDef, alias: str) -> None:
-        super().__init__()
-        self.func = func
-        self.alias = alias
+    def __init__(self, func: cst.FunctionDef) -> None:
         self.generator = False
         self.span_names: set[str] = set()
-        self._nested = 0
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if node is not self.func:
-            self._nested += 1
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        if original_node is not self.func:
-            self._nested -= 1
-
-    def visit_Lambda(self, node: cst.Lambda) -> None:
-        self._nested += 1
-
-    def leave_Lambda(self, original_node: cst.Lambda) -> None:
-        self._nested -= 1
-
-    def visit_Name(self, node: cst.Name) -> None:
-        if node.value.startswith(SPAN_VARIABLE):
-            self.span_names.add(node.value)
-
-    def visit_Yield(self, node: cst.Yield) -> None:
-        if not self._nested:
-            self.generator = True
+        stack: list[tuple[cst.CSTNode, bool]] = [(func, False)]
+        while stack:
+            node, nested = stack.pop()
+            if isinstance(node, cst.Name):
+                if node.value.startswith(SPAN_VARIABLE):
+                    self.span_names.add(node.value)
+                continue
+            if isinstance(node, cst.Yield) and not nested:
+                self.generator = True
+            inner = nested or (node is not func and nested_scope(node))
+            stack.extend((child, inner) for child in children(node))

@@ -7,6 +7,8 @@ from typing import TypeVar
 
 import libcst as cst
 
+from codegen.diagnostics import Diagnostic
+from codegen.resolve.context import FileContext
 from codegen.spec.model import Hook, Span
 
 _Entry = TypeVar("_Entry", Span, Hook)
@@ -62,6 +64,7 @@ class FilePlan:
     path: str
     source: str
     module: cst.Module
+    context: FileContext
     wraps: list[Wrap] = field(default_factory=list)
     inserts: list[Insert] = field(default_factory=list)
     decorations: list[tuple[Span, cst.FunctionDef]] = field(default_factory=list)
@@ -83,3 +86,26 @@ class Plan:
             if isinstance(chosen, type(entry)):
                 return chosen
         return entry
+
+
+@dataclass(frozen=True)
+class EntryResult:
+    """What became of one spec entry: ``placed``, ``excluded`` (its ``releases:`` leave it out of
+    this release) or ``failed`` (with the reasons)."""
+
+    entry: Span | Hook
+    status: str
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The plan of the placed entries and the result of every entry."""
+
+    plan: Plan
+    results: tuple[EntryResult, ...]
+
+    def failures(self) -> tuple[tuple[Span | Hook, tuple[Diagnostic, ...]], ...]:
+        """Each failed entry with its problems, in spec order."""
+        failed = [r for r in self.results if r.status == "failed"]
+        return tuple((r.entry, r.diagnostics) for r in sorted(failed, key=lambda r: r.entry.pos))

@@ -6,12 +6,10 @@ import re
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 
+from codegen.resolve.walk import code_of, walk
 from codegen.spec.model import Selector
-
-_EMPTY = cst.Module(body=[])
 
 
 @dataclass(frozen=True)
@@ -105,12 +103,12 @@ def header_text(stmt: cst.BaseStatement) -> str | None:
     """The part of a compound statement between its keyword and the colon, normalized."""
     if isinstance(stmt, (cst.If, cst.While)):
         # `if (\n a\n and b\n):` is selected as `a and b`
-        return normalize(_EMPTY.code_for_node(stmt.test.with_changes(lpar=[], rpar=[])))
+        return normalize(code_of(stmt.test.with_changes(lpar=[], rpar=[])))
     if isinstance(stmt, cst.For):
-        target = _EMPTY.code_for_node(stmt.target)
-        return normalize(f"{target} in {_EMPTY.code_for_node(stmt.iter)}")
+        target = code_of(stmt.target)
+        return normalize(f"{target} in {code_of(stmt.iter)}")
     if isinstance(stmt, cst.With):
-        return normalize(", ".join(_EMPTY.code_for_node(item).rstrip(", ") for item in stmt.items))
+        return normalize(", ".join(code_of(item).rstrip(", ") for item in stmt.items))
     return None
 
 
@@ -147,11 +145,11 @@ def calls_in(node: cst.CSTNode) -> set[str]:
 
 def _calls_in(node: cst.CSTNode) -> set[str]:
     names: set[str] = set()
-    for call in m.findall(node, m.Call()):
-        assert isinstance(call, cst.Call)
-        name = get_full_name_for_node(call.func)
-        if name:
-            names.add(name)
+    for call in walk(node):
+        if isinstance(call, cst.Call):
+            name = get_full_name_for_node(call.func)
+            if name:
+                names.add(name)
     return names
 
 
@@ -185,8 +183,7 @@ def matches(selector: Selector, site: StatementSite) -> bool:
     if selector.kind == "return":
         return isinstance(stmt, cst.SimpleStatementLine) and any(
             isinstance(small, cst.Return)
-            and normalize(_EMPTY.code_for_node(small.value) if small.value else "")
-            == normalize(selector.value)
+            and normalize(code_of(small.value) if small.value else "") == normalize(selector.value)
             for small in stmt.body
         )
     if selector.kind == "try":
@@ -198,8 +195,18 @@ def matches(selector: Selector, site: StatementSite) -> bool:
     return header is not None and _header_matches(selector.value, header)
 
 
+def is_docstring(stmt: cst.CSTNode) -> bool:
+    """A statement line holding only a string (a docstring where it comes first)."""
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
 def first_line_code(stmt: cst.BaseStatement) -> str:
     """A one-line preview of a statement for candidate lists in error messages."""
-    code = _EMPTY.code_for_node(stmt.with_changes(leading_lines=()))
+    code = code_of(stmt.with_changes(leading_lines=()))
     first = code.strip().splitlines()[0] if code.strip() else ""
     return first if len(first) <= 80 else first[:77] + "..."

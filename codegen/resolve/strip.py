@@ -30,10 +30,10 @@ from typing import TypeGuard
 import libcst as cst
 
 from codegen.resolve.scan import compact
+from codegen.resolve.walk import code_of
 from codegen.runtime_calls import SPAN_VARIABLE_PATTERN
 
 Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement  # what a block holds
-_EMPTY = cst.Module(body=[])
 
 
 def strip(
@@ -145,7 +145,7 @@ class _Stripper(cst.CSTTransformer):
         small = _single(stmt)
         if not isinstance(small, cst.Expr):
             return False
-        if self.hook_codes and compact(_EMPTY.code_for_node(small)) in self.hook_codes:
+        if self.hook_codes and compact(code_of(small)) in self.hook_codes:
             return True
         operands = _operands(small.value)
         if len(operands) == 2 and not _flag(operands[0], self.alias):
@@ -224,7 +224,7 @@ class _Stripper(cst.CSTTransformer):
             or small.relative
             or small.module is None
             or isinstance(small.names, cst.ImportStar)
-            or _EMPTY.code_for_node(small.module) != self.parent
+            or code_of(small.module) != self.parent
         ):
             return stmt
         names = list(small.names)

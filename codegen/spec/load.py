@@ -79,13 +79,8 @@ def load_project(spec_dir: Path, diags: Diagnostics | None = None) -> Project:
     builder = _Builder(diags)
     for path in files:
         display = _display_path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            diags.error(Pos(display, 1, 1), f"not UTF-8 text (byte {exc.start})")
-            builder.broken.append(display)
-            continue
-        root = load_yaml(display, text, diags)
+        text = _read_spec_text(path, display, diags)
+        root = load_yaml(display, text, diags) if text is not None else None
         if root is None:
             builder.broken.append(display)
         else:
@@ -94,6 +89,34 @@ def load_project(spec_dir: Path, diags: Diagnostics | None = None) -> Project:
     if project is None or (diags and not collect):
         raise SpecError(diags)
     return project
+
+
+MAX_SPEC_BYTES = 16 * 1024 * 1024
+
+
+def _read_spec_text(path: Path, display: str, diags: Diagnostics) -> str | None:
+    """The text of a spec file, or None with the reason reported (unreadable, too big, not UTF-8)."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            diags.error(
+                Pos(display, 1, 1), f"{size} bytes, more than {MAX_SPEC_BYTES // 2**20} MiB: not a spec file"
+            )
+            return None
+        data = path.read_bytes()
+    except OSError as exc:
+        diags.error(Pos(display, 1, 1), f"cannot read: {exc.strerror or exc}")
+        return None
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        diags.error(Pos(display, 1, 1), "UTF-16 text (a byte order mark): save the spec as UTF-8")
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        diags.error(Pos(display, line, col), f"not UTF-8 text (byte 0x{data[exc.start]:02x})")
+        return None
 
 
 def _display_path(path: Path) -> str:

@@ -168,18 +168,3 @@ class Reader:
                 continue
             attributes.append(Attribute(key, expr, value.pos))
         return tuple(attributes) if ok else None
-
-
-def quote(text: str) -> str:
-    """A double-quoted Python string literal of ``text``: quotes, backslashes, newlines and every
-    other non-printable character escaped, so that no text from a spec can end the literal or the
-    line it is on."""
-    return '"' + "".join(_ESCAPES.get(ch) or (ch if ch.isprintable() else _escape(ch)) for ch in text) + '"'
-
-
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(ch: str) -> str:
-    code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"

@@ -31,6 +31,7 @@ ENV_ROLES: dict[str, tuple[str, str]] = {
     "traces_enabled": ("MEGATRON_OTEL_TRACES_ENABLED", "1"),
     "metrics_enabled": ("MEGATRON_OTEL_METRICS_ENABLED", "1"),
     "export_rank": ("MEGATRON_OTEL_EXPORT_RANK", "-1"),
+    "export_ranks": ("MEGATRON_OTEL_EXPORT_RANKS", "last"),
     "sigterm_flush_timeout": ("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "0"),
     "service_name": ("OTEL_SERVICE_NAME", "megatron-lm"),
     # Export limits: one export's timeout (retries included), flush + shutdown at the end of the

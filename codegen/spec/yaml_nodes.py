@@ -52,9 +52,28 @@ def _pos(path: str, node: yaml.Node) -> Pos:
     return Pos(path, node.start_mark.line + 1, node.start_mark.column + 1)
 
 
+MAX_DEPTH = 64  # a spec needs about 8 levels
+MAX_NODES = 50_000  # aliases of aliases can expand a small file exponentially
+
+
+class _Refused(Exception):
+    def __init__(self, pos: Pos, message: str) -> None:
+        super().__init__(message)
+        self.pos = pos
+        self.message = message
+
+
 def load_yaml(path: str, text: str, diags: Diagnostics) -> YNode | None:
-    """Parse one YAML document; syntax errors and duplicate keys are reported, not raised."""
-    loader = yaml.SafeLoader(text)
+    """Parse one YAML document; syntax errors and duplicate keys are reported, not raised.
+
+    Hostile text is reported too: control characters (a binary file), nesting deeper than
+    :data:`MAX_DEPTH`, aliases expanding to more than :data:`MAX_NODES` nodes.
+    """
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as exc:  # the reader checks the whole text first
+        diags.error(_reader_pos(path, text, exc.position), _reader_message(exc))
+        return None
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
@@ -62,19 +81,66 @@ def load_yaml(path: str, text: str, diags: Diagnostics) -> YNode | None:
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         diags.error(Pos(path, line, col), f"invalid YAML: {exc.problem or exc.context}")
         return None
+    except yaml.reader.ReaderError as exc:
+        diags.error(_reader_pos(path, text, exc.position), _reader_message(exc))
+        return None
+    except RecursionError:  # PyYAML composes recursively: find where the nesting gets too deep
+        diags.error(_too_deep(path, text), f"nested deeper than {MAX_DEPTH} levels: not a spec file")
+        return None
     finally:
         loader.dispose()
     if root is None:
         return YMap({}, Pos(path, 1, 1))
-    return _convert(path, root, loader, diags, set())
+    try:
+        return _convert(path, root, loader, diags, set(), [0])
+    except _Refused as exc:
+        diags.error(exc.pos, exc.message)
+        return None
+
+
+def _reader_pos(path: str, text: str, position: int) -> Pos:
+    before = text[:position]
+    return Pos(path, before.count("\n") + 1, position - (before.rfind("\n") + 1) + 1)
+
+
+def _reader_message(exc: yaml.reader.ReaderError) -> str:
+    what = f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character)
+    return f"a control character ({what}) is not allowed in YAML: not a spec file"
+
+
+_OPEN = (
+    yaml.BlockSequenceStartToken,
+    yaml.BlockMappingStartToken,
+    yaml.FlowSequenceStartToken,
+    yaml.FlowMappingStartToken,
+)
+_CLOSE = (yaml.BlockEndToken, yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken)
+
+
+def _too_deep(path: str, text: str) -> Pos:
+    """Where the collections of ``text`` first nest deeper than MAX_DEPTH (the scanner is iterative)."""
+    depth = 0
+    for token in yaml.scan(text, Loader=yaml.SafeLoader):
+        if isinstance(token, _OPEN):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return Pos(path, token.start_mark.line + 1, token.start_mark.column + 1)
+        elif isinstance(token, _CLOSE):
+            depth -= 1
+    return Pos(path, 1, 1)
 
 
 def _convert(
-    path: str, node: yaml.Node, loader: yaml.SafeLoader, diags: Diagnostics, open_: set[int]
+    path: str, node: yaml.Node, loader: yaml.SafeLoader, diags: Diagnostics, open_: set[int], count: list[int]
 ) -> YNode:
     if id(node) in open_:
         diags.error(_pos(path, node), "an alias refers to a node that contains it (a recursive structure)")
         return YScalar(None, _pos(path, node))
+    count[0] += 1
+    if count[0] > MAX_NODES:
+        raise _Refused(_pos(path, node), f"aliases expand to more than {MAX_NODES} nodes: not a spec file")
+    if len(open_) >= MAX_DEPTH:
+        raise _Refused(_pos(path, node), f"nested deeper than {MAX_DEPTH} levels: not a spec file")
     if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
         open_ = open_ | {id(node)}
     if isinstance(node, yaml.MappingNode):
@@ -88,11 +154,16 @@ def _convert(
             if key in entries:
                 diags.error(key_pos, f"duplicate key '{key}' (first at line {entries[key][0].line})")
                 continue
-            entries[key] = (key_pos, _convert(path, value_node, loader, diags, open_))
+            try:
+                entries[key] = (key_pos, _convert(path, value_node, loader, diags, open_, count))
+            except _Refused as exc:
+                if len(open_) > 1 or count[0] <= MAX_NODES:
+                    raise
+                raise _Refused(key_pos, f"'{key}': {exc.message}") from None  # the top-level entry
         return YMap(entries, _pos(path, node))
     if isinstance(node, yaml.SequenceNode):
         return YSeq(
-            tuple(_convert(path, item, loader, diags, open_) for item in node.value), _pos(path, node)
+            tuple(_convert(path, item, loader, diags, open_, count) for item in node.value), _pos(path, node)
         )
     assert isinstance(node, yaml.ScalarNode)
     try:

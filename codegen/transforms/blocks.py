@@ -13,6 +13,7 @@ import libcst as cst
 
 from codegen.resolve.sites import Insert, Rewrite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
+from codegen.resolve.walk import code_of
 from codegen.runtime_calls import guard, span_variable
 from codegen.spec.model import Hook, Project, Span
 from codegen.transforms.reindent import fit
@@ -73,9 +74,16 @@ class BlockEditor(cst.CSTTransformer):
         edits = [(w.function, w.block) for w in wraps] + [(i.function, i.block) for i in inserts]
         for function, block in edits + [(r.function, r.block) for r in rewrites]:
             self.relevant.update(b for b, _ in block_ancestry(function)[id(block)])
+        self.leading: set[int] = set()  # ids of the compound statements an edited function is in
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        self.leading = _leading(node.body, self.edited)
+        return True
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.FunctionDef):
+        kind = _kind(type(node))
+        if kind is _FUNCTION:
+            assert isinstance(node, cst.FunctionDef)
             if id(node) in self.edited:
                 self.inside += 1
                 # New levels follow the function's own indentation (a tab-indented function in a
@@ -84,20 +92,18 @@ class BlockEditor(cst.CSTTransformer):
                 self.steps.append(self.step)
                 self.step = own if own is not None else self.steps[0]
                 return super().on_visit(node)
-            return _leads_to(node, self.edited) and super().on_visit(node)
+            return id(node) in self.leading and super().on_visit(node)
         if self.inside:
-            if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite, cst.BaseExpression)):
+            if kind is _LINE or kind is _SIMPLE:
                 return False
             if (
-                isinstance(node, cst.BaseCompoundStatement)
-                and not any(id(b) in self.relevant for b in child_blocks(node))
-                and not _leads_to(node, self.edited)
+                kind is _COMPOUND
+                and id(node) not in self.leading
+                and not any(id(b) in self.relevant for b in child_blocks(node))  # type: ignore[arg-type]  # kind: compound
             ):
                 return False
             return super().on_visit(node)
-        if isinstance(node, cst.SimpleStatementLine) or (
-            isinstance(node, cst.BaseCompoundStatement) and not _leads_to(node, self.edited)
-        ):
+        if kind is _LINE or (kind is _COMPOUND and id(node) not in self.leading):
             return False
         return super().on_visit(node)
 
@@ -190,7 +196,7 @@ class BlockEditor(cst.CSTTransformer):
         new = stmt.visit(CallRewriter(rewrite))
         assert isinstance(new, cst.BaseStatement)
         # A one-line statement that became one long call is laid out again the way black would.
-        one_line = "\n" not in cst.Module([]).code_for_node(stmt.with_changes(leading_lines=())).rstrip("\n")
+        one_line = "\n" not in code_of(stmt.with_changes(leading_lines=())).rstrip("\n")
         if (
             rewrite.hook.result is not None
             and one_line
@@ -199,7 +205,7 @@ class BlockEditor(cst.CSTTransformer):
             and len(new.body) == 1
             and isinstance(new.body[0], cst.Expr)
         ):
-            code = " ".join(cst.Module([]).code_for_node(new.body[0]).split())
+            code = " ".join(code_of(new.body[0]).split())
             value = new.body[0].value
             if isinstance(value, cst.Call) and len(indent + code) > LINE_LENGTH:
                 laid_out = _statement(expression_statement(code, indent, self.step), indent)
@@ -260,17 +266,45 @@ class BlockEditor(cst.CSTTransformer):
         return before + [wrapped]
 
 
-def _leads_to(node: cst.BaseCompoundStatement, functions: set[int]) -> bool:
-    """Whether one of ``functions`` is defined (at any depth of classes and blocks) inside ``node``."""
-    stack: list[cst.CSTNode] = [node]
+def _leading(body: Sequence[cst.BaseStatement], functions: set[int]) -> set[int]:
+    """Ids of every compound statement (classes and defs too) that holds one of ``functions``
+    at any depth of classes and blocks, the functions themselves included."""
+    leading: set[int] = set()
+    stack: list[tuple[cst.BaseStatement, tuple[int, ...]]] = [(stmt, ()) for stmt in body]
     while stack:
-        current = stack.pop()
-        if isinstance(current, cst.FunctionDef) and id(current) in functions:
-            return True
+        current, path = stack.pop()
+        if isinstance(current, cst.SimpleStatementLine):
+            continue
+        here = (*path, id(current))
+        if id(current) in functions:
+            leading.update(here)
         if isinstance(current, cst.BaseCompoundStatement):
             for block in child_blocks(current):
-                stack.extend(getattr(block, "body", ()))
-    return False
+                stack.extend((stmt, here) for stmt in getattr(block, "body", ()))
+    return leading
+
+
+_FUNCTION, _LINE, _SIMPLE, _COMPOUND, _OTHER = range(5)
+_KINDS: dict[type, int] = {}
+
+
+def _kind(node_type: type) -> int:
+    """What ``on_visit`` asks of a node, by its type (libcst's base classes are ABCs, whose
+    ``isinstance`` is slow)."""
+    kind = _KINDS.get(node_type)
+    if kind is None:
+        if issubclass(node_type, cst.FunctionDef):
+            kind = _FUNCTION
+        elif issubclass(node_type, cst.SimpleStatementLine):
+            kind = _LINE
+        elif issubclass(node_type, (cst.SimpleStatementSuite, cst.BaseExpression)):
+            kind = _SIMPLE
+        elif issubclass(node_type, cst.BaseCompoundStatement):
+            kind = _COMPOUND
+        else:
+            kind = _OTHER
+        _KINDS[node_type] = kind
+    return kind
 
 
 def _append_before_return(body: list[cst.BaseStatement], stmt: cst.BaseStatement) -> None:

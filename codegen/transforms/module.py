@@ -8,11 +8,10 @@ import re
 from collections.abc import Sequence
 
 import libcst as cst
-import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codegen.resolve.sites import FilePlan
-from codegen.resolve.statements import child_blocks
+from codegen.resolve.statements import child_blocks, is_docstring
+from codegen.resolve.walk import code_of
 from codegen.spec.model import Project, Span
 from codegen.transforms.blocks import BlockEditor
 from codegen.transforms.render import LINE_LENGTH
@@ -60,7 +59,7 @@ def _frozen(plan: FilePlan) -> frozenset[int]:
             off = False
         if off or line.rstrip().endswith("# fmt: skip"):
             lines.add(number)
-    positions = MetadataWrapper(plan.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = plan.context.positions()  # the file's one position pass (shared with resolution)
     blocks = [w.block for w in plan.wraps] + [r.block for r in plan.rewrites]
     frozen = set()
     for block in blocks:
@@ -125,20 +124,17 @@ def add_runtime_import(project: Project, module: cst.Module, first_use: int | No
         node = stmt.body[0]
         if not isinstance(node, cst.ImportFrom) or node.relative or node.module is None:
             continue
-        if _EMPTY.code_for_node(node.module) != parent or isinstance(node.names, cst.ImportStar):
+        if code_of(node.module) != parent or isinstance(node.names, cst.ImportStar):
             continue
         names = list(node.names)
-        if any(m.matches(a, m.ImportAlias(name=m.Name(alias), asname=None)) for a in names):
+        if any(isinstance(a.name, cst.Name) and a.name.value == alias and a.asname is None for a in names):
             return module
-        if "isort: skip" in _EMPTY.code_for_node(stmt):
+        if "isort: skip" in code_of(stmt):
             continue
         body[index] = _fit_import(stmt.with_changes(body=[_merge_alias(node, alias)]))
         return module.with_changes(body=body)
     new = cst.parse_statement(f"from {parent} import {alias}\n")
     return _blank_lines_after_imports(_place_new_import(project, module.with_changes(body=body), new, limit))
-
-
-_EMPTY = cst.Module(body=[])
 
 
 def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
@@ -147,7 +143,7 @@ def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
     if isinstance(node.names, cst.ImportStar):  # the caller skips star imports
         return node
     names = list(node.names)
-    keys = [_isort_key(_EMPTY.code_for_node(n.name)) for n in names]
+    keys = [_isort_key(code_of(n.name)) for n in names]
     index = bisect.bisect_left(keys, _isort_key(alias))
     commas = [n.comma for n in names[:-1] if isinstance(n.comma, cst.Comma)]
     plain = next((c for c in commas if not _has_comment(c)), None)
@@ -200,7 +196,7 @@ def _has_comment(comma: cst.Comma) -> bool:
 def _fit_import(stmt: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
     """A one-line ``from x import a, b`` that grew past 100 columns, the way black lays it out
     (a trailing comment stays on the first line)."""
-    code = _EMPTY.code_for_node(stmt.with_changes(leading_lines=()))
+    code = code_of(stmt.with_changes(leading_lines=()))
     first = code.split("\n")[0]
     node = stmt.body[0]
     if (
@@ -211,8 +207,8 @@ def _fit_import(stmt: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
         or isinstance(node.names, cst.ImportStar)
     ):
         return stmt
-    module = _EMPTY.code_for_node(node.module)
-    names = [_EMPTY.code_for_node(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]
+    module = code_of(node.module)
+    names = [code_of(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]
     comment = stmt.trailing_whitespace.comment
     opening = f"from {module} import (" + (f"  {comment.value}" if comment else "")
     text = opening + "\n" + "".join(f"    {n},\n" for n in names) + ")\n"
@@ -227,9 +223,9 @@ def _module_name(stmt: cst.BaseStatement) -> str | None:
         return None
     node = stmt.body[0]
     if isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None:
-        return cst.Module([]).code_for_node(node.module)
+        return code_of(node.module)
     if isinstance(node, cst.Import):
-        return cst.Module([]).code_for_node(node.names[0].name)
+        return code_of(node.names[0].name)
     return None
 
 
@@ -283,14 +279,34 @@ def _first_code(body: Sequence[cst.BaseStatement]) -> int:
     for index, stmt in enumerate(body):
         if isinstance(stmt, (cst.If, cst.Try, cst.With)) or _module_name(stmt) is not None:
             continue
-        if m.matches(stmt, m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())])):
+        if is_docstring(stmt):
             continue
-        if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
-            name = stmt.body[0].targets[0].target.value  # type: ignore[attr-defined]  # libcst: m.matches does not narrow
-            if name.startswith("__") and name.endswith("__"):
-                continue
+        if _dunder_assignment(stmt):
+            continue
         return index
     return len(body)
+
+
+def _dunder_assignment(stmt: cst.BaseStatement) -> bool:
+    """``__name__ = ...``: one plain target, a dunder name."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    node = stmt.body[0]
+    if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+        return False
+    target = node.targets[0].target
+    return isinstance(target, cst.Name) and target.value.startswith("__") and target.value.endswith("__")
+
+
+def _future_import(stmt: cst.BaseStatement) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    node = stmt.body[0]
+    return (
+        isinstance(node, cst.ImportFrom)
+        and isinstance(node.module, cst.Name)
+        and node.module.value == "__future__"
+    )
 
 
 def _is_from(stmt: cst.BaseStatement) -> bool:
@@ -300,13 +316,9 @@ def _is_from(stmt: cst.BaseStatement) -> bool:
 def _after_header(body: Sequence[cst.BaseStatement]) -> int:
     """Index after the module docstring and ``from __future__`` imports."""
     index = 0
-    if body and m.matches(
-        body[0], m.SimpleStatementLine(body=[m.Expr(m.SimpleString() | m.ConcatenatedString())])
-    ):
+    if body and is_docstring(body[0]):
         index = 1
-    while index < len(body) and m.matches(
-        body[index], m.SimpleStatementLine(body=[m.ImportFrom(module=m.Name("__future__"))])
-    ):
+    while index < len(body) and _future_import(body[index]):
         index += 1
     return index
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from codegen.resolve.walk import code_of
 from codegen.transforms.render import LINE_LENGTH
 
 
@@ -12,7 +13,7 @@ def fit(stmt: cst.BaseStatement, indent: str, origin: str) -> cst.BaseStatement:
     """``stmt`` moved from ``origin`` in to ``indent``: of its lines that fitted before and no
     longer do, the hugged argument lines of calls with several arguments go one per line."""
     for _ in range(8):
-        lines = cst.Module([]).code_for_node(stmt).splitlines()
+        lines = code_of(stmt).splitlines()
         long = {
             line.strip()
             for line in lines
@@ -28,7 +29,7 @@ def fit(stmt: cst.BaseStatement, indent: str, origin: str) -> cst.BaseStatement:
 
 
 def _args_text(call: cst.Call) -> str:
-    return cst.Module([]).code_for_node(call.with_changes(func=cst.Name("f"))).split("\n")[1].strip()
+    return code_of(call.with_changes(func=cst.Name("f"))).split("\n")[1].strip()
 
 
 def _hugged_calls(stmt: cst.BaseStatement) -> list[cst.Call]:
@@ -42,7 +43,7 @@ def _hugged_calls(stmt: cst.BaseStatement) -> list[cst.Call]:
             if len(node.args) < 2 or not isinstance(opening, cst.ParenthesizedWhitespace):
                 return
             last = node.args[-1]
-            inner = cst.Module([]).code_for_node(node.with_changes(func=cst.Name("f"))).split("\n")
+            inner = code_of(node.with_changes(func=cst.Name("f"))).split("\n")
             if len(inner) == 3 and isinstance(last.whitespace_after_arg, cst.ParenthesizedWhitespace):
                 found.append(node)
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from codegen.spec.reader import quote
+from codegen.resolve.walk import code_of
+from codegen.runtime_calls import quote
 
 LINE_LENGTH = 100
 
@@ -101,11 +102,8 @@ def _split_string(text: str, indent: str) -> list[str]:
     return lines
 
 
-_EMPTY = cst.Module(body=[])
-
-
 def _code(node: cst.CSTNode) -> str:
-    return " ".join(_EMPTY.code_for_node(node).split())
+    return " ".join(code_of(node).split())
 
 
 def _arg(arg: cst.Arg) -> Arg:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from codegen.runtime_calls import quote
 from codegen.spec.model import Attribute, Project, Span
-from codegen.spec.reader import quote
 from codegen.transforms.render import LINE_LENGTH, DictArg, call_statement
 
 

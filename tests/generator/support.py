@@ -17,7 +17,9 @@ def package_info(version: str) -> str:
     return f'MAJOR = {major}\nMINOR = {minor}\nPATCH = {patch}\nPRE_RELEASE = ""\n'
 
 
-def make_project(tmp: Path, spec_text: str, source: str | None, extra_sources: dict[str, str] | None = None) -> tuple[Path, Path]:
+def make_project(
+    tmp: Path, spec_text: str, source: str | None, extra_sources: dict[str, str] | None = None
+) -> tuple[Path, Path]:
     """``(spec_dir, source_root)``: the shared fixture declarations plus ``spec_text``."""
     specs = tmp / "specs"
     specs.mkdir(parents=True, exist_ok=True)

@@ -78,7 +78,9 @@ def _otlp(*spans: dict[str, object]) -> str:
 
 def test_otlp_span_is_read_in_full(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
-    child = _span(spanId="00000000000000cc", parentSpanId="00000000000000aa", kind="SPAN_KIND_CLIENT", status={})
+    child = _span(
+        spanId="00000000000000cc", parentSpanId="00000000000000aa", kind="SPAN_KIND_CLIENT", status={}
+    )
     path.write_text(_otlp(_span(), child) + "\n", encoding="utf-8")
     first, second = read_spans(path)
     assert first == CapturedSpan(
@@ -142,7 +144,11 @@ def test_console_span_and_metrics_are_read(tmp_path: Path) -> None:
     assert spans[1].end_ns > 0
     assert spans[1].source == f"{path}:{inner.to_json().count(chr(10)) + 2}: record 2"
     metrics = {m.name: m for m in records if isinstance(m, CapturedMetric)}
-    assert (metrics["demo.loss"].kind, metrics["demo.loss"].unit, metrics["demo.loss"].points) == ("histogram", "1", 1)
+    assert (metrics["demo.loss"].kind, metrics["demo.loss"].unit, metrics["demo.loss"].points) == (
+        "histogram",
+        "1",
+        1,
+    )
     assert metrics["demo.loss"].data_points[0].sum == 1.5
     assert (metrics["demo.tokens"].kind, metrics["demo.tokens"].data_points[0].value) == ("sum", 3)
     assert read_metrics(path) == list(metrics.values())
@@ -150,7 +156,9 @@ def test_console_span_and_metrics_are_read(tmp_path: Path) -> None:
 
 def test_several_files_documents_and_a_byte_order_mark(tmp_path: Path) -> None:
     one = tmp_path / "one.json"
-    one.write_bytes(b"\xef\xbb\xbf" + (_otlp(_span()) + "\n\n" + _otlp(_span(spanId="00000000000000dd"))).encode())
+    one.write_bytes(
+        b"\xef\xbb\xbf" + (_otlp(_span()) + "\n\n" + _otlp(_span(spanId="00000000000000dd"))).encode()
+    )
     pretty = tmp_path / "pretty.json"  # one document over many lines, two on one line
     pretty.write_text(
         json.dumps(json.loads(_otlp(_span(spanId="00000000000000ee"))), indent=2)
@@ -178,11 +186,15 @@ def test_records_stream_before_a_later_malformed_document(tmp_path: Path) -> Non
 def test_lines_longer_than_a_read_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(capture, "_CHUNK", 7)
     path = tmp_path / "c.json"
-    path.write_text(_otlp(_span(), _span(spanId="00000000000000dd")) + "\n" + _otlp(_span()), encoding="utf-8")
+    path.write_text(
+        _otlp(_span(), _span(spanId="00000000000000dd")) + "\n" + _otlp(_span()), encoding="utf-8"
+    )
     assert len(read_spans(path)) == 3
 
 
-def test_a_document_over_the_size_limit_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_a_document_over_the_size_limit_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     monkeypatch.setattr(capture, "MAX_DOCUMENT_BYTES", 4096)
     path = tmp_path / "c.json"
     small = _otlp(_span())
@@ -200,7 +212,9 @@ def test_a_document_over_the_size_limit_is_refused(tmp_path: Path, monkeypatch: 
 
 
 @pytest.mark.parametrize("kind", ["missing", "directory"])
-def test_unreadable_capture_path_is_exit_3(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreadable_capture_path_is_exit_3(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "capture.json"
     if kind == "directory":
         path.mkdir()

@@ -30,7 +30,21 @@ def project(tmp_path: Path) -> tuple[Path, Path]:
 def test_apply_writes_patches_docs_and_fork(project: tuple[Path, Path], tmp_path: Path) -> None:
     specs, root = project
     fork = tmp_path / "fork"
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--out", str(fork)]) == 0
+    assert (
+        main(
+            [
+                "apply",
+                str(specs),
+                "--source",
+                str(root),
+                "--generated",
+                str(specs.parent / "generated"),
+                "--out",
+                str(fork),
+            ]
+        )
+        == 0
+    )
     generated = specs.parent / "generated"
     patches = sorted(p.name for p in (generated / "patches").iterdir())
     assert patches[0] == "0001-megatron-demo.py.patch" and patches[-1] == "series"
@@ -50,28 +64,79 @@ def test_check_reports_staleness_and_writes_nothing(
 ) -> None:
     specs, root = project
     generated = specs.parent / "generated"
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check"]) == 1
+    assert (
+        main(
+            [
+                "apply",
+                str(specs),
+                "--source",
+                str(root),
+                "--generated",
+                str(specs.parent / "generated"),
+                "--check",
+            ]
+        )
+        == 1
+    )
     assert not generated.exists()
     assert "+++ " in capsys.readouterr().out
 
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")]) == 0
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check"]) == 0
+    assert (
+        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")])
+        == 0
+    )
+    assert (
+        main(
+            [
+                "apply",
+                str(specs),
+                "--source",
+                str(root),
+                "--generated",
+                str(specs.parent / "generated"),
+                "--check",
+            ]
+        )
+        == 0
+    )
 
     (generated / "docs" / "spans.md").write_text("edited by hand\n")
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check"]) == 1
+    assert (
+        main(
+            [
+                "apply",
+                str(specs),
+                "--source",
+                str(root),
+                "--generated",
+                str(specs.parent / "generated"),
+                "--check",
+            ]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
     assert "-edited by hand" in out and (generated / "docs" / "spans.md").read_text() == "edited by hand\n"
 
 
 def test_failed_run_leaves_previous_output_untouched(project: tuple[Path, Path]) -> None:
     specs, root = project
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")]) == 0
+    assert (
+        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")])
+        == 0
+    )
     generated = specs.parent / "generated"
     before = {p: p.read_bytes() for p in generated.rglob("*") if p.is_file()}
     (specs / "case.yaml").write_text(SPEC.replace("function: work", "function: missing"))
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")]) == 3, "a spec that does not fit the tree"
+    assert (
+        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")])
+        == 3
+    ), "a spec that does not fit the tree"
     (specs / "case.yaml").write_text(SPEC.replace("group: step", "group: nope"))
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")]) == 2, "a malformed spec"
+    assert (
+        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")])
+        == 2
+    ), "a malformed spec"
     assert {p: p.read_bytes() for p in generated.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in generated.parent.iterdir() if p.name.startswith(".")) == []
 
@@ -106,7 +171,10 @@ def test_unchanged_second_run_reuses_the_result_cache(
 ) -> None:
     monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
     specs, root = project
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")]) == 0
+    assert (
+        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")])
+        == 0
+    )
     assert len(list((tmp_path / "cache" / "results").glob("*.json"))) == 1
 
     import codegen.pipeline
@@ -118,24 +186,84 @@ def test_unchanged_second_run_reuses_the_result_cache(
         raise Generated("the cache should have answered")
 
     monkeypatch.setattr(codegen.pipeline, "generate", fail)
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check"]) == 0
+    assert (
+        main(
+            [
+                "apply",
+                str(specs),
+                "--source",
+                str(root),
+                "--generated",
+                str(specs.parent / "generated"),
+                "--check",
+            ]
+        )
+        == 0
+    )
     fork = tmp_path / "fork"
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--out", str(fork)]) == 0
+    assert (
+        main(
+            [
+                "apply",
+                str(specs),
+                "--source",
+                str(root),
+                "--generated",
+                str(specs.parent / "generated"),
+                "--out",
+                str(fork),
+            ]
+        )
+        == 0
+    )
     assert 'otel.start_span("demo.work")' in (fork / DEMO).read_text()
     with pytest.raises(Generated):
-        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check", "--no-cache"])
+        main(
+            [
+                "apply",
+                str(specs),
+                "--source",
+                str(root),
+                "--generated",
+                str(specs.parent / "generated"),
+                "--check",
+                "--no-cache",
+            ]
+        )
 
     # Any input that changes is a different key: here the spec, then the source.
     (specs / "case.yaml").write_text(SPEC.replace("demo.work", "demo.renamed"))
     with pytest.raises(Generated):
-        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check"])
+        main(
+            [
+                "apply",
+                str(specs),
+                "--source",
+                str(root),
+                "--generated",
+                str(specs.parent / "generated"),
+                "--check",
+            ]
+        )
     (specs / "case.yaml").write_text(SPEC)
     (root / DEMO).write_text(SOURCE + "\n\ndef more():\n    pass\n")
     with pytest.raises(Generated):
-        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated"), "--check"])
+        main(
+            [
+                "apply",
+                str(specs),
+                "--source",
+                str(root),
+                "--generated",
+                str(specs.parent / "generated"),
+                "--check",
+            ]
+        )
 
 
-def test_cache_sees_named_files_outside_megatron(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_cache_sees_named_files_outside_megatron(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     """A Megatron-LM checkout's top-level scripts are targets too; editing one is a new key."""
     monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
     spec = SPEC.replace("megatron/demo.py", "tools/demo.py")
@@ -146,7 +274,9 @@ def test_cache_sees_named_files_outside_megatron(tmp_path: Path, monkeypatch: py
     assert "function 'work' not found in tools/demo.py" in capsys.readouterr().err
 
 
-def test_output_directories_that_hold_other_files_are_refused(project: tuple[Path, Path], tmp_path: Path, capsys) -> None:
+def test_output_directories_that_hold_other_files_are_refused(
+    project: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:
     specs, root = project
     precious = tmp_path / "precious"
     precious.mkdir()
@@ -160,7 +290,9 @@ def test_output_directories_that_hold_other_files_are_refused(project: tuple[Pat
 
     fork = tmp_path / "fork"
     assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0, "its own fork is replaced"
+    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0, (
+        "its own fork is replaced"
+    )
 
 
 def test_cache_rechecks_the_files_a_run_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
@@ -207,11 +339,15 @@ def test_a_directory_where_no_spec_file_loads_is_exit_2(tmp_path: Path, capsys) 
     (specs / "b.yaml").write_text("- a list\n")
     assert main(["validate", str(specs)]) == 2
     err = capsys.readouterr().err
-    assert "a.yaml:2:1: error: invalid YAML" in err and "b.yaml:1:1: error: a spec file must be a mapping" in err
+    assert (
+        "a.yaml:2:1: error: invalid YAML" in err and "b.yaml:1:1: error: a spec file must be a mapping" in err
+    )
     assert err.count(": error: ") == 2, "no follow-on errors (missing runtime, upstream, groups)"
 
 
-def test_out_inside_the_cache_is_refused(project: tuple[Path, Path], tmp_path: Path, monkeypatch, capsys) -> None:
+def test_out_inside_the_cache_is_refused(
+    project: tuple[Path, Path], tmp_path: Path, monkeypatch, capsys
+) -> None:
     """The cache holds the pristine trees every later run instruments: no fork may land there."""
     cache = tmp_path / "cache"
     pristine = cache / "megatron-core-0.19.2-8e3e486f13f5"
@@ -244,4 +380,4 @@ def test_multi_line_help_is_folded_and_escaped(tmp_path: Path, monkeypatch: pyte
     assert 'help="Line one, \\"quoted\\" \\\\ back. Line two."' in text
     compile(text, DEMO, "exec")
     docs = (specs.parent / "generated" / "docs" / "configuration.md").read_text()
-    assert "| Line one, \"quoted\" \\ back. Line two. |" in docs
+    assert '| Line one, "quoted" \\ back. Line two. |' in docs

@@ -10,6 +10,10 @@ leaves no span open.
 
 Bounded for CI: one run with a fixed seed, one with a random seed (printed by hypothesis when it
 fails), ``derandomize`` off; ``HYPOTHESIS_EXAMPLES`` raises the count for a longer local run.
+
+An example the generator refuses tests nothing but the refusal: each example's outcome is recorded
+with hypothesis ``event`` (``pytest --hypothesis-show-statistics`` lists them) and a run fails when
+fewer than half of its examples instrument something.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from __future__ import annotations
 import os
 import sys
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, event, given, seed, settings
 from hypothesis import strategies as st
 
 from codegen.diagnostics import Diagnostics, SpecError
@@ -120,7 +125,12 @@ def cases(draw: st.DrawFn) -> tuple[str, str, _Program]:
         kind = draw(st.sampled_from(choices))
         form = draw(st.sampled_from(["try", "try", "flat"] + (["decorator"] if kind == "function" else [])))
         group = draw(st.sampled_from(["layer", "step", "io"]))
-        lines = [f"  - name: demo.s{number}", f"    group: {group}", "    function: target", f"    form: {form}"]
+        lines = [
+            f"  - name: demo.s{number}",
+            f"    group: {group}",
+            "    function: target",
+            f"    form: {form}",
+        ]
         if kind != "function":
             first = draw(st.sampled_from(prog.sites))
             if kind == "statement":
@@ -145,16 +155,22 @@ def cases(draw: st.DrawFn) -> tuple[str, str, _Program]:
         if kind == "entry":
             hooks.append(f"  - function: target\n    entry: true\n    call: otel.note(n)\n{guard}")
         elif kind in ("before", "after"):
-            hooks.append(f"  - function: target\n    {kind}: {{call: {site}}}\n    call: otel.note(v)\n{guard}")
+            hooks.append(
+                f"  - function: target\n    {kind}: {{call: {site}}}\n    call: otel.note(v)\n{guard}"
+            )
         elif kind == "around":
             hooks.append(
                 f"  - function: target\n    around: {{call: {site}}}\n"
                 f"    enter: otel.note(v)\n    exit: otel.note(-1)\n{guard}"
             )
         elif kind == "argument":
-            hooks.append(f"  - function: target\n    wrap: {{call: {site}, argument: 0, with: otel.passthrough}}\n")
+            hooks.append(
+                f"  - function: target\n    wrap: {{call: {site}, argument: 0, with: otel.passthrough}}\n"
+            )
         else:
-            hooks.append(f"  - function: target\n    wrap: {{call: {site}, result: demo.r, with: otel.stamp}}\n")
+            hooks.append(
+                f"  - function: target\n    wrap: {{call: {site}, result: demo.r, with: otel.stamp}}\n"
+            )
     spec = "file: megatron/demo.py\nspans:\n" + "\n".join(spans) + "\n"
     if hooks:
         spec += "hooks:\n" + "".join(hooks)
@@ -245,7 +261,7 @@ def _run(source: str, runtime: _Runtime | None, n: int) -> tuple[object, list[ob
     saved = sys.modules.get("megatron")
     sys.modules["megatron"] = package
     try:
-        exec(compile(source, DEMO, "exec"), namespace)  # noqa: S102 - the program under test
+        exec(compile(source, DEMO, "exec"), namespace)
         try:
             result: object = ("returned", namespace["target"](n, log))  # type: ignore[operator]
         except Exception as exc:  # noqa: BLE001 - compared between the runs
@@ -261,25 +277,33 @@ def _run(source: str, runtime: _Runtime | None, n: int) -> tuple[object, list[ob
 # -- the property ------------------------------------------------------------------------------
 
 
+_REFUSALS = ("a flat span cannot cover", "partially overlaps", "nothing follows", "one-line block")
+
+
 def _instrument(tmp: Path, spec: str, source: str) -> tuple[str, str] | None:
     """The spec and the instrumented source. When the generator refuses the spans with a reason
     it documents (a flat span over an early exit, partially overlapping spans, nothing after an
     `after:` statement), every span in the try form, else the first span alone in the try form;
-    None when that is refused too."""
-    output = _apply(tmp / "all", spec, source)
+    None when that is refused too. The outcome is recorded as a hypothesis event."""
+    output, refusal = _apply(tmp / "all", spec, source)
     if output is not None:
+        event("instrumented as drawn")
         return spec, output
+    event(f"refused as drawn: {refusal}")
     tried = spec.replace("form: flat", "form: try")  # the spans in the try form, hooks kept
-    output = _apply(tmp / "try", tried, source)
+    output, _ = _apply(tmp / "try", tried, source)
     if output is not None:
+        event("instrumented in the try form")
         return tried, output
     first = spec.split("hooks:")[0].split("  - name:")[1].replace("form: flat", "form: try")
     single = "file: megatron/demo.py\nspans:\n  - name:" + first
-    output = _apply(tmp / "first", single, source)
+    output, refusal = _apply(tmp / "first", single, source)
+    event("instrumented: the first span alone" if output is not None else f"refused entirely: {refusal}")
     return None if output is None else (single, output)
 
 
-def _apply(tmp: Path, spec: str, source: str) -> str | None:
+def _apply(tmp: Path, spec: str, source: str) -> tuple[str | None, str]:
+    """The instrumented source, or None and the kind of refusal (one the generator documents)."""
     specs, root = make_project(tmp, spec, source)
     diags = Diagnostics()
     project = load_project(specs, diags)
@@ -287,17 +311,17 @@ def _apply(tmp: Path, spec: str, source: str) -> str | None:
         plan = build_plan(project, root, diags)
     except SpecError as exc:
         messages = [d.message for d in exc.diagnostics.items]
-        expected = ("a flat span cannot cover", "partially overlaps", "nothing follows", "one-line block")
-        assert all(any(e in m for e in expected) for m in messages), messages
-        return None
-    return transform_file(project, plan.files[DEMO])
+        assert all(any(e in m for e in _REFUSALS) for m in messages), messages
+        return None, next(e for e in _REFUSALS if e in messages[0])
+    return transform_file(project, plan.files[DEMO]), ""
 
 
-def check(case: tuple[str, str, _Program], tmp: Path) -> None:
+def check(case: tuple[str, str, _Program], tmp: Path) -> bool:
+    """Whether the example instrumented something (and then, that the properties hold)."""
     source, spec, _ = case
     instrumented = _instrument(tmp, spec, source)
     if instrumented is None:
-        return
+        return False
     spec, output = instrumented
     compile(output, DEMO, "exec")
     assert equivalent(source, output, "otel", "megatron"), output
@@ -316,6 +340,7 @@ def check(case: tuple[str, str, _Program], tmp: Path) -> None:
             if not flat:
                 assert not runtime.open, ([s.name for s in runtime.open], output)
                 assert len(runtime.ended) == runtime.started
+    return True
 
 
 _SETTINGS = settings(
@@ -326,14 +351,47 @@ _SETTINGS = settings(
 )
 
 
+def _assert_mostly_instrumented(outcomes: list[bool]) -> None:
+    instrumented = sum(outcomes)
+    assert outcomes, "no example ran"
+    assert instrumented * 2 >= len(outcomes), (
+        f"only {instrumented} of {len(outcomes)} examples instrumented something: the strategy draws "
+        "mostly specs the generator refuses (see the events with --hypothesis-show-statistics)"
+    )
+
+
+@pytest.fixture
+def outcomes() -> Iterator[list[bool]]:
+    """Whether each example of one property test instrumented something; checked after the last
+    example (a function-scoped fixture lives as long as the whole hypothesis run)."""
+    recorded: list[bool] = []
+    yield recorded
+    _assert_mostly_instrumented(recorded)
+
+
+@pytest.mark.slow
 @seed(20261203)
 @_SETTINGS
 @given(case=cases())
-def test_codemod_properties_fixed_seed(case: tuple[str, str, _Program], tmp_path_factory: pytest.TempPathFactory) -> None:
-    check(case, tmp_path_factory.mktemp("case"))
+def test_codemod_properties_fixed_seed(
+    case: tuple[str, str, _Program], tmp_path_factory: pytest.TempPathFactory, outcomes: list[bool]
+) -> None:
+    outcomes.append(check(case, tmp_path_factory.mktemp("case")))
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(case=cases())
-def test_codemod_properties_random_seed(case: tuple[str, str, _Program], tmp_path_factory: pytest.TempPathFactory) -> None:
-    check(case, tmp_path_factory.mktemp("case"))
+def test_codemod_properties_random_seed(
+    case: tuple[str, str, _Program], tmp_path_factory: pytest.TempPathFactory, outcomes: list[bool]
+) -> None:
+    outcomes.append(check(case, tmp_path_factory.mktemp("case")))
+
+
+def test_too_few_instrumented_examples_fail_the_property() -> None:
+    """The guard itself: a run whose examples are mostly refused fails, one with half passes."""
+    with pytest.raises(AssertionError, match="only 1 of 3 examples instrumented something"):
+        _assert_mostly_instrumented([True, False, False])
+    _assert_mostly_instrumented([True, False])
+    with pytest.raises(AssertionError, match="no example ran"):
+        _assert_mostly_instrumented([])

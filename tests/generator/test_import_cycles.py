@@ -10,7 +10,7 @@ from pathlib import Path
 
 from codegen.diagnostics import Diagnostics
 from codegen.emit.runtime import render_runtime
-from codegen.pipeline import TEMPLATES_DIR, generate
+from codegen.pipeline import generate
 from codegen.spec.load import load_project
 from tests.generator.support import make_project
 

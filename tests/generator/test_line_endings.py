@@ -11,7 +11,7 @@ import pytest
 from codegen.pipeline import generate
 from tests.generator.support import CASES, DEMO, make_project
 
-CASE_DIRS = sorted(p for p in CASES.iterdir() if p.is_dir())
+CASE_DIRS = sorted(p for p in CASES.iterdir() if (p / "output.py").is_file())  # not refusals, no-ops
 
 
 def _generate(tmp_path: Path, case: Path, source: bytes) -> str:
@@ -45,4 +45,6 @@ def test_crlf_patch_applies_with_git(tmp_path: Path) -> None:
     # and the instrumented CRLF file is recognised as such: applying again changes nothing
     (root / DEMO).write_bytes((tree / DEMO).read_bytes())
     assert DEMO not in generate(specs, root).changes
-    assert b"\r\n" in (tree / DEMO).read_bytes() and b"\n" not in (tree / DEMO).read_bytes().replace(b"\r\n", b"")
+    assert b"\r\n" in (tree / DEMO).read_bytes() and b"\n" not in (tree / DEMO).read_bytes().replace(
+        b"\r\n", b""
+    )

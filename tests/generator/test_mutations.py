@@ -64,6 +64,7 @@ def test_the_project_is_valid(pinned: Path, tmp_path: Path, monkeypatch: pytest.
     assert generation.warnings == ()
 
 
+@pytest.mark.slow
 def test_every_mutation_is_handled(pinned: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CODEGEN_CACHE_DIR", str(pinned))
     specs = _copy(tmp_path)

@@ -305,7 +305,9 @@ def test_other_release_writes_only_where_told(
     assert "megatron-core 0.0.1 is not the pinned release" in err
     # alone, the fork goes to build/ beside the specs, the pinned generated/ is left alone
     assert main(["apply", str(specs), "--release", "0.0.1"]) == 0
-    assert 'otel.start_span("demo.new")' in (specs.parent / "build" / "megatron-core-0.0.1" / DEMO).read_text()
+    assert (
+        'otel.start_span("demo.new")' in (specs.parent / "build" / "megatron-core-0.0.1" / DEMO).read_text()
+    )
     assert "is left alone" in capsys.readouterr().out
     fork = tmp_path / "fork"
     assert main(["apply", str(specs), "--release", "0.0.1", "--out", str(fork)]) == 0

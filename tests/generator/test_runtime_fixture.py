@@ -36,7 +36,9 @@ def _import_fresh(root: Path) -> tuple[ModuleType, ModuleType | None]:
 def modules(tmp_path: Path) -> Iterator[tuple[ModuleType, ModuleType, ModuleType]]:
     """(pristine demo, instrumented demo, runtime) imported from fresh trees."""
     source = (FIXTURES / "runtime_src/megatron/demo.py").read_text(encoding="utf-8")
-    specs, root = make_project(tmp_path, (FIXTURES / "runtime_specs.yaml").read_text(encoding="utf-8"), source)
+    specs, root = make_project(
+        tmp_path, (FIXTURES / "runtime_specs.yaml").read_text(encoding="utf-8"), source
+    )
     generation = generate(specs, root)
     fork = tmp_path / "fork"
     write_tree(fork, {p: new for p, (_, new) in generation.changes.items()}, base=root)
@@ -45,11 +47,6 @@ def modules(tmp_path: Path) -> Iterator[tuple[ModuleType, ModuleType, ModuleType
     yield pristine, demo, otel
     for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
         del sys.modules[name]
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
 
 
 def _enable(otel: ModuleType, exporter: InMemorySpanExporter, groups: str) -> None:

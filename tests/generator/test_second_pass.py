@@ -34,7 +34,10 @@ def test_flat_span_with_a_try_inside_keeps_its_children_on_the_second_pass(tmp_p
     specs, root = make_project(tmp_path, SPEC, SOURCE)
     first = generate(specs, root)
     assert "`demo.b` | step" in first.docs["spans.md"]
-    assert "| `demo.a` |" in first.docs["hierarchy.md"] or "- `demo.a`\n  - `demo.b`" in first.docs["hierarchy.md"]
+    assert (
+        "| `demo.a` |" in first.docs["hierarchy.md"]
+        or "- `demo.a`\n  - `demo.b`" in first.docs["hierarchy.md"]
+    )
     for path, (_, new) in first.changes.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(new, encoding="utf-8")

@@ -1,21 +1,118 @@
-"""Before/after cases in tests/transform_cases/<case>/: spec.yaml + input.py -> output.py.
+"""Before/after cases in tests/transform_cases/<case>/: spec.yaml + input.py -> the expectation.
 
-Each case also proves a stable second pass (applying the specs to the output changes nothing)
-and that the output compiles. Regenerate an expected file after a deliberate change with
-``pytest tests/generator --snapshot-update``.
+The expectation is one of:
+
+- ``output.py``: the instrumented file. The case also proves a stable second pass (applying the
+  specs to the output changes nothing) and that the output compiles. Regenerate an expected file
+  after a deliberate change with ``pytest tests/generator --snapshot-update``.
+- ``unchanged``: a no-op case; the file must come out byte for byte as it went in.
+- ``error.txt``: a refusal; generating fails (exit 2) and every line of the file is part of one
+  reported diagnostic line, in order.
+
+A case may add ``check.py`` defining ``check(before, after, otel, exporter)``: an execution check
+that gets the pristine module, the instrumented one (both imported from fresh trees as
+``megatron.demo``), the runtime (every group enabled, spans going to ``exporter``).
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from codegen.diagnostics import SpecError
+from codegen.emit.tree import write_tree
 from codegen.pipeline import generate
-from tests.generator.support import CASES, DEMO, make_project
+from tests.generator.support import CASES, DEMO, make_project, pin_fixture_tree
 
-CASE_DIRS = sorted(p for p in CASES.iterdir() if p.is_dir())
+ALL_CASES = sorted(p for p in CASES.iterdir() if p.is_dir())
+CASE_DIRS = [p for p in ALL_CASES if (p / "output.py").is_file()]
+UNCHANGED = [p for p in ALL_CASES if (p / "unchanged").is_file()]
+REFUSED = [p for p in ALL_CASES if (p / "error.txt").is_file()]
+CHECKED = [p for p in ALL_CASES if (p / "check.py").is_file()]
+
+
+def test_every_case_has_one_expectation() -> None:
+    for case in ALL_CASES:
+        kinds = [name for name in ("output.py", "unchanged", "error.txt") if (case / name).is_file()]
+        assert len(kinds) == 1, f"{case.name}: {kinds or 'no expectation'}"
+    assert UNCHANGED and REFUSED and CHECKED
+
+
+@pytest.mark.parametrize("case", UNCHANGED, ids=lambda p: p.name)
+def test_unchanged_case(case: Path, tmp_path: Path) -> None:
+    source = (case / "input.py").read_text(encoding="utf-8")
+    specs, root = make_project(tmp_path, (case / "spec.yaml").read_text(encoding="utf-8"), source)
+    generation = generate(specs, root)
+    assert DEMO not in generation.changes
+    assert (root / DEMO).read_text(encoding="utf-8") == source
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=lambda p: p.name)
+def test_refused_case(case: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    specs, root = make_project(
+        tmp_path,
+        (case / "spec.yaml").read_text(encoding="utf-8"),
+        (case / "input.py").read_text(encoding="utf-8"),
+    )
+    # the fixture tree as the pinned release: what does not resolve there is the spec's fault (exit 2)
+    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
+    pin_fixture_tree(tmp_path / "cache", root)
+    with pytest.raises(SpecError) as raised:
+        generate(specs)
+    reported = raised.value.diagnostics.render()
+    for expected in (case / "error.txt").read_text(encoding="utf-8").splitlines():
+        if expected.strip():
+            assert expected in reported, f"{case.name}: {expected!r} not in:\n{reported}"
+
+
+def _import_fresh(root: Path) -> tuple[ModuleType, ModuleType | None]:
+    for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(root))
+    try:
+        demo = importlib.import_module("megatron.demo")
+        otel = sys.modules.get("megatron.otel")
+    finally:
+        sys.path.remove(str(root))
+    return demo, otel
+
+
+@pytest.fixture
+def fresh_megatron() -> Iterator[None]:
+    yield
+    for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
+        del sys.modules[name]
+
+
+@pytest.mark.parametrize("case", CHECKED, ids=lambda p: p.name)
+def test_execution_check(case: Path, tmp_path: Path, fresh_megatron: None, exporter, provider) -> None:
+    specs, root = make_project(
+        tmp_path,
+        (case / "spec.yaml").read_text(encoding="utf-8"),
+        (case / "input.py").read_text(encoding="utf-8"),
+    )
+    generation = generate(specs, root)
+    fork = tmp_path / "fork"
+    write_tree(fork, {p: new for p, (_, new) in generation.changes.items()}, base=root)
+    before, _ = _import_fresh(root)
+    after, otel = _import_fresh(fork)
+    assert otel is not None and before is not after
+    spec = importlib.util.spec_from_file_location(f"transform_check_{case.name}", case / "check.py")
+    assert spec is not None and spec.loader is not None
+    checker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checker)
+    otel.enable("everything", tracer_provider=provider)
+    try:
+        checker.check(before, after, otel, exporter)
+    finally:
+        otel.disable()
 
 
 @pytest.mark.parametrize("case", CASE_DIRS, ids=lambda p: p.name)

@@ -62,7 +62,9 @@ def _specs(tmp_path: Path, edit=lambda text: text) -> Path:
     from tests.generator.support import make_project
 
     text = edit((FIXTURES / "runtime_specs.yaml").read_text(encoding="utf-8"))
-    specs, _ = make_project(tmp_path / "verify", text, (FIXTURES / "runtime_src/megatron/demo.py").read_text())
+    specs, _ = make_project(
+        tmp_path / "verify", text, (FIXTURES / "runtime_src/megatron/demo.py").read_text()
+    )
     return specs
 
 
@@ -79,7 +81,10 @@ def test_clean_capture_passes(fmt, capture, tmp_path: Path, capsys) -> None:
 
 
 def test_span_moved_to_another_group_fails(capture, tmp_path: Path, capsys) -> None:
-    specs = _specs(tmp_path, lambda t: t.replace("name: demo.failing\n    group: step", "name: demo.failing\n    group: io"))
+    specs = _specs(
+        tmp_path,
+        lambda t: t.replace("name: demo.failing\n    group: step", "name: demo.failing\n    group: io"),
+    )
     assert _verify(tmp_path, specs, otlp_json(capture)) == 1
     assert "span 'demo.failing' has group 'step'; the docs say 'io'" in capsys.readouterr().out
 
@@ -152,7 +157,9 @@ def _metrics_document(*metrics: tuple[str, str, str]) -> str:
 
 
 def test_declared_metrics_with_their_units_pass(capture, tmp_path: Path, capsys) -> None:
-    text = otlp_json(capture) + _metrics_document(("demo.loss", "1", "gauge"), ("demo.learning_rate", "1", "gauge"))
+    text = otlp_json(capture) + _metrics_document(
+        ("demo.loss", "1", "gauge"), ("demo.learning_rate", "1", "gauge")
+    )
     assert _verify(tmp_path, _specs(tmp_path), text) == 0
     assert "4 spans, 4 distinct names, 2 metric names checked: 0 findings" in capsys.readouterr().out
 
@@ -178,8 +185,14 @@ def test_parent_may_be_the_nearest_documented_ancestor_whose_group_records(tmp_p
     with the layer group not recording, demo.staged runs inside demo.step."""
 
     def edit(text: str) -> str:
-        text = text.replace("name: demo.failing\n    group: step", "name: demo.failing\n    group: layer\n    parents: [demo.step]")
-        return text.replace("name: demo.staged\n    group: io", "name: demo.staged\n    group: io\n    parents: [demo.failing]")
+        text = text.replace(
+            "name: demo.failing\n    group: step",
+            "name: demo.failing\n    group: layer\n    parents: [demo.step]",
+        )
+        return text.replace(
+            "name: demo.staged\n    group: io",
+            "name: demo.staged\n    group: io\n    parents: [demo.failing]",
+        )
 
     def span(name: str, span_id: str, parent: str, group: str) -> dict[str, object]:
         attributes = [{"key": "megatron.span_group", "value": {"stringValue": group}}]
@@ -200,4 +213,6 @@ def test_parent_may_be_the_nearest_documented_ancestor_whose_group_records(tmp_p
     capsys.readouterr()
     spans.append(span("demo.layer.forward", "03", "", "layer"))  # now the layer group records
     assert _verify(tmp_path, specs, json.dumps(document), "--groups", "") == 1
-    assert "span 'demo.staged' runs inside 'demo.step'; the docs allow: demo.failing" in capsys.readouterr().out
+    assert (
+        "span 'demo.staged' runs inside 'demo.step'; the docs allow: demo.failing" in capsys.readouterr().out
+    )

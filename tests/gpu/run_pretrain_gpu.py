@@ -72,8 +72,12 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     generation = generate(REPO / "specs")
     fork = out / "fork" / "megatron-core"
-    write_tree(fork, {path: new for path, (_old, new) in generation.changes.items()}, base=generation.source_root)
-    helpers = build_dataset_helpers(generation.source_root / "megatron/core/datasets/helpers.cpp", out / "helpers")
+    write_tree(
+        fork, {path: new for path, (_old, new) in generation.changes.items()}, base=generation.source_root
+    )
+    helpers = build_dataset_helpers(
+        generation.source_root / "megatron/core/datasets/helpers.cpp", out / "helpers"
+    )
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -89,7 +93,9 @@ def main() -> int:
     proc = subprocess.run(command, env=env, cwd=run, capture_output=True, text=True, timeout=600)
     (run / "output.txt").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        print(f"pretrain exited {proc.returncode}; see {run / 'output.txt'}\n{(proc.stdout + proc.stderr)[-3000:]}")
+        print(
+            f"pretrain exited {proc.returncode}; see {run / 'output.txt'}\n{(proc.stdout + proc.stderr)[-3000:]}"
+        )
         return 1
     capture = run / "capture.jsonl"
     verified = codegen(["verify", str(REPO / "specs"), str(capture), "--groups", ""])

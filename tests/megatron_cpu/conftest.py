@@ -26,8 +26,8 @@ WORKER_TIMEOUT_S = 240
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from codegen.emit.tree import write_tree  # noqa: E402
-from codegen.pipeline import generate  # noqa: E402
+from codegen.emit.tree import write_tree
+from codegen.pipeline import generate
 
 
 def free_port() -> int:

@@ -9,7 +9,8 @@ megatron.training's whole ``pretrain()`` needs (see the table in each docstring)
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -56,9 +57,11 @@ def cpu_shims() -> Iterator[None]:
     - tensor factories asking for CUDA (the schedule's token counter, evaluate's
       ``total_loss_dict``, the DDP grad buffers, the optimizer's bookkeeping) go to the CPU.
     """
-    with _patched(torch.cuda, synchronize=lambda *a, **k: None, current_device=lambda: "cpu"):
-        with CudaFactoriesOnCpu():
-            yield
+    with (
+        _patched(torch.cuda, synchronize=lambda *a, **k: None, current_device=lambda: "cpu"),
+        CudaFactoriesOnCpu(),
+    ):
+        yield
 
 
 class _Stream:

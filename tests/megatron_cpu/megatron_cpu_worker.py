@@ -34,8 +34,8 @@ from typing import Any
 
 warnings.filterwarnings("ignore")
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
+import torch
+import torch.distributed as dist
 
 SEED = 1234
 NUM_LAYERS = 2
@@ -47,7 +47,7 @@ MICRO_BATCH = 2
 NUM_MICROBATCHES = 2
 
 
-from cuda_on_cpu import CudaFactoriesOnCpu  # noqa: E402,F401  (this script's directory is sys.path[0])
+from cuda_on_cpu import CudaFactoriesOnCpu
 
 
 def init_distributed(rank: int, world_size: int, port: int, pipeline_size: int) -> None:

@@ -1,7 +1,8 @@
 """Runs megatron.training's own ``pretrain()`` on CPU, one rank per process; a subprocess of the tests.
 
     python megatron_pretrain_worker.py --out DIR --rank R --world-size W --port P
-        --telemetry plain|off|default|all|SPEC [--helpers DIR] [--sigterm-at N] -- MEGATRON_ARGS...
+        --telemetry plain|off|default|all|SPEC [--helpers DIR] [--sigterm-at N] [--live]
+        -- MEGATRON_ARGS...
 
 ``megatron`` is whatever ``PYTHONPATH`` puts first (the pristine release or the instrumented fork).
 The worker does what ``pretrain_gpt.py`` does (parse and validate Megatron's arguments, build the
@@ -46,35 +47,40 @@ import time
 
 _PROGRAM_START = time.time()
 
-import argparse  # noqa: E402
-import atexit  # noqa: E402
-import contextlib  # noqa: E402
-import functools  # noqa: E402
-import inspect  # noqa: E402
-import json  # noqa: E402
-import multiprocessing  # noqa: E402
-import os  # noqa: E402
-import signal  # noqa: E402
-import sys  # noqa: E402
-import typing  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import atexit
+import contextlib
+import functools
+import inspect
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import typing
+import warnings
+from pathlib import Path
+from typing import Any
 
 warnings.filterwarnings("ignore")
 # megatron/training uses typing.override (Python 3.12); 3.11 gets the identity decorator.
 typing.override = getattr(typing, "override", lambda f: f)
 
-import megatron_cpu_worker as base  # noqa: E402  (this script's directory is sys.path[0])
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-from cuda_on_cpu import cuda_on_cpu  # noqa: E402
+import megatron_cpu_worker as base
+import torch
+import torch.distributed as dist
+from cuda_on_cpu import cuda_on_cpu
 
 
 class Telemetry:
-    """SDK providers writing ``capture.jsonl``; handed to ``otel.configure`` by a wrapper."""
+    """SDK providers writing ``capture.jsonl``; handed to ``otel.configure`` by a wrapper.
 
-    def __init__(self, path: Path) -> None:
+    With ``lean`` (``PRETRAIN_RECORDING=lean``) no tracer provider is handed over: the runtime
+    builds its own and records on its lean path, its span exporter the same capture file; the
+    spans left open are those of the lean path (every LeanSpan made and not ended)."""
+
+    def __init__(self, path: Path, lean: bool = False) -> None:
+        self.path, self.lean = path, lean
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.trace import TracerProvider
@@ -96,9 +102,13 @@ class Telemetry:
 
         configure = otel.configure
 
+        if self.lean:
+            self._install_lean(otel)
+
         @functools.wraps(configure)
         def configure_with_capture(args=None, **kwargs):
-            kwargs.setdefault("tracer_provider", self.tracer_provider)
+            if not self.lean:
+                kwargs.setdefault("tracer_provider", self.tracer_provider)
             kwargs.setdefault("meter_provider", self.meter_provider)
             groups = configure(args, **kwargs)
             self.configured.append(sorted(groups))
@@ -106,14 +116,32 @@ class Telemetry:
 
         otel.configure = configure_with_capture
 
+    def _install_lean(self, otel) -> None:
+        from otlp_file import OtlpJsonSpanExporter
+
+        exporter = OtlpJsonSpanExporter(str(self.path))
+        otel._export.otlp_exporter = lambda settings, signal, kind: exporter if signal == "trace" else None
+        lean, open_spans = otel._lean, self.open_spans.open
+        made, ended = lean.LeanSpan.__init__, lean.LeanSpan.end
+
+        def init(span, *args, **kwargs) -> None:
+            made(span, *args, **kwargs)
+            open_spans[span.span_id] = span._name
+
+        def end(span, end_time=None) -> None:
+            open_spans.pop(span.span_id, None)
+            ended(span, end_time)
+
+        lean.LeanSpan.__init__, lean.LeanSpan.end = init, end
+
     def flush(self) -> None:
         self.tracer_provider.force_flush()
         self.meter_provider.force_flush()
 
 
 def install_dataset_helpers(helpers: str | None) -> None:
-    import megatron.core.datasets as datasets
     import megatron.core.datasets.utils as dataset_utils
+    from megatron.core import datasets
 
     if helpers:
         datasets.__path__.append(helpers)
@@ -275,6 +303,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--helpers")
     parser.add_argument("--sigterm-at", type=int)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    # --live: the runtime builds its own providers and exports over OTLP (the OTEL_EXPORTER_OTLP_*
+    # environment names the receiver); no capture.jsonl, no open-span tracking
+    parser.add_argument("--live", action="store_true")
+    # file: the spans go to DIR/capture.jsonl through providers of this worker's own; global: the
+    # runtime records into the providers the application set (opentelemetry-instrument's distro)
+    parser.add_argument("--providers", choices=("file", "global"), default="file")
     options = parser.parse_args(argv[:split])
     _DEVICE = options.device
     megatron_argv = argv[split + 1 :]
@@ -292,7 +326,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     if options.telemetry not in ("plain", "off"):
         megatron_argv += ["--otel-enabled", "--otel-span-groups", options.telemetry]
-        os.environ.setdefault("MEGATRON_OTEL_EXPORTER", "none")
+        if not options.live and options.providers == "file":
+            os.environ.setdefault("MEGATRON_OTEL_EXPORTER", "none")
 
     from megatron.core import parallel_state
     from megatron.core.enums import ModelType
@@ -304,12 +339,13 @@ def main(argv: list[str] | None = None) -> None:
         "rank": options.rank,
         "iterations": [],
         "megatron_file": training.__file__,
+        "megatron_loader": type(training.__loader__).__name__,  # WovenLoader: the installed instrumentation
         "open_spans": None,
         "finished": False,
     }
     telemetry = None
-    if options.telemetry != "plain":
-        telemetry = Telemetry(out / "capture.jsonl")
+    if options.telemetry != "plain" and not options.live and options.providers == "file":
+        telemetry = Telemetry(out / "capture.jsonl", lean=os.environ.get("PRETRAIN_RECORDING") == "lean")
         telemetry.install()
 
     def write_results() -> None:
@@ -349,7 +385,7 @@ def main(argv: list[str] | None = None) -> None:
     results["finished"] = True
     atexit.unregister(write_results)
     # the runtime ends the run at interpreter exit; end it here to see what it leaves open
-    if telemetry is not None:
+    if telemetry is not None or options.live:
         from megatron.core import otel
 
         otel.shutdown()

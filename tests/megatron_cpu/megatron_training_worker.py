@@ -85,7 +85,7 @@ ARGV = [
 ]
 
 
-from cuda_on_cpu import cpu_shims  # noqa: E402,F401  (shared with the other workers)
+from cuda_on_cpu import cpu_shims
 
 
 def init_megatron(port: int, megatron_argv: list[str] = ARGV):
@@ -115,10 +115,7 @@ def make_batches(count: int, seed: int) -> list[dict[str, torch.Tensor]]:
             {
                 "tokens": tokens[:, :-1].contiguous(),
                 "labels": tokens[:, 1:].contiguous(),
-                "position_ids": torch.arange(seq)
-                .unsqueeze(0)
-                .expand(mb, seq)
-                .contiguous(),
+                "position_ids": torch.arange(seq).unsqueeze(0).expand(mb, seq).contiguous(),
                 "loss_mask": torch.ones(mb, seq),
             }
         )
@@ -170,9 +167,7 @@ def build_trainer():
     config = model.config
     ddp = DistributedDataParallel(config, DistributedDataParallelConfig(), model)
     optimizer = get_megatron_optimizer(
-        OptimizerConfig(
-            optimizer="adam", lr=1e-3, params_dtype=torch.float32, clip_grad=0.0
-        ),
+        OptimizerConfig(optimizer="adam", lr=1e-3, params_dtype=torch.float32, clip_grad=0.0),
         [ddp],
     )
     scheduler = OptimizerParamScheduler(
@@ -213,9 +208,7 @@ def train_once(spec: str, provider) -> dict[str, Any]:
                     get_forward_backward_func(),
                     iteration=iteration,
                 )
-                loss, skipped, _ckpt, should_exit, _code, grad_norm, _zeros, _logit = (
-                    result
-                )
+                loss, skipped, _ckpt, should_exit, _code, grad_norm, _zeros, _logit = result
                 steps.append(
                     {
                         "loss": loss,
@@ -232,9 +225,7 @@ def train_once(spec: str, provider) -> dict[str, Any]:
             type(getattr(o, "optimizer", o)).__name__
             for o in getattr(optimizer, "chained_optimizers", [optimizer])
         ],
-        "params": {
-            name: param.detach().clone() for name, param in model.named_parameters()
-        },
+        "params": {name: param.detach().clone() for name, param in model.named_parameters()},
     }
 
 

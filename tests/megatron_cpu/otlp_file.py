@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -139,7 +140,11 @@ def _point(point: Any, kind: str) -> dict[str, Any]:
 
 def _metric(metric: Any) -> dict[str, Any]:
     data = metric.data
-    out: dict[str, Any] = {"name": metric.name, "unit": metric.unit or "", "description": metric.description or ""}
+    out: dict[str, Any] = {
+        "name": metric.name,
+        "unit": metric.unit or "",
+        "description": metric.description or "",
+    }
     temporality = 1 if getattr(data, "aggregation_temporality", None) == AggregationTemporality.DELTA else 2
     if isinstance(data, Histogram):
         out["histogram"] = {

@@ -30,10 +30,11 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from google.protobuf import json_format
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
@@ -156,7 +157,7 @@ class OtlpReceiver:
         self._close()
         self._stopped.set()
 
-    def __enter__(self) -> OtlpReceiver:
+    def __enter__(self) -> OtlpReceiver:  # noqa: PYI034 - start() returns self
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -265,10 +266,13 @@ class OtlpReceiver:
         else:
             server.stop(grace=None).wait(5)
 
-    def _answer(self, signal: str, decode: Callable[[], Any] | None) -> tuple[str, float]:
-        """Record a request; return (status, delay before answering)."""
+    def _answer(
+        self, signal: str, decode: Callable[[], Any] | None, arrived: str | None = None
+    ) -> tuple[str, float]:
+        """Record a request (under the mode it ``arrived`` in, if given: a mode switched while its
+        body was read does not apply to it); return (status, delay before answering)."""
         with self._lock:
-            mode = self._mode
+            mode = self._mode if arrived is None else arrived
             self._answered += 1
             over = self._answered > self.max_requests
         at = time.monotonic()
@@ -307,7 +311,8 @@ class OtlpReceiver:
                 self.server.connections.discard(self.connection)
                 super().finish()
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
+                arrived = receiver.mode  # the mode when the request came, not when it is answered
                 entry = HTTP_PATHS.get(self.path.split("?")[0])
                 length = int(self.headers.get("Content-Length") or 0)
                 if length > receiver.max_body:
@@ -331,7 +336,7 @@ class OtlpReceiver:
                     message.ParseFromString(data)
                     return message
 
-                status, delay = receiver._answer(signal, decode)
+                status, delay = receiver._answer(signal, decode, arrived)
                 receiver._delay(delay)
                 if status == "ok":
                     self._reply(200, response_type().SerializeToString())
@@ -347,7 +352,7 @@ class OtlpReceiver:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         class Server(ThreadingHTTPServer):

@@ -1,7 +1,7 @@
 """The instrumented fork exporting through the runtime's real OTLP path; a subprocess of the tests.
 
     python otlp_worker.py train --out FILE --port P [--steps N] [--evaluate] [--phases A,B,...]
-                                [--end normal|exception|sigterm]
+                                [--end normal|exception|sigterm] [--recording lean|sdk|program]
     python otlp_worker.py spans --out FILE --count N [--more M] [--end ...]
 
 Telemetry is configured the way a production job configures it: ``otel.configure(args)`` with
@@ -84,6 +84,34 @@ def end(how: str, results: dict[str, Any], out: str) -> None:
         raise RuntimeError("the training script failed (injected by the test)")
 
 
+def set_recording(otel: Any, recording: str, args: Any) -> None:
+    """``lean``: as the runtime decides (its own providers: the lean path); ``sdk``: its own
+    providers on the SDK path; ``program``: a global TracerProvider the program sets (batch span
+    processor, OTLP/HTTP exporter, the resource the runtime would build), which the runtime uses."""
+    if recording == "sdk":
+        otel._lean.ALLOWED = False
+    elif recording == "program":
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        resource = Resource.create(
+            {**otel.resource_attributes(args), "service.name": os.environ["OTEL_SERVICE_NAME"]}
+        )
+        provider = TracerProvider(resource=resource)
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        trace.set_tracer_provider(provider)
+
+
+def tracer_type(otel: Any) -> str:
+    """The class of the tracer the runtime records with (LeanTracer: the lean path)."""
+    state = otel._state
+    run = state.PROCESS.run if hasattr(state, "PROCESS") else state.STATE
+    return type(run.tracer).__name__
+
+
 def main_train(options: argparse.Namespace) -> None:
     import megatron_training_worker as training_worker
     import torch
@@ -94,6 +122,7 @@ def main_train(options: argparse.Namespace) -> None:
 
     base = training_worker.base
     args = training_worker.init_megatron(options.port)
+    set_recording(otel, options.recording, args)
     groups = sorted(otel.configure(args))
     otel.startup(
         {
@@ -104,7 +133,7 @@ def main_train(options: argparse.Namespace) -> None:
         },
         lambda: {"megatron.model_type": "ModelType.encoder_or_decoder"},
     )
-    results: dict[str, Any] = {"groups": groups, "phases": {}, "losses": []}
+    results: dict[str, Any] = {"groups": groups, "phases": {}, "losses": [], "tracer": tracer_type(otel)}
     data = itertools.cycle(training_worker.make_batches(4 * base.NUM_MICROBATCHES, base.SEED + 20))
     try:
         with training_worker.cpu_shims():
@@ -164,9 +193,7 @@ def main_train(options: argparse.Namespace) -> None:
                             ),
                             "megatron.training.grad_norm": grad_norm,
                             "megatron.training.skipped_iters": skipped,
-                            "megatron.training.learning_rate": scheduler.get_lr(
-                                optimizer.param_groups[0]
-                            ),
+                            "megatron.training.learning_rate": scheduler.get_lr(optimizer.param_groups[0]),
                             "megatron.training.memory_allocated_gb": otel.max_memory_allocated_gb(),
                         }
                     )
@@ -224,6 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     train.add_argument("--phases", default="")
     train.add_argument("--phase-seconds", type=float, default=0.0)
     train.add_argument("--save-interval", type=int, default=2)
+    train.add_argument("--recording", choices=("lean", "sdk", "program"), default="lean")
     spans = sub.add_parser("spans")
     spans.add_argument("--count", type=int, required=True)
     spans.add_argument("--more", type=int, default=0)

@@ -65,6 +65,7 @@ class Config:
     load: str | None = None  # the configuration whose checkpoints this run resumes from
     sigterm_at: int | None = None
     expect_rc: int = 0
+    live: bool = False  # export over OTLP to a live receiver (env names it) instead of capture.jsonl
 
 
 def _fresh(telemetry: str, *extra: str, tree: str = "fork") -> Config:
@@ -83,6 +84,10 @@ PP_ARGV = (
 CONFIGS: dict[str, Config] = {
     # 1 rank, all groups: train 4 iterations, save and evaluate every 2
     "fresh": _fresh("all", "--num-workers", "0"),
+    # the same on the runtime's own provider: the lean recording path (fresh's is a program's)
+    "fresh_lean": Config(
+        "all", _fresh("all", "--num-workers", "0").argv, env=(("PRETRAIN_RECORDING", "lean"),), save=True
+    ),
     # the same with telemetry off, the production preset, and on the pristine release
     "off": _fresh("off", "--num-workers", "0"),
     # default preset; a DataLoader with 2 worker processes (fork, the Linux default)
@@ -92,10 +97,18 @@ CONFIGS: dict[str, Config] = {
     "resume": Config(
         "all",
         (
-            *MODEL_ARGV, *LOOP_ARGV, "--train-iters", str(RESUME_ITERS),
-            "--save-interval", str(SAVE_INTERVAL), "--eval-interval", str(SAVE_INTERVAL),
-            "--num-workers", "0", "--override-opt_param-scheduler",
-        ),  # fmt: skip
+            *MODEL_ARGV,
+            *LOOP_ARGV,
+            "--train-iters",
+            str(RESUME_ITERS),
+            "--save-interval",
+            str(SAVE_INTERVAL),
+            "--eval-interval",
+            str(SAVE_INTERVAL),
+            "--num-workers",
+            "0",
+            "--override-opt_param-scheduler",
+        ),
         save=True,
         load="fresh",
     ),
@@ -116,9 +129,17 @@ CONFIGS: dict[str, Config] = {
     "sigterm": Config(
         "all",
         (
-            *MODEL_ARGV, "--train-iters", "6", "--save-interval", "4", "--eval-interval", "10",
-            "--num-workers", "0", "--exit-signal-handler",
-        ),  # fmt: skip
+            *MODEL_ARGV,
+            "--train-iters",
+            "6",
+            "--save-interval",
+            "4",
+            "--eval-interval",
+            "10",
+            "--num-workers",
+            "0",
+            "--exit-signal-handler",
+        ),
         env=(("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "5"),),
         save=True,
         sigterm_at=SIGTERM_AT,
@@ -141,7 +162,7 @@ BATCHES = (
     ("pp",),
     ("pp_first",),
     ("dp",),
-    ("sigterm",),
+    ("sigterm", "fresh_lean"),
 )
 
 
@@ -198,7 +219,9 @@ def environment(root: Path, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def start(name: str, config: Config, roots: dict[str, Path], helpers: Path, work: Path, port: int) -> tuple[Run, list]:
+def start(
+    name: str, config: Config, roots: dict[str, Path], helpers: Path, work: Path, port: int
+) -> tuple[Run, list]:
     run = Run(name, config, work / name)
     run.dir.mkdir(parents=True, exist_ok=True)
     now = time.time()
@@ -218,6 +241,8 @@ def start(name: str, config: Config, roots: dict[str, Path], helpers: Path, work
         ]  # fmt: skip
         if config.sigterm_at is not None:
             command += ["--sigterm-at", str(config.sigterm_at)]
+        if config.live:
+            command.append("--live")
         procs.append(
             subprocess.Popen(
                 [*command, "--", *argv],
@@ -246,7 +271,12 @@ def finish(run: Run, procs: list) -> Run:
     run.seconds = time.time() - run.seconds
     (run.dir / "run.json").write_text(
         json.dumps(
-            {"returncodes": run.returncodes, "outputs": run.outputs, "launch": run.launch, "seconds": run.seconds}
+            {
+                "returncodes": run.returncodes,
+                "outputs": run.outputs,
+                "launch": run.launch,
+                "seconds": run.seconds,
+            }
         )
     )
     return _load_results(run)
@@ -275,10 +305,16 @@ def load_runs(work: Path) -> dict[str, Run] | None:
 
 def run_all(roots: dict[str, Path], helpers: Path, work: Path, free_port) -> dict[str, Run]:
     runs: dict[str, Run] = {}
+    not_before = 0.0
     for batch in BATCHES:
+        # A batch's startup spans are backdated by up to LAUNCH_OFFSETS: it starts that long after
+        # the previous batch ended, so no two batches overlap in time (the report reads processes
+        # running at the same time without a shared run id as two jobs mixed).
+        time.sleep(max(0.0, not_before - time.time()))
         started = [start(name, CONFIGS[name], roots, helpers, work, free_port()) for name in batch]
         for run, procs in started:
             runs[run.name] = finish(run, procs)
+        not_before = time.time() + max(LAUNCH_OFFSETS.values()) + 0.5
     return runs
 
 

@@ -17,7 +17,7 @@ import pytest
 for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace"):
     pytest.importorskip(_module, reason=f"{_module} is needed to run megatron-core on CPU")
 
-import torch  # noqa: E402
+import torch
 
 LAYER_SPANS = {"megatron.layer.forward", "megatron.layer.self_attention", "megatron.layer.mlp"}
 MICROBATCH_SPANS = {"megatron.microbatch.forward", "megatron.microbatch.backward"}
@@ -269,7 +269,9 @@ def test_codegen_verify_accepts_the_cpu_run(train_results, p2p_results, tmp_path
     spans += train_results["instrumented"]["mamba"]["all"]["spans"]
     capture = tmp_path / "capture.json"
     capture.write_text(_console_capture(spans))
-    assert main(["verify", str(SPECS), str(capture), "--groups", "layer,microbatch"]) == 0, capsys.readouterr().out
+    assert main(["verify", str(SPECS), str(capture), "--groups", "layer,microbatch"]) == 0, (
+        capsys.readouterr().out
+    )
     out = capsys.readouterr().out
     assert f"{len(spans)} spans, 6 distinct names checked: 0 findings" in out
 
@@ -286,7 +288,11 @@ def test_codegen_verify_rejects_a_span_moved_to_another_group(train_results, tmp
     specs = tmp_path / "specs"
     shutil.copytree(SPECS, specs)
     layers = specs / "layers.yaml"
-    layers.write_text(layers.read_text().replace("name: megatron.layer.mlp\n    group: layer", "name: megatron.layer.mlp\n    group: microbatch"))
+    layers.write_text(
+        layers.read_text().replace(
+            "name: megatron.layer.mlp\n    group: layer", "name: megatron.layer.mlp\n    group: microbatch"
+        )
+    )
     capture = tmp_path / "capture.json"
     capture.write_text(_console_capture(train_results["instrumented"]["runs"]["all"]["spans"]))
     assert main(["verify", str(specs), str(capture)]) == 1

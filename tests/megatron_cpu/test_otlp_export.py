@@ -37,15 +37,14 @@ for _module in (
 ):
     pytest.importorskip(_module, reason=f"{_module} is needed for the OTLP export tests")
 
-from tests.megatron_cpu.conftest import _env, free_port  # noqa: E402
-from tests.megatron_cpu.otlp_receiver import OtlpReceiver  # noqa: E402
+from tests.megatron_cpu.conftest import _env, free_port
+from tests.megatron_cpu.otlp_receiver import OtlpReceiver
 
 WORKER = Path(__file__).resolve().parent / "otlp_worker.py"
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 PROTOCOLS = ["http"]
 try:
     import grpc  # noqa: F401
-
     import opentelemetry.exporter.otlp.proto.grpc.trace_exporter  # noqa: F401
 
     PROTOCOLS.append("grpc")

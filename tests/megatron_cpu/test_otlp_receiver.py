@@ -14,19 +14,18 @@ for _module in (
 ):
     pytest.importorskip(_module, reason=f"{_module} is needed for the OTLP receiver")
 
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402,F401
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: F401
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
-from codegen.capture import read_spans as read_capture  # noqa: E402
-from tests.megatron_cpu.otlp_receiver import OtlpReceiver  # noqa: E402
+from codegen.capture import read_spans as read_capture
+from tests.megatron_cpu.otlp_receiver import OtlpReceiver
 
 PROTOCOLS = ["http"]
 try:
     import grpc  # noqa: F401
-
     import opentelemetry.exporter.otlp.proto.grpc.trace_exporter  # noqa: F401
 
     PROTOCOLS.append("grpc")
@@ -95,7 +94,9 @@ def test_accept_stores_spans_as_otlp_json_that_verify_reads(protocol, tmp_path):
         assert child["parentSpanId"] == root["spanId"] and child["traceId"] == root["traceId"]
     assert {"key": "n", "value": {"intValue": "1"}} in root["attributes"]
     for resource in receiver.traces()["resourceSpans"]:  # one request per span (SimpleSpanProcessor)
-        assert {"key": "service.name", "value": {"stringValue": "receiver-test"}} in resource["resource"]["attributes"]
+        assert {"key": "service.name", "value": {"stringValue": "receiver-test"}} in resource["resource"][
+            "attributes"
+        ]
     captured = read_capture(receiver.write_traces(tmp_path / "traces.json"))
     assert sorted(s.name for s in captured) == ["child", "child", "root"]
     assert {s.parent_id for s in captured if s.name == "child"} == {root["spanId"]}
@@ -116,10 +117,7 @@ def test_metrics_arrive_with_names_and_units(protocol):
         provider.shutdown()
         document = receiver.metrics()
     metrics = {
-        m["name"]: m
-        for rm in document["resourceMetrics"]
-        for sm in rm["scopeMetrics"]
-        for m in sm["metrics"]
+        m["name"]: m for rm in document["resourceMetrics"] for sm in rm["scopeMetrics"] for m in sm["metrics"]
     }
     assert metrics["step_ms"]["unit"] == "ms" and "histogram" in metrics["step_ms"]
     assert metrics["skipped"]["unit"] == "1" and metrics["skipped"]["sum"]["dataPoints"][0]["asInt"] == "2"

@@ -15,6 +15,7 @@ The SIGTERM tests check the runtime fixes of issue 10, item 4 (they were strict 
 from __future__ import annotations
 
 import collections
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,9 @@ import pytest
 for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace", "pybind11", "psutil"):
     pytest.importorskip(_module, reason=f"{_module} is needed to run megatron.training on CPU")
 
-import torch  # noqa: E402
+import torch
 
-from tests.megatron_cpu.pretrain_harness import (  # noqa: E402
+from tests.megatron_cpu.pretrain_harness import (
     CONFIGS,
     KILL_AT,
     NUM_LAYERS,
@@ -38,7 +39,8 @@ from tests.megatron_cpu.pretrain_harness import (  # noqa: E402
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 TELEMETRY_RUNS = [name for name, config in CONFIGS.items() if config.telemetry not in ("plain", "off")]
-IDENTICAL_RUNS = ("pristine", "off", "default", "fresh")  # the same run: plain, off, default, all
+# the same run: plain, off, default, all (a program's provider: the SDK path), all (the lean path)
+IDENTICAL_RUNS = ("pristine", "off", "default", "fresh", "fresh_lean")
 
 PHASES = (
     "megatron.startup.launch_script",
@@ -82,18 +84,44 @@ SAVE = {
     "megatron.checkpoint.timers_log",
 }
 # LOOP_ARGV's options: weight-hash check, params norm, manual GC
-LOOP_OPTIONS = {"megatron.startup.weight_hash_check", "megatron.train.params_norm", "megatron.train.gc_collect"}
+LOOP_OPTIONS = {
+    "megatron.startup.weight_hash_check",
+    "megatron.train.params_norm",
+    "megatron.train.gc_collect",
+}
 
 OBSERVED: dict[str, set[str]] = {
     "fresh": STARTUP | SETUP | LOOP | HOT | EVALUATE | SAVE | LOOP_OPTIONS | {"megatron.grad_sync.finish"},
-    "resume": STARTUP | SETUP | LOOP | HOT | EVALUATE | SAVE | LOOP_OPTIONS
+    "fresh_lean": STARTUP
+    | SETUP
+    | LOOP
+    | HOT
+    | EVALUATE
+    | SAVE
+    | LOOP_OPTIONS
+    | {"megatron.grad_sync.finish"},
+    "resume": STARTUP
+    | SETUP
+    | LOOP
+    | HOT
+    | EVALUATE
+    | SAVE
+    | LOOP_OPTIONS
     | {"megatron.grad_sync.finish", "megatron.checkpoint.load", "megatron.checkpoint.load.io_read"},
     # default = job, checkpoint, evaluate, first_iteration (inference has no spans yet)
     "default": (STARTUP | EVALUATE | SAVE | {"megatron.startup.weight_hash_check"})
     | {"megatron.train", "megatron.train.first_iteration"}
-    | {"megatron.checkpoint.ft_heartbeat", "megatron.checkpoint.save.finalize", "megatron.checkpoint.exit_finalize"},
+    | {
+        "megatron.checkpoint.ft_heartbeat",
+        "megatron.checkpoint.save.finalize",
+        "megatron.checkpoint.exit_finalize",
+    },
     # the last stage: activations in, gradients out; DDP's grad sync launched after the schedule
-    "pp": STARTUP | SETUP | LOOP | HOT | EVALUATE
+    "pp": STARTUP
+    | SETUP
+    | LOOP
+    | HOT
+    | EVALUATE
     | {
         "megatron.grad_sync.start",
         "megatron.grad_sync.finish",
@@ -102,7 +130,11 @@ OBSERVED: dict[str, set[str]] = {
         "megatron.p2p.send_backward",
     },
     # the first stage: activations out, gradients in
-    "pp_first": STARTUP | SETUP | LOOP | HOT | EVALUATE
+    "pp_first": STARTUP
+    | SETUP
+    | LOOP
+    | HOT
+    | EVALUATE
     | {
         "megatron.grad_sync.finish",
         "megatron.p2p.recv_forward",
@@ -112,7 +144,11 @@ OBSERVED: dict[str, set[str]] = {
     },
     "dp": STARTUP | SETUP | LOOP | HOT | EVALUATE | {"megatron.grad_sync.finish"},
     "sigterm": STARTUP | SETUP | LOOP | HOT | SAVE | {"megatron.grad_sync.finish"},
-    "killed": STARTUP | SETUP | HOT | (LOOP - {"megatron.checkpoint.exit_finalize"}) | {"megatron.grad_sync.finish"},
+    "killed": STARTUP
+    | SETUP
+    | HOT
+    | (LOOP - {"megatron.checkpoint.exit_finalize"})
+    | {"megatron.grad_sync.finish"},
 }
 
 # Taxonomy spans no CPU run can reach, each with the call that blocks it.
@@ -182,7 +218,7 @@ def test_run_exits_as_configured(pretrain_runs, name, pristine_root, fork_root):
             assert result["megatron_file"].startswith(str(root))
 
 
-@pytest.mark.parametrize("name", ["fresh", "off", "default", "pristine", "resume", "pp", "dp"])
+@pytest.mark.parametrize("name", ["fresh", "fresh_lean", "off", "default", "pristine", "resume", "pp", "dp"])
 def test_pretrain_returns_after_training(pretrain_runs, name):
     run = _run(pretrain_runs, name)
     last = int(run.config.argv[run.config.argv.index("--train-iters") + 1])
@@ -243,6 +279,29 @@ def test_verify_finds_only_the_unreachable_spans_missing(pretrain_runs, project_
     assert set.intersection(*missing) == set(UNREACHABLE_ON_CPU)
 
 
+def test_the_lean_path_records_the_same_spans_as_the_sdk_path(pretrain_runs, project_and_plan):
+    """``fresh`` records through a program's provider (the SDK path), ``fresh_lean`` through the
+    runtime's own (the lean path): the same spans with the same parents, attributes and status,
+    and the same verify report."""
+
+    def shape(spans: list[dict[str, Any]]) -> list[tuple]:
+        by_id = {span["span_id"]: span for span in spans}
+        out = []
+        for span in spans:
+            parent = by_id.get(span["parent_id"]) if span["parent_id"] else None
+            attributes = {k: v for k, v in span["attributes"].items() if "path" not in k and "dir" not in k}
+            out.append((span["name"], parent["name"] if parent else None, sorted(attributes.items(), key=str),
+                        span["status"], sorted(by_id[link]["name"] for link in span["links"] if link in by_id)))  # fmt: skip
+        return sorted(out, key=str)
+
+    sdk, lean = (_run(pretrain_runs, name) for name in ("fresh", "fresh_lean"))
+    assert shape(lean.spans()) == shape(sdk.spans())
+    reports = [_verify(project_and_plan, run.capture, frozenset()) for run in (sdk, lean)]
+    assert reports[0].render().replace(str(sdk.capture), "") == reports[1].render().replace(
+        str(lean.capture), ""
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # the lifecycle, from the capture
 
@@ -259,7 +318,7 @@ def test_one_startup_span_with_its_backdated_phases(pretrain_runs):
     phases = [found[0] for found in phases]
     assert all(phase["parent_id"] == startup["span_id"] for phase in phases)
     # contiguous: each phase starts where the previous one ended
-    for before, after in zip(phases, phases[1:]):
+    for before, after in itertools.pairwise(phases):
         assert before["end"] == after["start"], (before["name"], after["name"])
         assert before["start"] <= before["end"]
     ns = {key: round(value * 1e9) for key, value in run.launch.items()}
@@ -298,7 +357,7 @@ def _check_intervals(spans, first_iteration: int, last_iteration: int) -> None:
         assert interval["trace_id"] != previous["trace_id"]
         assert interval["links"] == [previous["span_id"]]
         previous = interval
-    for before, after in zip(intervals, intervals[1:]):
+    for before, after in itertools.pairwise(intervals):
         assert before["end"] <= after["start"]
     # every iteration under the interval of its save_interval window
     by_start = {i["attributes"]["megatron.iteration"]: i for i in intervals}
@@ -320,7 +379,9 @@ def _check_intervals(spans, first_iteration: int, last_iteration: int) -> None:
 def test_train_intervals_reroot_at_save_interval_fresh(pretrain_runs):
     spans = _run(pretrain_runs, "fresh").spans()
     _check_intervals(spans, 0, TRAIN_ITERS)
-    saves = sorted(s["attributes"]["megatron.iteration"] for s in _named(spans, "megatron.checkpoint.exposed_save"))
+    saves = sorted(
+        s["attributes"]["megatron.iteration"] for s in _named(spans, "megatron.checkpoint.exposed_save")
+    )
     assert saves == list(range(SAVE_INTERVAL, TRAIN_ITERS + 1, SAVE_INTERVAL))
 
 
@@ -337,7 +398,9 @@ def test_train_intervals_reroot_at_save_interval_resumed(pretrain_runs):
 def test_first_iteration_only_once_and_around_the_first_step(pretrain_runs):
     spans = _run(pretrain_runs, "fresh").spans()
     (first,) = _named(spans, "megatron.train.first_iteration")
-    (iteration,) = [s for s in _named(spans, "megatron.train.iteration") if s["attributes"]["megatron.iteration"] == 0]
+    (iteration,) = [
+        s for s in _named(spans, "megatron.train.iteration") if s["attributes"]["megatron.iteration"] == 0
+    ]
     assert first["parent_id"] == iteration["span_id"]
     steps = [s for s in spans if s["name"].startswith("megatron.train.iteration.")]
     assert sum(s["parent_id"] == first["span_id"] for s in steps) == 2  # forward_backward, optimizer
@@ -360,7 +423,9 @@ def _nesting_violations(spans: list[dict[str, Any]]) -> list[str]:
         else:
             inside = parent["start"] <= span["start"] <= span["end"] <= parent["end"]
         if not inside:
-            bad.append(f"{span['name']} ({span['attributes'].get('megatron.iteration')}) outside {parent['name']}")
+            bad.append(
+                f"{span['name']} ({span['attributes'].get('megatron.iteration')}) outside {parent['name']}"
+            )
     return bad
 
 
@@ -495,7 +560,7 @@ def test_sigterm_with_exit_signal_handler_keeps_the_interval_open_for_the_exit_s
 def test_sigterm_without_handler_ends_the_process_and_drains(pretrain_runs):
     run = _run(pretrain_runs, "killed")
     spans = run.spans()
-    (interval,) = _named(spans, "megatron.train")
+    (_interval,) = _named(spans, "megatron.train")
     iterations = _named(spans, "megatron.train.iteration")
     done = [s["attributes"]["megatron.iteration"] for s in iterations if s["status"] != 2]
     assert done == list(range(KILL_AT))  # the iterations before the signal ended normally
@@ -504,7 +569,9 @@ def test_sigterm_without_handler_ends_the_process_and_drains(pretrain_runs):
 def test_sigterm_ends_every_open_span_with_an_error_status(pretrain_runs):
     spans = _run(pretrain_runs, "killed").spans()
     interrupted = [
-        s for s in _named(spans, "megatron.train.iteration") if s["attributes"]["megatron.iteration"] == KILL_AT
+        s
+        for s in _named(spans, "megatron.train.iteration")
+        if s["attributes"]["megatron.iteration"] == KILL_AT
     ]
     assert len(interrupted) == 1 and interrupted[0]["status"] == 2  # STATUS_CODE_ERROR
     children = [s for s in spans if s["parent_id"] == interrupted[0]["span_id"]]

@@ -1,4 +1,4 @@
-"""README "Use it in a training run", the parts that run megatron: the fork block, the
+"""README "Review and carry the patches", the parts that run megatron: the fork block, the
 ``layer_example.py`` file, the console-exporter run into ``capture.json`` with ``codegen verify``
 accepting it, the flags and environment of the "turn it on" block parsed by megatron.training, and
 the OTLP block's run without the exporter installed.
@@ -23,8 +23,8 @@ import pytest
 for _module in ("torch", "triton", "numpy"):
     pytest.importorskip(_module, reason=f"{_module} is needed to import megatron")
 
-from tests.megatron_cpu.conftest import free_port  # noqa: E402
-from tests.readme_blocks import blocks, run_block, workspace  # noqa: E402
+from tests.megatron_cpu.conftest import free_port
+from tests.readme_blocks import blocks, run_block, workspace
 
 EXAMPLE = "layer_example.py"
 

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("torch", reason="torch is needed to run megatron.training on CPU")
 
-from tests.megatron_cpu.pretrain_harness import (  # noqa: E402
+from tests.megatron_cpu.pretrain_harness import (
     KILL_AT,
     RESUME_ITERS,
     SAVE_INTERVAL,
@@ -67,12 +67,16 @@ def test_fresh_run_figures(pretrain_runs, project):
     assert report.steps.count == TRAIN_ITERS == len(run.results[0]["iterations"])
     # every badput kind this run has, and the time of each matches its spans
     saves = _named(spans, "megatron.checkpoint.exposed_save")
-    assert [c.iteration for c in report.checkpoints if c.kind == "save"] == [s["attributes"]["megatron.iteration"] for s in saves]
+    assert [c.iteration for c in report.checkpoints if c.kind == "save"] == [
+        s["attributes"]["megatron.iteration"] for s in saves
+    ]
     for row, span in zip([c for c in report.checkpoints if c.kind == "save"], saves):
         assert row.seconds == pytest.approx((span["end"] - span["start"]) / 1e9)
     assert report.totals["checkpoint_save"] >= sum((s["end"] - s["start"]) / 1e9 for s in saves) - 1e-9
     evaluations = _named(spans, "megatron.evaluate")
-    assert report.totals["evaluation"] == pytest.approx(sum((s["end"] - s["start"]) / 1e9 for s in evaluations))
+    assert report.totals["evaluation"] == pytest.approx(
+        sum((s["end"] - s["start"]) / 1e9 for s in evaluations)
+    )
     (dataloader,) = _named(spans, "megatron.startup.dataloader")
     assert report.totals["data_loading"] == pytest.approx((dataloader["end"] - dataloader["start"]) / 1e9)
     (pre,) = _named(spans, "pre_startup")
@@ -99,7 +103,11 @@ def test_resumed_run_lost_progress_and_restart(pretrain_runs, project):
     assert second.saves == [RESUME_ITERS]
     assert first.redone == 0
     fresh_spans, resume_spans = fresh.spans(), resume.spans()
-    (last_save,) = [s for s in _named(fresh_spans, "megatron.checkpoint.exposed_save") if s["attributes"]["megatron.iteration"] == TRAIN_ITERS]
+    (last_save,) = [
+        s
+        for s in _named(fresh_spans, "megatron.checkpoint.exposed_save")
+        if s["attributes"]["megatron.iteration"] == TRAIN_ITERS
+    ]
     fresh_end = max(s["end"] for s in fresh_spans)
     # lost: goodput after the save, at most the time left in the run after it
     assert 0 <= report.totals["progress_lost"] <= (fresh_end - last_save["end"]) / 1e9
@@ -174,11 +182,13 @@ def test_cli_writes_the_outputs(pretrain_runs, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "Where the time went" in printed and "resumed from iteration 4" in printed
     trace = json.loads((out / "trace.perfetto.json").read_text())
-    assert len([e for e in trace["traceEvents"] if e["ph"] == "X"]) == len(fresh.spans()) + len(resume.spans())
+    assert len([e for e in trace["traceEvents"] if e["ph"] == "X"]) == len(fresh.spans()) + len(
+        resume.spans()
+    )
     # the intervals' links (each to the previous interval, the first to startup) are flows
     links = sum(len(s["links"]) for s in fresh.spans() + resume.spans())
     assert len([e for e in trace["traceEvents"] if e["ph"] == "f"]) == links > 0
-    assert "<svg id=\"timeline\"" in (out / "report.html").read_text()
+    assert '<svg id="timeline"' in (out / "report.html").read_text()
 
 
 def test_pp_and_dp_captures_together_are_runs_of_one_job(pretrain_runs, project):

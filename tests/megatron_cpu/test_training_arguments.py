@@ -16,7 +16,10 @@ import pytest
 for _module in ("torch", "triton", "numpy"):
     pytest.importorskip(_module, reason=f"{_module} is needed to import megatron.training")
 
-from tests.megatron_cpu.conftest import _env  # noqa: E402
+from codegen.spec.load import load_project
+from tests.megatron_cpu.conftest import _env
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
 
 SCRIPT = """\
 import json, sys, typing
@@ -50,7 +53,9 @@ def _run(fork_root: Path, argv: list[str], **env: str) -> dict:
 
 
 def test_otel_flags_parse_and_configure_the_runtime(fork_root: Path) -> None:
-    out = _run(fork_root, ["--otel-enabled", "--otel-span-groups", "default,layer", "--otel-service-name", "svc"])
+    out = _run(
+        fork_root, ["--otel-enabled", "--otel-span-groups", "default,layer", "--otel-service-name", "svc"]
+    )
     assert out["enabled"] is True and out["span_groups"] == "default,layer" and out["service_name"] == "svc"
     assert out["groups"] == ["checkpoint", "evaluate", "first_iteration", "inference", "job", "layer"]
 
@@ -59,7 +64,9 @@ def test_flags_override_the_environment_and_absent_flags_defer_to_it(fork_root: 
     assert _run(fork_root, [], MEGATRON_OTEL_ENABLED="0")["groups"] == []
     env_only = _run(fork_root, [], MEGATRON_OTEL_ENABLED="1", MEGATRON_OTEL_SPAN_GROUPS="microbatch")
     assert env_only["enabled"] is False and env_only["groups"] == ["microbatch"]
-    flag_wins = _run(fork_root, ["--otel-enabled", "--otel-span-groups", "layer"], MEGATRON_OTEL_SPAN_GROUPS="microbatch")
+    flag_wins = _run(
+        fork_root, ["--otel-enabled", "--otel-span-groups", "layer"], MEGATRON_OTEL_SPAN_GROUPS="microbatch"
+    )
     assert flag_wins["groups"] == ["layer"]
 
 
@@ -77,10 +84,16 @@ print(json.dumps({
     for a in parser._actions if a.option_strings and a.option_strings[0].startswith("--otel")
 }))
 """
-    result = subprocess.run([sys.executable, "-c", script], env=_env(fork_root), capture_output=True, text=True, timeout=240)
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=_env(fork_root), capture_output=True, text=True, timeout=240
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     helps = json.loads(result.stdout.strip().splitlines()[-1])
-    assert sorted(helps) == ["--otel-enabled", "--otel-service-name", "--otel-span-groups"]
+    declared = load_project(SPECS).flags
+    assert sorted(helps) == sorted(flag.option for flag in declared)
+    assert len(declared) >= 4
     groups_help = helps["--otel-span-groups"]
-    assert groups_help.startswith("Comma-separated span presets (default, per_step, profiling, all) and/or groups (job,")
+    assert groups_help.startswith(
+        "Comma-separated span presets (default, per_step, profiling, all) and/or groups (job,"
+    )
     assert "full" not in groups_help

@@ -19,9 +19,7 @@ from typing import Any
 import pytest
 
 for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace"):
-    pytest.importorskip(
-        _module, reason=f"{_module} is needed to run megatron/training on CPU"
-    )
+    pytest.importorskip(_module, reason=f"{_module} is needed to run megatron/training on CPU")
 
 import torch
 
@@ -33,9 +31,7 @@ SPECS = Path(__file__).resolve().parents[2] / "specs"
 RUNS = ("off", "all", "default", "job")
 EVAL_ITERS = 3  # the worker's --eval-iters
 TRAIN_STEPS = 2
-NUM_MICROBATCHES = (
-    2  # per evaluate step and per train_step (global batch 4, micro batch 2)
-)
+NUM_MICROBATCHES = 2  # per evaluate step and per train_step (global batch 4, micro batch 2)
 NUM_LAYERS = 2
 
 
@@ -54,9 +50,7 @@ def training_results(fork_root: Path, tmp_path_factory) -> dict[str, Any]:
         text=True,
         timeout=240,
     )
-    assert result.returncode == 0, (
-        f"megatron training worker failed:\n{result.stdout[-4000:]}"
-    )
+    assert result.returncode == 0, f"megatron training worker failed:\n{result.stdout[-4000:]}"
     return torch.load(out, weights_only=False)
 
 
@@ -64,9 +58,7 @@ def _named(spans: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [span for span in spans if span["name"] == name]
 
 
-def _children(
-    spans: list[dict[str, Any]], parent: dict[str, Any]
-) -> list[dict[str, Any]]:
+def _children(spans: list[dict[str, Any]], parent: dict[str, Any]) -> list[dict[str, Any]]:
     return [span for span in spans if span["parent_id"] == parent["span_id"]]
 
 
@@ -100,8 +92,7 @@ def test_evaluate_steps_are_children_numbered_from_one(eval_spans):
     (evaluate,) = _named(eval_spans, "megatron.evaluate")
     steps = _named(eval_spans, "megatron.evaluate.step")
     assert [s["attributes"] for s in steps] == [
-        {"megatron.span_group": "evaluate", "megatron.eval_iteration": i}
-        for i in range(1, EVAL_ITERS + 1)
+        {"megatron.span_group": "evaluate", "megatron.eval_iteration": i} for i in range(1, EVAL_ITERS + 1)
     ]
     assert all(step["parent_id"] == evaluate["span_id"] for step in steps)
     assert all(step["status"] == "UNSET" for step in steps)
@@ -116,9 +107,7 @@ def test_eval_microbatch_forward_is_under_evaluate_step(eval_spans):
         assert by_id[forward["parent_id"]]["name"] == "megatron.evaluate.step"
     for step in _named(eval_spans, "megatron.evaluate.step"):
         children = _children(eval_spans, step)
-        assert [c["name"] for c in children] == [
-            "megatron.microbatch.forward"
-        ] * NUM_MICROBATCHES
+        assert [c["name"] for c in children] == ["megatron.microbatch.forward"] * NUM_MICROBATCHES
     assert not _named(eval_spans, "megatron.microbatch.backward")  # forward_only=True
     for layer in _named(eval_spans, "megatron.layer.forward"):
         assert by_id[layer["parent_id"]]["name"] == "megatron.microbatch.forward"
@@ -126,10 +115,7 @@ def test_eval_microbatch_forward_is_under_evaluate_step(eval_spans):
 
 def test_default_preset_records_evaluate_without_the_hot_paths(training_results):
     run = training_results["evaluate"]["default"]
-    assert (
-        "evaluate" in run["enabled_groups"]
-        and "microbatch" not in run["enabled_groups"]
-    )
+    assert "evaluate" in run["enabled_groups"] and "microbatch" not in run["enabled_groups"]
     names = [span["name"] for span in run["spans"]]
     assert names == ["megatron.evaluate.step"] * EVAL_ITERS + ["megatron.evaluate"]
     assert run["spans"][-1]["attributes"]["megatron.eval_iters"] == EVAL_ITERS
@@ -176,21 +162,15 @@ def test_train_step_emits_forward_backward_then_optimizer(train_spans):
 
 
 def test_train_microbatches_are_under_forward_backward(train_spans):
-    for forward_backward in _named(
-        train_spans, "megatron.train.iteration.forward_backward"
-    ):
+    for forward_backward in _named(train_spans, "megatron.train.iteration.forward_backward"):
         children = sorted(c["name"] for c in _children(train_spans, forward_backward))
         assert children == sorted(
-            ["megatron.microbatch.forward", "megatron.microbatch.backward"]
-            * NUM_MICROBATCHES
+            ["megatron.microbatch.forward", "megatron.microbatch.backward"] * NUM_MICROBATCHES
         )
     by_id = {span["span_id"]: span for span in train_spans}
     for layer in _named(train_spans, "megatron.layer.forward"):
         assert by_id[layer["parent_id"]]["name"] == "megatron.microbatch.forward"
-    assert (
-        len(_named(train_spans, "megatron.layer.forward"))
-        == TRAIN_STEPS * NUM_MICROBATCHES * NUM_LAYERS
-    )
+    assert len(_named(train_spans, "megatron.layer.forward")) == TRAIN_STEPS * NUM_MICROBATCHES * NUM_LAYERS
 
 
 @pytest.mark.parametrize("run", ["off", "default", "job"])
@@ -203,9 +183,7 @@ def test_no_train_step_spans_without_their_groups(training_results, run):
 def test_train_step_ran_megatrons_optimizer(training_results):
     run = training_results["train_step"]["off"]
     # without transformer-engine or apex, megatron's Adam is torch.optim.AdamW
-    assert run["optimizer"] == "ChainedOptimizer" and run["inner_optimizers"] == [
-        "AdamW"
-    ]
+    assert run["optimizer"] == "ChainedOptimizer" and run["inner_optimizers"] == ["AdamW"]
     assert len(run["steps"]) == TRAIN_STEPS
     for step in run["steps"]:
         assert step["skipped"] == 0 and not step["should_exit"]
@@ -244,21 +222,11 @@ def test_results_identical_with_and_without_telemetry(training_results, run):
 def test_codegen_verify_accepts_the_training_run(training_results, tmp_path, capsys):
     from codegen.cli import main
 
-    spans = (
-        training_results["evaluate"]["all"]["spans"]
-        + training_results["train_step"]["all"]["spans"]
-    )
+    spans = training_results["evaluate"]["all"]["spans"] + training_results["train_step"]["all"]["spans"]
     capture = tmp_path / "capture.json"
     capture.write_text(_console_capture(spans))
-    assert main(["verify", str(SPECS), str(capture), "--groups", ""]) == 0, (
-        capsys.readouterr().out
-    )
-    assert (
-        f"{len(spans)} spans, 9 distinct names checked: 0 findings"
-        in capsys.readouterr().out
-    )
+    assert main(["verify", str(SPECS), str(capture), "--groups", ""]) == 0, capsys.readouterr().out
+    assert f"{len(spans)} spans, 9 distinct names checked: 0 findings" in capsys.readouterr().out
     # every span the evaluate, forward_backward, optimizer and microbatch groups declare was seen
     groups = "evaluate,forward_backward,optimizer,microbatch"
-    assert main(["verify", str(SPECS), str(capture), "--groups", groups]) == 0, (
-        capsys.readouterr().out
-    )
+    assert main(["verify", str(SPECS), str(capture), "--groups", groups]) == 0, capsys.readouterr().out

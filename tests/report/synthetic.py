@@ -92,10 +92,20 @@ def write_capture(path: Path, ranks: int = 8, iterations: int = 5000, save_every
             previous = startup
             interval = 0
             trace = 3
+            interval_start, interval_first, previous_link = t, 0, previous
             for number in range(iterations):
                 if number % save_every == 0:
                     if number:
-                        w.span("megatron.train", interval_start, t, 0, interval_first, trace, (previous_link,), interval)
+                        w.span(
+                            "megatron.train",
+                            interval_start,
+                            t,
+                            0,
+                            interval_first,
+                            trace,
+                            (previous_link,),
+                            interval,
+                        )
                         trace += 1
                     interval_start, interval_first, previous_link = t, number, previous
                     interval = w.next_id + 10_000_000  # ids of intervals never collide with others
@@ -106,7 +116,9 @@ def write_capture(path: Path, ranks: int = 8, iterations: int = 5000, save_every
                 it = w.span("megatron.train.iteration", t, t + step, interval, number, trace)
                 if number == 0:
                     w.span("megatron.train.first_iteration", t, t + step, it, number, trace)
-                fb = w.span("megatron.train.iteration.forward_backward", t, t + step * 8 // 10, it, trace=trace)
+                fb = w.span(
+                    "megatron.train.iteration.forward_backward", t, t + step * 8 // 10, it, trace=trace
+                )
                 for mb in range(4):
                     kind = "forward" if mb < 2 else "backward"
                     m0 = t + mb * step // 5
@@ -124,7 +136,9 @@ def write_capture(path: Path, ranks: int = 8, iterations: int = 5000, save_every
                     w.span("megatron.evaluate.step", t, t + 500 * MS, ev, trace=trace)
                     t += 500 * MS
                 if (number + 1) % save_every == 0:
-                    save = w.span("megatron.checkpoint.exposed_save", t, t + 800 * MS, interval, number + 1, trace)
+                    save = w.span(
+                        "megatron.checkpoint.exposed_save", t, t + 800 * MS, interval, number + 1, trace
+                    )
                     w.span("megatron.checkpoint.save", t, t + 790 * MS, save, number + 1, trace)
                     t += 800 * MS
             w.span("megatron.train", interval_start, t, 0, interval_first, trace, (previous_link,), interval)

@@ -146,7 +146,9 @@ def test_files_read_in_worker_processes_give_the_same_report(project, tmp_path):
     """Several files (one per rank) read by two worker processes, merged: the same figures."""
     paths = []
     for rank in (0, 1):
-        spans = Spans({"service.name": "test", "process.pid": 100 + rank, "dl.rank": rank, "dl.world_size": 2})
+        spans = Spans(
+            {"service.name": "test", "process.pid": 100 + rank, "dl.rank": rank, "dl.world_size": 2}
+        )
         simple_run(spans, step=1.0 + 0.5 * rank)
         spans.add("my.custom.span", 5, 6)
         paths.append(spans.write(tmp_path / f"rank{rank}.json"))
@@ -157,7 +159,9 @@ def test_files_read_in_worker_processes_give_the_same_report(project, tmp_path):
     assert list(parallel.capture.name) == list(serial.capture.name)
     assert parallel.capture.names == serial.capture.names
     assert parallel.report.unknown == serial.report.unknown
-    assert [c.iteration for c in parallel.report.checkpoints] == [c.iteration for c in serial.report.checkpoints]
+    assert [c.iteration for c in parallel.report.checkpoints] == [
+        c.iteration for c in serial.report.checkpoints
+    ]
 
 
 def test_worker_processes_report_the_first_bad_file(project, tmp_path):
@@ -168,5 +172,7 @@ def test_worker_processes_report_the_first_bad_file(project, tmp_path):
     other = Spans({"service.name": "b", "process.pid": 2})
     simple_run(other, offset=100)
     paths = [good.write(tmp_path / "a.json"), other.write(tmp_path / "b.json")]
-    with pytest.raises(CaptureError, match="b.json:1:1: error: record 1: spans of two jobs mixed: service.name"):
+    with pytest.raises(
+        CaptureError, match="b.json:1:1: error: record 1: spans of two jobs mixed: service.name"
+    ):
         build(project, paths, jobs=2)

@@ -53,7 +53,9 @@ def test_invalid_json_names_line_and_column(capsys, tmp_path):
 def test_two_jobs_mixed_by_job_uuid(capsys, tmp_path):
     _good(tmp_path, "a.json", job_uuid="job-a")
     _good(tmp_path, "b.json", job_uuid="job-b", **{"process.pid": 2})
-    _refused(capsys, tmp_path, tmp_path / "a.json", tmp_path / "b.json", match="spans of two jobs mixed: job_uuid")
+    _refused(
+        capsys, tmp_path, tmp_path / "a.json", tmp_path / "b.json", match="spans of two jobs mixed: job_uuid"
+    )
 
 
 def test_two_jobs_mixed_by_overlapping_single_rank_runs(capsys, tmp_path):
@@ -67,7 +69,13 @@ def test_two_jobs_mixed_by_overlapping_processes_without_rank(capsys, tmp_path):
     """Two CPU runs of the harness side by side: no rank, no run id, at the same time."""
     _good(tmp_path, "a.json")
     _good(tmp_path, "b.json", **{"process.pid": 2})
-    _refused(capsys, tmp_path, tmp_path / "a.json", tmp_path / "b.json", match="neither a rank (dl.rank) nor a run id")
+    _refused(
+        capsys,
+        tmp_path,
+        tmp_path / "a.json",
+        tmp_path / "b.json",
+        match="neither a rank (dl.rank) nor a run id",
+    )
 
 
 def test_two_jobs_mixed_same_rank_twice(capsys, tmp_path):
@@ -80,7 +88,12 @@ def test_negative_duration(capsys, tmp_path):
     spans = _good(tmp_path)
     spans.spans[3]["endTimeUnixNano"] = str(int(spans.spans[3]["startTimeUnixNano"]) - 5_000_000)
     spans.write(tmp_path / "neg.json")
-    err = _refused(capsys, tmp_path, tmp_path / "neg.json", match="span 'megatron.startup.model_init' ends before it starts")
+    err = _refused(
+        capsys,
+        tmp_path,
+        tmp_path / "neg.json",
+        match="span 'megatron.startup.model_init' ends before it starts",
+    )
     assert err.startswith(f"{tmp_path / 'neg.json'}:1:1: error: record 4 ")
 
 
@@ -89,7 +102,12 @@ def test_missing_end(capsys, tmp_path):
     del spans.spans[2]["endTimeUnixNano"]
     spans.write(tmp_path / "open.json")
     # the reader (codegen/capture.py) takes a missing time as 0: a span that ends before it starts
-    _refused(capsys, tmp_path, tmp_path / "open.json", match="span 'megatron.startup.imports' ends before it starts (0 <")
+    _refused(
+        capsys,
+        tmp_path,
+        tmp_path / "open.json",
+        match="span 'megatron.startup.imports' ends before it starts (0 <",
+    )
 
 
 def test_not_a_capture(capsys, tmp_path):

@@ -32,7 +32,9 @@ TIMEOUT_S = 120
 def chromium() -> str:
     found = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not found:
-        pytest.fail("Chromium is needed for the browser test: apt-get install -y chromium (.ci/run installs it)")
+        pytest.fail(
+            "Chromium is needed for the browser test: apt-get install -y chromium (.ci/run installs it)"
+        )
     return found
 
 
@@ -64,7 +66,20 @@ def _pages(tmp_path: Path) -> dict[str, Path]:
     """The page of a real CPU pretrain capture (committed), and of a two-rank capture."""
     pages = {}
     out = tmp_path / "real"
-    assert main(["report", "--specs", str(SPECS), str(DATA / "fresh.jsonl"), str(DATA / "resume.jsonl"), "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "report",
+                "--specs",
+                str(SPECS),
+                str(DATA / "fresh.jsonl"),
+                str(DATA / "resume.jsonl"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     pages["real"] = out / "report.html"
     paths = []
     for rank in (0, 1):
@@ -108,5 +123,11 @@ def test_page_renders_its_plots_without_console_errors(tmp_path, capsys):
             assert cells == 0 and "no spread across ranks" in dom
         shot = artifacts() / f"report-{name}.png"
         shot.unlink(missing_ok=True)
-        result = browse(page, tmp_path / f"shot-{name}", f"--screenshot={shot}", "--window-size=1280,2000", "--hide-scrollbars")
+        result = browse(
+            page,
+            tmp_path / f"shot-{name}",
+            f"--screenshot={shot}",
+            "--window-size=1280,2000",
+            "--hide-scrollbars",
+        )
         assert shot.is_file() and shot.stat().st_size > 10_000, result.stderr[-2000:]

@@ -76,8 +76,12 @@ def test_html_is_self_contained(tmp_path, capsys):
     # no external resource: nothing loaded from a URL, and the CSP forbids it anyway
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     assert "default-src 'none'" in page
-    data = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S).group(1))
-    assert [c["key"] for c in data["categories"]][0] == "goodput"
+    data = json.loads(
+        re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.DOTALL).group(
+            1
+        )
+    )
+    assert data["categories"][0]["key"] == "goodput"
     assert abs(sum(c["share"] for c in data["categories"]) - 1) < 1e-9
     assert len(data["heat"]["rows"]) == 2 and data["heat"]["columns"]
     assert len(data["steps"]) == 4

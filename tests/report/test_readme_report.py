@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.report.conftest import DATA, REPO
 
 SECTION = "## Where did the time go"
-BLOCK = re.compile(r"^<!-- readme: report -->\n```sh\n(?P<body>.*?)^```$", re.M | re.S)
+BLOCK = re.compile(r"^<!-- readme: report -->\n```sh\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
 def _section() -> str:
@@ -29,7 +29,9 @@ def test_readme_command_runs_as_written(tmp_path):
     (tmp_path / ".venv" / "bin" / "codegen").symlink_to(script)
     (tmp_path / "run").mkdir()
     shutil.copy2(DATA / "fresh.jsonl", tmp_path / "run" / "capture.jsonl")
-    result = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        ["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     assert "Goodput:" in result.stdout and "Where the time went" in result.stdout
     for name in ("report.txt", "report.html", "trace.perfetto.json"):

@@ -27,7 +27,9 @@ def _spans(name: str) -> list[dict]:
                             "name": raw["name"],
                             "start": int(raw["startTimeUnixNano"]),
                             "end": int(raw["endTimeUnixNano"]),
-                            "iteration": int(attrs["megatron.iteration"]["intValue"]) if "megatron.iteration" in attrs else None,
+                            "iteration": int(attrs["megatron.iteration"]["intValue"])
+                            if "megatron.iteration" in attrs
+                            else None,
                         }
                     )
     return found

@@ -15,7 +15,7 @@ for _path in (Path(__file__).resolve().parents[2], Path(__file__).resolve().pare
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from runtime_pkg_support import Rendered, make_project, render_into  # noqa: E402
+from runtime_pkg_support import Rendered, make_project, render_into
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 No network: a stand-in for the OTLP/HTTP exporter module records how the runtime built its
 exporters, and its exporters behave like a collector that never answers (``export`` blocks until
 ``shutdown``). The live-receiver tests in ``tests/megatron_cpu/test_otlp_export.py`` measure the
-same bounds over the wire.
+same bounds over the wire. Every test runs on both recording paths of the runtime's own providers:
+the lean recorder (``_lean``, the default) and the SDK's batch span processor.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 import threading
 import time
 from types import ModuleType
+from typing import ClassVar
 
 import pytest
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
@@ -25,7 +27,7 @@ MODULE = "opentelemetry.exporter.otlp.proto.http.{signal}_exporter"
 class StuckExporter:
     """An OTLP exporter whose collector never answers: ``export`` blocks until ``shutdown``."""
 
-    made: list[StuckExporter] = []
+    made: ClassVar[list[StuckExporter]] = []
 
     def __init__(self, **options: object) -> None:
         self.options = options
@@ -61,6 +63,13 @@ class StuckMetricExporter(MetricExporter, StuckExporter):
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         return True
+
+
+@pytest.fixture(autouse=True, params=["lean", "sdk"])
+def recording_path(request: pytest.FixtureRequest, otel: ModuleType, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The runtime's own provider records lean, or (``_lean.ALLOWED`` off) through the SDK."""
+    monkeypatch.setattr(otel._lean, "ALLOWED", request.param == "lean")
+    return request.param
 
 
 @pytest.fixture
@@ -110,7 +119,7 @@ def test_defaults_come_from_the_specs(otel: ModuleType) -> None:
 
 
 def test_processor_reader_and_exporters_built_with_the_configured_limits(
-    otel: ModuleType, stuck: list[StuckExporter], monkeypatch: pytest.MonkeyPatch
+    otel: ModuleType, stuck: list[StuckExporter], monkeypatch: pytest.MonkeyPatch, recording_path: str
 ) -> None:
     monkeypatch.setenv("MEGATRON_OTEL_METRICS_ENABLED", "1")
     monkeypatch.setenv("MEGATRON_OTEL_EXPORT_TIMEOUT_S", "2.5")
@@ -119,10 +128,14 @@ def test_processor_reader_and_exporters_built_with_the_configured_limits(
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "250")
     monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "1500")
     otel.configure()
-    batch = processor(otel)._batch_processor
-    assert (batch._max_queue_size, batch._max_export_batch_size) == (64, 16)
-    assert batch._schedule_delay_millis == 250
-    (reader,) = otel._state.PROCESS.run.owned[1]._metric_readers
+    bounded = processor(otel)  # the lean recorder or the runtime's BoundedBatchSpanProcessor (_batch.py)
+    tracer = type(otel._state.PROCESS.run.tracer).__name__
+    assert tracer == ("LeanTracer" if recording_path == "lean" else "Tracer")
+    assert (bounded.capacity, bounded.batch_size, bounded.delay) == (64, 16, 0.25)
+    assert bounded.export_timeout == 2.5
+    meters = otel._state.PROCESS.run.owned[1]
+    # where the SDK keeps its readers differs between releases (the oldest admitted: _sdk_config)
+    (reader,) = getattr(meters, "_metric_readers", None) or meters._sdk_config.metric_readers
     assert reader._export_interval_millis == 1500 and reader._export_timeout_millis == 2500
     assert [e.options for e in stuck] == [{"timeout": 2.5}, {"timeout": 2.5}]
 

@@ -22,7 +22,6 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-
 from runtime_pkg_support import Rendered
 
 T0 = 1_700_000_000.0
@@ -38,18 +37,6 @@ TIMESTAMPS = {
 
 def ns(seconds: float) -> int:
     return int(seconds * 1e9)
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    tracer_provider = TracerProvider(shutdown_on_exit=False)
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return tracer_provider
 
 
 @pytest.fixture

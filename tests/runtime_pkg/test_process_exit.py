@@ -15,7 +15,6 @@ import sys
 import textwrap
 
 import pytest
-
 from runtime_pkg_support import Rendered
 
 PRELUDE = """\

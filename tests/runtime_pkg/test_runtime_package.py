@@ -12,7 +12,6 @@ from types import ModuleType
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from runtime_pkg_support import Rendered, make_project, render_into
@@ -21,18 +20,6 @@ from codegen.diagnostics import SpecError
 from codegen.emit.runtime import HEADER, TAXONOMY, render_runtime, runtime_sources
 from codegen.spec.load import load_project
 from codegen.spec.model import Project
-
-
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return tracer_provider
 
 
 @pytest.fixture

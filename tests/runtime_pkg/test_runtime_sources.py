@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from runtime_pkg_support import make_project
 
 from codegen.emit.runtime import (
     HEADER,
@@ -22,7 +23,6 @@ from codegen.emit.runtime import (
 )
 from codegen.spec.load import load_project
 from codegen.spec.model import Project
-from runtime_pkg_support import make_project
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "megatron/core/otel"

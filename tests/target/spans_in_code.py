@@ -44,7 +44,10 @@ def _dict_of(node: ast.expr | None) -> dict[str, str]:
         node = node.body
     if not isinstance(node, ast.Dict):
         return {}
-    return {ast.literal_eval(k): (ast.literal_eval(v) if isinstance(v, ast.Constant) else ast.unparse(v)) for k, v in zip(node.keys, node.values)}  # type: ignore[arg-type]
+    return {
+        ast.literal_eval(k): (ast.literal_eval(v) if isinstance(v, ast.Constant) else ast.unparse(v))
+        for k, v in zip(node.keys, node.values)
+    }  # type: ignore[arg-type]
 
 
 def _start(stmt: ast.stmt, alias: str) -> tuple[str, str, ast.Call, str | None] | None:
@@ -53,9 +56,13 @@ def _start(stmt: ast.stmt, alias: str) -> tuple[str, str, ast.Call, str | None] 
         return None
     operands = stmt.value.values
     guard, call = operands[0], operands[-1]
-    if not (isinstance(guard, ast.Attribute) and isinstance(guard.value, ast.Name) and guard.value.id == alias):
+    if not (
+        isinstance(guard, ast.Attribute) and isinstance(guard.value, ast.Name) and guard.value.id == alias
+    ):
         return None
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "start_span"):
+    if not (
+        isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "start_span"
+    ):
         return None
     target = stmt.targets[0]
     assert isinstance(target, ast.Name)
@@ -75,13 +82,19 @@ def _setter(stmt: ast.stmt, var: str) -> dict[str, str] | None:
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
 
 
 def find_spans(source: str, alias: str) -> list[FoundSpan]:
     found: list[FoundSpan] = []
 
-    def spans_in(stmts: list[ast.stmt]) -> list[tuple[int, int, ast.Call, str, str, str | None, str, dict[str, str]]]:
+    def spans_in(
+        stmts: list[ast.stmt],
+    ) -> list[tuple[int, int, ast.Call, str, str, str | None, str, dict[str, str]]]:
         """(first index, end index exclusive, call, var, flag, condition, form, end attributes) of spans in a block."""
         out = []
         for i, stmt in enumerate(stmts):
@@ -89,7 +102,12 @@ def find_spans(source: str, alias: str) -> list[FoundSpan]:
             if start is None:
                 continue
             var, flag, call, condition = start
-            if i + 1 < len(stmts) and isinstance(stmts[i + 1], ast.Try) and stmts[i + 1].finalbody and _is_end(stmts[i + 1].finalbody[-1], var):  # type: ignore[attr-defined]
+            if (
+                i + 1 < len(stmts)
+                and isinstance(stmts[i + 1], ast.Try)
+                and stmts[i + 1].finalbody
+                and _is_end(stmts[i + 1].finalbody[-1], var)
+            ):  # type: ignore[attr-defined]
                 body = stmts[i + 1].body  # type: ignore[attr-defined]
                 setters = [s for s in (_setter(x, var) for x in body) if s is not None]
                 out.append((i, i + 2, call, var, flag, condition, "try", setters[0] if setters else {}))
@@ -125,7 +143,11 @@ def find_spans(source: str, alias: str) -> list[FoundSpan]:
             names = _literal_names(call.args[0])
             attrs = _dict_of(call.args[1]) if len(call.args) > 1 else {}
             body = covered(stmts, first, end, form, var)
-            found.append(FoundSpan(names, flag, qualname, form, body, stmts, first, attrs, end_attrs, condition, parent))
+            found.append(
+                FoundSpan(
+                    names, flag, qualname, form, body, stmts, first, attrs, end_attrs, condition, parent
+                )
+            )
             inner = stmts[first + 1].body if form == "try" else stmts[first + 1 : end - 1]  # type: ignore[attr-defined]
             walk(list(inner), qualname, names)
             claimed.update(range(first, end))
@@ -140,7 +162,9 @@ def find_spans(source: str, alias: str) -> list[FoundSpan]:
                         names = _literal_names(decorator.args[0])
                         attrs = _dict_of(decorator.args[1]) if len(decorator.args) > 1 else {}
                         body = [s for s in stmt.body if not _is_docstring(s)]
-                        found.append(FoundSpan(names, "", name, "decorator", unwrap(body), stmt.body, 0, attrs))
+                        found.append(
+                            FoundSpan(names, "", name, "decorator", unwrap(body), stmt.body, 0, attrs)
+                        )
                         outer = names
                 walk(stmt.body, name, outer)
             elif isinstance(stmt, ast.ClassDef):
@@ -183,17 +207,26 @@ def deinstrument(stmts: list[ast.stmt], alias: str) -> list[ast.stmt]:
             start = _start(stmt, alias)
             if start is not None:
                 var = start[0]
-                if i + 1 < len(items) and isinstance(items[i + 1], ast.Try) and items[i + 1].finalbody and _is_end(items[i + 1].finalbody[-1], var):  # type: ignore[attr-defined]
+                if (
+                    i + 1 < len(items)
+                    and isinstance(items[i + 1], ast.Try)
+                    and items[i + 1].finalbody
+                    and _is_end(items[i + 1].finalbody[-1], var)
+                ):  # type: ignore[attr-defined]
                     out.extend(block(items[i + 1].body))  # type: ignore[attr-defined]
                     i += 2
                     continue
                 i += 1
                 continue
             text = ast.unparse(stmt)
-            if text.startswith(f"{alias}.") or re.match(rf"_otel_span\w* and _otel_span\w*\.", text):
+            if text.startswith(f"{alias}.") or re.match(r"_otel_span\w* and _otel_span\w*\.", text):
                 i += 1
                 continue
-            if isinstance(stmt, ast.Try) and len(stmt.finalbody) == 1 and ast.unparse(stmt.finalbody[0]).startswith(f"{alias}."):
+            if (
+                isinstance(stmt, ast.Try)
+                and len(stmt.finalbody) == 1
+                and ast.unparse(stmt.finalbody[0]).startswith(f"{alias}.")
+            ):
                 out.extend(block(stmt.body))  # an around hook's try/finally
                 i += 1
                 continue
@@ -207,7 +240,9 @@ def deinstrument(stmts: list[ast.stmt], alias: str) -> list[ast.stmt]:
                 for h in stmt.handlers:
                     h.body = block(h.body)
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                stmt.decorator_list = [d for d in stmt.decorator_list if not ast.unparse(d).startswith(f"{alias}.")]
+                stmt.decorator_list = [
+                    d for d in stmt.decorator_list if not ast.unparse(d).startswith(f"{alias}.")
+                ]
             out.append(stmt)
             i += 1
         return out

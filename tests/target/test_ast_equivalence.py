@@ -19,7 +19,9 @@ def test_every_instrumented_file_is_pristine_once_deinstrumented(generation: Gen
         codes = hook_codes(hooks, runtime.alias)
         assert equivalent(old, new, runtime.alias, runtime.parent_module, codes), path
         checked.append(path)
-    planned = {p for p, f in generation.plan.files.items() if f.wraps or f.inserts or f.decorations or f.rewrites}
+    planned = {
+        p for p, f in generation.plan.files.items() if f.wraps or f.inserts or f.decorations or f.rewrites
+    }
     assert set(checked) == planned and len(checked) >= 10
 
 

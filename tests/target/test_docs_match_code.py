@@ -36,14 +36,18 @@ def _emitted_by_runtime(generation: Generation) -> set[str]:
             continue
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         table = next((t.id for t in targets if isinstance(t, ast.Name)), "")
-        if table in {"STARTUP", "INTERVAL"} and isinstance(node.value, ast.Tuple):
-            names.add(ast.literal_eval(node.value.elts[0]))
+        if table in {"STARTUP", "INTERVAL"} and isinstance(node.value, ast.Call):
+            names.add(ast.literal_eval(node.value.args[0]))  # Startup(name, ...), Interval(name, ...)
         elif table in {"PHASES", "PRE_STARTUP"} and isinstance(node.value, ast.Tuple):
-            names |= {ast.literal_eval(phase.elts[0]) for phase in node.value.elts}  # type: ignore[attr-defined]
+            names |= {
+                ast.literal_eval(phase.args[0]) for phase in node.value.elts if isinstance(phase, ast.Call)
+            }
     return names
 
 
-def test_every_emitted_name_is_documented_and_every_documented_name_is_emitted(generation: Generation) -> None:
+def test_every_emitted_name_is_documented_and_every_documented_name_is_emitted(
+    generation: Generation,
+) -> None:
     documented = _documented(generation)
     emitted = _emitted_by_instrumented_code(generation) | _emitted_by_runtime(generation)
     assert emitted - documented == set(), "emitted but undocumented"

@@ -25,7 +25,7 @@ def _boxes(svg: str) -> list[tuple[float, str, str]]:
 def test_picture_is_the_hierarchy_list(generation: Generation) -> None:
     page = generation.docs["hierarchy.md"]
     assert "![" in page and "(hierarchy.svg)" in page
-    listed = [(len(m[1]) // 2, m[2]) for m in re.finditer(r"^( *)- `([^`]+)`$", page, re.M)]
+    listed = [(len(m[1]) // 2, m[2]) for m in re.finditer(r"^( *)- `([^`]+)`$", page, re.MULTILINE)]
     boxes = _boxes(generation.docs["hierarchy.svg"])
     assert [name for _, name, _ in boxes] == [name for _, name in listed]
     # indentation follows depth: one step per level

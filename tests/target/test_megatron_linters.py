@@ -162,7 +162,14 @@ def test_flake8_adds_no_finding(generation: Generation, tmp_path: Path) -> None:
 
 def _pylint_docstrings(root: Path, files: list[str]) -> list[str]:
     result = subprocess.run(
-        [sys.executable, "-m", "pylint", *PYLINT_DOCSTRINGS, "--msg-template={path}:{line}: {msg_id} {msg}", *files],
+        [
+            sys.executable,
+            "-m",
+            "pylint",
+            *PYLINT_DOCSTRINGS,
+            "--msg-template={path}:{line}: {msg_id} {msg}",
+            *files,
+        ],
         cwd=root,
         capture_output=True,
         text=True,
@@ -174,7 +181,9 @@ def _pylint_docstrings(root: Path, files: list[str]) -> list[str]:
 def test_runtime_package_has_every_docstring(generation: Generation, tmp_path: Path) -> None:
     pytest.importorskip("pylint", reason="pylint is in the test extra (tox -e test)")
     package = generation.project.runtime.package + "/"
-    runtime = {p: new for p, (old, new) in generation.changes.items() if old is None and p.startswith(package)}
+    runtime = {
+        p: new for p, (old, new) in generation.changes.items() if old is None and p.startswith(package)
+    }
     assert runtime
     findings = _pylint_docstrings(tmp_path, _write_tree(tmp_path, runtime))
     assert findings == [], "\n".join(findings)

@@ -1,11 +1,11 @@
-"""The pre-commit hooks of .pre-commit-hooks.yaml, run by pre-commit itself, offline; and
-``python -m codegen`` behaving as the console script.
+"""The pre-commit hooks of .pre-commit-hooks.yaml, installed and run by pre-commit itself as for a
+user; and ``python -m codegen`` behaving as the console script.
 
-pre-commit would install a ``language: python`` hook into an environment of its own (pip, from
-the network); the test instead declares the same hooks (entry, args, files, pass_filenames taken
-from the manifest) as ``repo: local`` hooks with ``language: system``, which run the ``codegen``
-installed here. Everything else is pre-commit's real run over a git repository holding the specs
-and generated/.
+The hook repository is a local git clone of this checkout (its files, committed): pre-commit
+clones it at that commit, builds its ``language: python`` environment and ``pip install``s the
+generator into it (non-editable, as for every user; pip resolves from the index it is configured
+with, held to constraints.txt under tox). Then pre-commit's real run over a git repository holding
+the specs and generated/.
 """
 
 from __future__ import annotations
@@ -25,7 +25,11 @@ MANIFEST = REPO / ".pre-commit-hooks.yaml"
 
 
 def _pre_commit(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PRE_COMMIT_HOME=str(home), PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = dict(
+        os.environ,
+        PRE_COMMIT_HOME=str(home),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
     return subprocess.run(
         [sys.executable, "-m", "pre_commit", *args], cwd=cwd, env=env, capture_output=True, text=True
     )
@@ -40,40 +44,77 @@ def test_manifest_is_valid(tmp_path: Path) -> None:
     assert hooks["codegen-validate"]["entry"] == "codegen validate"
 
 
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+
+
+def _commit_all(root: Path, message: str) -> str:
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*GIT, "commit", "-qm", message], cwd=root, check=True)
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def hooks_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """PRE_COMMIT_HOME shared by the module's runs: pre-commit installs the hooks once."""
+    return tmp_path_factory.mktemp("pre-commit-home")
+
+
 @pytest.fixture(scope="module")
 def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A git repository with the specs, generated/ and the manifest's hooks as local hooks."""
+    """A git repository with the specs and generated/ whose .pre-commit-config.yaml names the
+    hooks by id from a local clone of this checkout (its tracked and new files, committed)."""
     pytest.importorskip("pre_commit", reason="pre-commit is in the test extra (tox -e test)")
+    clone = tmp_path_factory.mktemp("hooks-source")
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, clone / name)
+    rev = _commit_all(clone, "the generator")
     root = tmp_path_factory.mktemp("hook-repo")
     shutil.copytree(SPECS, root / "specs")
     shutil.copytree(REPO / "generated", root / "generated")
-    local = []
-    for hook in yaml.safe_load(MANIFEST.read_text()):
-        assert hook["language"] == "python"
-        local.append({**hook, "language": "system"})
-    config = {"repos": [{"repo": "local", "hooks": local}]}
+    hooks = [
+        {"id": hook["id"]}
+        for hook in yaml.safe_load(MANIFEST.read_text())
+        if hook["id"] != "codegen-check-in-place"  # for a Megatron-LM checkout: tests/inplace/
+    ]
+    assert [h["id"] for h in hooks] == ["codegen-check", "codegen-validate"]
+    config = {"repos": [{"repo": str(clone), "rev": rev, "hooks": hooks}]}
     (root / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-qm", "specs"], cwd=root, check=True)
+    _commit_all(root, "specs")
     return root
 
 
-def test_hooks_pass_on_a_fresh_generated_tree(hook_repo: Path, tmp_path: Path) -> None:
-    result = _pre_commit("run", "--all-files", cwd=hook_repo, home=tmp_path / "home")
+def test_hooks_pass_on_a_fresh_generated_tree(hook_repo: Path, hooks_home: Path) -> None:
+    result = _pre_commit("run", "--all-files", cwd=hook_repo, home=hooks_home)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "generated/ is up to date with the specs" in result.stdout
     assert "the specs resolve against the sources" in result.stdout
     assert result.stdout.count("Passed") == 2
+    # pre-commit built the hooks' environment itself: the generator there is installed, not this checkout
+    (env,) = [p for p in hooks_home.glob("repo*/py_env-*") if p.is_dir()]
+    installed = list(env.glob("lib/python*/site-packages/codegen/templates/docs/spans.md.j2"))
+    assert installed, f"no installed codegen package in {env}"
 
 
-def test_check_hook_fails_on_a_stale_generated_tree(hook_repo: Path, tmp_path: Path) -> None:
+def test_check_hook_fails_on_a_stale_generated_tree(hook_repo: Path, hooks_home: Path) -> None:
     page = hook_repo / "generated" / "docs" / "spans.md"
     original = page.read_text()
     try:
         page.write_text(original.replace("megatron.layer.forward", "megatron.layer.fwd", 1))
-        result = _pre_commit("run", "codegen-check", "--files", "generated/docs/spans.md", cwd=hook_repo, home=tmp_path / "home")
+        result = _pre_commit(
+            "run", "codegen-check", "--files", "generated/docs/spans.md", cwd=hook_repo, home=hooks_home
+        )
     finally:
         page.write_text(original)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -89,5 +130,7 @@ def test_python_dash_m_is_the_console_script() -> None:
     assert module.returncode == script.returncode == 0
     assert module.stdout == script.stdout
     assert module.stdout.startswith("usage: codegen ")
-    bad = subprocess.run([sys.executable, "-m", "codegen", "validate", "no/such/dir"], capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "codegen", "validate", "no/such/dir"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and "no such spec directory" in bad.stderr

@@ -1,4 +1,4 @@
-"""README "Use it in a training run", the parts without torch: the patch set on a Megatron-LM
+"""README "Review and carry the patches", the parts without torch: the patch set on a Megatron-LM
 checkout of tag core_v0.19.2, the fork, the install command's pins.
 
 The clone runs as written: git's ``url.<base>.insteadOf`` (through ``GIT_CONFIG_*``) sends
@@ -54,7 +54,7 @@ def _env_redirecting_clone(upstream: Path) -> dict[str, str]:
 
 def test_readme_names_the_tag_of_the_pinned_release() -> None:
     """Megatron-LM tags megatron-core X.Y.Z as core_vX.Y.Z: the tag follows the pinned version."""
-    pinned = re.search(r"^  version: (\S+)$", (REPO / "specs" / "telemetry.yaml").read_text(), re.M)
+    pinned = re.search(r"^  version: (\S+)$", (REPO / "specs" / "telemetry.yaml").read_text(), re.MULTILINE)
     assert pinned and f"core_v{pinned[1]}" == TAG
     assert f"--branch {TAG} {UPSTREAM_URL}" in blocks()["patch"]
 
@@ -112,7 +112,7 @@ def test_install_block_pins_every_package_it_names() -> None:
 
 def test_section_documents_each_flag_and_links_the_generated_pages() -> None:
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Use it in a training run") :]
+    section = text[text.index("## Review and carry the patches") :]
     section = section[: section.index("\n## ", 1)]
     for option in ("--otel-enabled", "--otel-span-groups", "--otel-service-name"):
         assert option in section and option in (REPO / "generated/docs/configuration.md").read_text()
@@ -121,3 +121,36 @@ def test_section_documents_each_flag_and_links_the_generated_pages() -> None:
     runtime = "".join(p.read_text() for p in sorted((REPO / "codegen/otel_runtime").glob("*.py")))
     assert '"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"' in runtime  # the default the section states
     assert set(blocks()) == {"patch", "fork", "install", "flags", "otlp", "file layer_example.py", "console"}
+
+
+def test_patch_block_on_a_tree_it_does_not_fit_changes_nothing(tmp_path: Path) -> None:
+    """The same block on a checkout of megatron-core 0.19.0 (tagged as the README clones it): the
+    check fails, the block stops, and the checkout is exactly as cloned."""
+    import shutil
+
+    from codegen.diagnostics import Diagnostics
+    from codegen.spec.load import load_project
+    from codegen.upstream import source_root
+
+    pins = {pin.version: pin for pin in load_project(REPO / "specs", Diagnostics()).releases()}
+    upstream = tmp_path / "upstream" / "Megatron-LM"
+    shutil.copytree(source_root(pins["0.19.0"]) / "megatron", upstream / "megatron")
+    _git(upstream, "init", "-q", "-b", "main")
+    _git(upstream, "add", "-A")
+    _git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "megatron-core 0.19.0")
+    _git(upstream, "tag", TAG)
+    root = workspace(tmp_path / "work")
+    block = blocks()["patch"]
+    result = subprocess.run(
+        ["bash", "-e", "-c", block],
+        cwd=root,
+        env=_env_redirecting_clone(upstream),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert "patch does not apply" in result.stderr or "does not match index" in result.stderr, result.stderr
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=root / "Megatron-LM", capture_output=True, text=True, check=True
+    )
+    assert status.stdout == ""

@@ -80,11 +80,30 @@ def test_structural_bad_spec_is_rejected_by_the_schema(case: str, validator) -> 
         {"flags": {"options": [{"option": "otel-x"}]}},
         {"attributes": {"a.b": {"type": "integer"}}},
         {"spans": [{"name": "a.b", "group": "g", "function": "f", "around": {"any": [{"call": "x"}]}}]},
-        {"hooks": [{"function": "f", "before": {"any": [{"call": "x"}, {"call": "y"}], "occurrence": 1}, "call": "c()"}]},
+        {
+            "hooks": [
+                {
+                    "function": "f",
+                    "before": {"any": [{"call": "x"}, {"call": "y"}], "occurrence": 1},
+                    "call": "c()",
+                }
+            ]
+        },
     ],
-    ids=["top_key", "form", "occurrence", "names_without_name_expr", "name", "two_placements",
-         "metric_kind", "sha256", "flag_option", "attribute_type", "any_one_alternative",
-         "any_with_other_keys"],
+    ids=[
+        "top_key",
+        "form",
+        "occurrence",
+        "names_without_name_expr",
+        "name",
+        "two_placements",
+        "metric_kind",
+        "sha256",
+        "flag_option",
+        "attribute_type",
+        "any_one_alternative",
+        "any_with_other_keys",
+    ],
 )
 def test_schema_rejects_structural_mistakes(document: dict, validator) -> None:
     assert _errors(validator, document)
@@ -100,7 +119,10 @@ _PROBES = {
     "upstream": ({"upstream": {"zzz": 1}}, spec_schema.UPSTREAM_KEYS),
     "preset 'p'": ({"presets": {"p": {"zzz": 1}}}, spec_schema.PRESET_KEYS),
     "lifecycle": ({"lifecycle": {"zzz": 1}}, tuple(spec_schema.LIFECYCLE_KEYS)),
-    "lifecycle startup": ({"lifecycle": {"startup": {"zzz": 1, "group": "layer"}}}, spec_schema.LIFECYCLE_SPAN_KEYS),
+    "lifecycle startup": (
+        {"lifecycle": {"startup": {"zzz": 1, "group": "layer"}}},
+        spec_schema.LIFECYCLE_SPAN_KEYS,
+    ),
     "metric": ({"metrics": [{"zzz": 1}]}, spec_schema.METRIC_KEYS),
     "env": ({"env": [{"zzz": 1}]}, spec_schema.ENV_KEYS),
     "flags": ({"flags": {"zzz": 1}}, spec_schema.FLAGS_KEYS),

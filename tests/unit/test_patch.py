@@ -29,7 +29,7 @@ def _replace_line(text: str, number: int, replacement: str) -> str:
 BASE = _numbered(20)
 LONG = _numbered(40)
 
-CODE_OLD = '''\
+CODE_OLD = """\
 import torch
 
 
@@ -42,8 +42,8 @@ class Block(torch.nn.Module):
 
 def helper():
     return 1
-'''
-CODE_NEW = '''\
+"""
+CODE_NEW = """\
 import torch
 
 from megatron_otel import tracer
@@ -59,7 +59,7 @@ class Block(torch.nn.Module):
 
 def helper():
     return 1
-'''
+"""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from codegen.spec.reader import quote
+from codegen.runtime_calls import quote
 
 
 @pytest.mark.parametrize(

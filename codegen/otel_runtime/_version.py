@@ -1,0 +1,7 @@
+"""The instrumentation scope every span and metric carries: name, version and the schema URL of
+its semantic-convention registry (``generated/registry/`` of that version)."""
+
+SCOPE = "megatron"
+VERSION = "0.1.0"  # the generator's version (pyproject.toml); a test keeps them equal
+REPOSITORY = "https://github.com/megatron-otel-codegen/megatron-otel-codegen"
+SCHEMA_URL = f"{REPOSITORY}/tree/v{VERSION}/generated/registry"

@@ -1,0 +1,124 @@
+"""The recording paths over the wire: the same CPU run on the lean path, on the SDK path of the
+runtime's own providers, and through a TracerProvider the program sets, to a live OTLP receiver.
+
+``otlp_worker.py train --recording lean|sdk|program``: the tiny GPT's evaluate and train steps,
+configured as a job configures them. Each capture passes ``codegen verify`` with the same report
+(0 findings), and the lean and SDK captures hold the same spans field by field (names, parents,
+attributes, status, events, links, kind, scope, resource), ids and times aside.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+for _module in (
+    "torch",
+    "opentelemetry.sdk.trace",
+    "opentelemetry.proto.collector.trace.v1.trace_service_pb2",
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+):
+    pytest.importorskip(_module, reason=f"{_module} is needed for the OTLP capture tests")
+
+from tests.megatron_cpu.conftest import free_port
+from tests.megatron_cpu.otlp_receiver import OtlpReceiver
+from tests.megatron_cpu.test_otlp_export import SPECS, Worker, otel_env
+
+RECORDINGS = ("lean", "sdk", "program")
+TRACERS = {"lean": "LeanTracer", "sdk": "Tracer", "program": "Tracer"}
+# Resource attributes that name the process itself or the run (megatron.run_id: random per run,
+# shared by its ranks); they differ between two runs
+PER_PROCESS = (
+    "process.pid",
+    "process.command_args",
+    "process.runtime.version",
+    "service.instance.id",
+    "megatron.run_id",
+)
+
+
+@pytest.fixture(scope="module")
+def captures(fork_root: Path, tmp_path_factory) -> dict[str, dict[str, Any]]:
+    out = {}
+    for recording in RECORDINGS:
+        work = tmp_path_factory.mktemp(f"capture-{recording}")
+        with OtlpReceiver("http") as receiver:
+            args = [
+                "train",
+                "--port",
+                str(free_port()),
+                "--steps",
+                "3",
+                "--evaluate",
+                "--recording",
+                recording,
+            ]
+            worker = Worker(fork_root, args, otel_env(receiver), work)
+            code = worker.wait()
+            assert code == 0, worker.output()[-4000:]
+            out[recording] = {
+                "traces": receiver.write_traces(work / "traces.json"),
+                "results": worker.results(),
+            }
+    return out
+
+
+def normalized(path: Path) -> list[dict[str, Any]]:
+    """Each span as a backend receives it, in start order, ids replaced by span positions."""
+    from codegen.capture import read_spans
+
+    spans = sorted(read_spans(path), key=lambda s: (s.start_ns, s.name))
+    index = {s.span_id: i for i, s in enumerate(spans)}
+    traces: dict[str, int] = {}
+    out = []
+    for s in spans:
+        out.append(
+            {
+                "name": s.name,
+                "trace": traces.setdefault(s.trace_id, len(traces)),
+                "parent": None if s.parent_id is None else index.get(s.parent_id, "outside"),
+                "attributes": s.attributes,
+                "status": (s.status, s.status_message),
+                "events": [(e.name, e.attributes) for e in s.events],
+                "links": [(index.get(link.span_id), link.attributes) for link in s.links],
+                "kind": s.kind,
+                "scope": s.scope,
+                "resource": {k: v for k, v in s.resource.items() if k not in PER_PROCESS},
+            }
+        )
+    return out
+
+
+@pytest.mark.parametrize("recording", RECORDINGS)
+def test_each_recording_path_passes_codegen_verify(captures, recording, capsys) -> None:
+    from codegen.cli import main
+
+    capture = captures[recording]
+    assert capture["results"]["tracer"] == TRACERS[recording]
+    path = str(capture["traces"])
+    assert main(["verify", str(SPECS), path, "--groups", ""]) == 0, capsys.readouterr().out
+    groups = "evaluate,forward_backward,optimizer,microbatch"
+    assert main(["verify", str(SPECS), path, "--groups", groups]) == 0, capsys.readouterr().out
+    assert ": 0 findings" in capsys.readouterr().out
+
+
+def test_verify_reports_the_same_on_every_path(captures, capsys) -> None:
+    from codegen.cli import main
+
+    reports = {}
+    for recording in RECORDINGS:
+        capsys.readouterr()
+        main(["verify", str(SPECS), str(captures[recording]["traces"]), "--groups", ""])
+        # the report names the capture file; the rest must be identical
+        reports[recording] = capsys.readouterr().out.replace(str(captures[recording]["traces"]), "CAPTURE")
+    assert reports["lean"] == reports["sdk"] == reports["program"], reports
+
+
+def test_the_lean_capture_equals_the_sdk_capture_field_by_field(captures) -> None:
+    lean, sdk = (normalized(captures[r]["traces"]) for r in ("lean", "sdk"))
+    assert len(lean) == len(sdk) > 30
+    for lean_span, sdk_span in zip(lean, sdk):
+        assert lean_span == sdk_span
+    assert captures["lean"]["results"]["losses"] == captures["sdk"]["results"]["losses"]

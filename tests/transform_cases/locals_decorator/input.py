@@ -1,0 +1,8 @@
+def snapshot(step, loss):
+    """Everything the caller passed, for the log."""
+    values = dict(locals())
+    return values
+
+
+def described(name):
+    return vars()

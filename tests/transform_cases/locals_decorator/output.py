@@ -1,0 +1,12 @@
+from megatron import otel
+
+
+@otel.traced("demo.snapshot", {"demo.step": "step"})
+def snapshot(step, loss):
+    """Everything the caller passed, for the log."""
+    values = dict(locals())
+    return values
+
+
+def described(name):
+    return vars()
