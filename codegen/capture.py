@@ -12,9 +12,14 @@ Two formats, told apart per document, any number of documents per file, any numb
 Files are read as a stream (one document in memory at a time) and treated as hostile: any file
 that is not UTF-8 JSON of one of these shapes, that nests deeper than :data:`MAX_DEPTH`, holds a
 document larger than :data:`MAX_DOCUMENT_BYTES`, or holds a record with a malformed field (ids of
-the wrong length or not hex, times that are not numbers, a span that ends before it starts, a field
-of the wrong type) raises :class:`CaptureError` naming the file, the line and the record, never a
+the wrong length or not hex, times that are not numbers, a span with a start time and no end time
+or one that ends before it starts, a field of the wrong type) raises :class:`CaptureError` naming the file, the line and the record, never a
 traceback. A *record* is one span or one metric stream, numbered from 1 in file order.
+
+OTLP spans are read twice over: a fast path (``_fast_otlp_span``) decodes a well-formed span with
+cheap checks on the parsed JSON, and anything it does not accept goes through the checked path,
+which reads it field by field and names what is wrong; both give the same records and the same
+errors on every input (tests/report/test_fast_reader.py compares them).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import codecs
 import datetime
 import json
+import math
 import re
 from array import array
 from collections.abc import Iterable, Iterator
@@ -73,7 +79,7 @@ class CapturedEvent:
 @dataclass(frozen=True)
 class CapturedSpan:
     """One exported span. Ids are lower-case hex without ``0x``; times in ns since the epoch
-    (0 when the capture leaves them out; the console exporter's have microsecond precision)."""
+    (0 when the capture leaves both out; the console exporter's have microsecond precision)."""
 
     name: str
     trace_id: str
@@ -340,7 +346,14 @@ class _File:
         return result
 
     def _otlp(
-        self, document: dict[str, Any], line: int, top: str, middle: str, leaf: str, build: Any, fast: Any = None
+        self,
+        document: dict[str, Any],
+        line: int,
+        top: str,
+        middle: str,
+        leaf: str,
+        build: Any,
+        fast: Any = None,
     ) -> Any:
         """The records of an OTLP request; ``fast`` (spans) decodes a well-formed record with cheap
         checks, or returns None and ``build`` reads it field by field, naming what is wrong."""
@@ -388,6 +401,8 @@ class _File:
         span_id = raw.hex_id("spanId", 16)
         parent = raw.hex_id("parentSpanId", 16, optional=True)
         start, end = raw.nanos("startTimeUnixNano"), raw.nanos("endTimeUnixNano")
+        if start and not end:
+            raise _Malformed(raw._at("endTimeUnixNano"), f"span '{name}' has a start time and no end time")
         if end < start:
             raise _Malformed(raw.where, f"span '{name}' ends before it starts ({end} < {start})")
         status = raw.obj("status", optional=True)
@@ -489,7 +504,9 @@ def _show(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return _type(value)
     text = json.dumps(value)
-    return text if len(text) <= 40 else text[:36] + '..."'
+    if len(text) <= 40:
+        return text
+    return text[:36] + ('..."' if text.startswith('"') else "...")
 
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
@@ -616,7 +633,7 @@ def _otlp_value(raw: _Obj) -> Any:
     if "doubleValue" in value:
         number = value["doubleValue"]
         if isinstance(number, (int, float)) and not isinstance(number, bool):
-            return float(number)
+            return _to_float(number, raw._at("doubleValue"))
         if isinstance(number, str) and number in ("NaN", "Infinity", "-Infinity"):
             return float(number)
         raise _Malformed(raw._at("doubleValue"), f"{_show(number)} is not a number")
@@ -651,10 +668,26 @@ def _number(raw: _Obj, key: str) -> int | float | None:
     raise _Malformed(raw._at(key), f"{_show(value)} is not a number")
 
 
+def _count(raw: _Obj, key: str) -> int | None:
+    value = _number(raw, key)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _Malformed(raw._at(key), f"{_show(raw.get(key))} is not a count")
+        return int(value)
+    return value
+
+
+def _to_float(value: float, where: str) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        raise _Malformed(where, f"{_show(value)} is out of range for a double") from None
+
+
 def _float(raw: _Obj) -> float:
     value = raw.value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        return _to_float(value, raw.where)
     raise _Malformed(raw.where, f"{_show(value)} is not a number")
 
 
@@ -663,15 +696,15 @@ def _otlp_point(raw: _Obj) -> CapturedPoint:
         raise _Malformed(raw.where, f"a data point must be an object, not {_type(raw.value)}")
     value = _number(raw, "asDouble")
     value = _number(raw, "asInt") if value is None else value
-    count = _number(raw, "count")
+    count = _count(raw, "count")
     total = _number(raw, "sum")
     return CapturedPoint(
         _otlp_attributes(raw.array("attributes")),
         raw.nanos("startTimeUnixNano"),
         raw.nanos("timeUnixNano"),
         value,
-        int(count) if count is not None else None,
-        float(total) if total is not None else None,
+        count,
+        _to_float(total, raw._at("sum")) if total is not None else None,
         tuple(_nanos(c.value, c.where, "a count") for c in raw.array("bucketCounts")),
         tuple(_float(b) for b in raw.array("explicitBounds")),
     )
@@ -711,6 +744,8 @@ def _console_span(raw: _Obj, source: str) -> CapturedSpan:
     parent = raw.hex_id("parent_id", 16, optional=True)
     start = _iso_nanos(raw.get("start_time"), raw._at("start_time"))
     end = _iso_nanos(raw.get("end_time"), raw._at("end_time"))
+    if start and not end:
+        raise _Malformed(raw._at("end_time"), f"span '{name}' has a start time and no end time")
     if end < start:
         raise _Malformed(
             "", f"span '{name}' ends before it starts ({raw.get('end_time')} < {raw.get('start_time')})"
@@ -771,7 +806,7 @@ def _console_metric(raw: _Obj, resource: dict[str, Any], scope: str, source: str
             raise _Malformed(point.where, f"a data point must be an object, not {_type(point.value)}")
         if "bucket_counts" in point.value:
             kind = "histogram"
-        count = _number(point, "count")
+        count = _count(point, "count")
         total = _number(point, "sum")
         points.append(
             CapturedPoint(
@@ -779,8 +814,8 @@ def _console_metric(raw: _Obj, resource: dict[str, Any], scope: str, source: str
                 _nanos(point.get("start_time_unix_nano"), point._at("start_time_unix_nano")),
                 _nanos(point.get("time_unix_nano"), point._at("time_unix_nano")),
                 _number(point, "value"),
-                int(count) if count is not None else None,
-                float(total) if total is not None else None,
+                count,
+                _to_float(total, point._at("sum")) if total is not None else None,
                 tuple(_nanos(c.value, c.where, "a count") for c in point.array("bucket_counts")),
                 tuple(_float(b) for b in point.array("explicit_bounds")),
             )
@@ -822,9 +857,7 @@ def _fast_value(value: Any) -> Any:
             number = value["doubleValue"]
             if number.__class__ is float:
                 return number
-            if number.__class__ is int:
-                return float(number)
-    try:  # booleans, arrays, kvlists, bytes, negative integers, "NaN"...: the checked way
+    try:  # booleans, arrays, kvlists, bytes, negative integers, integer doubles, "NaN"...: the checked way
         return _otlp_value(_Obj(value, ""))
     except _Malformed:
         return _INVALID
@@ -963,6 +996,8 @@ def _fast_otlp_span(span: Any, resource: dict[str, Any], scope: str, source: str
     if start < 0 or end < start or not end:  # not a time; ends before it starts; no end time
         return None
     status = get("status")
+    code: Any
+    message: Any
     if status is None or status.__class__ is dict and not status:
         code, message = "UNSET", ""
     elif status.__class__ is dict:
