@@ -375,9 +375,10 @@ class _File:
                     raise self.error(line, 1, f"{exc.where}: {exc.message}") from None
                 where = scope._at(leaf)
                 prefix = f"{self.path}:{line}: record "
+                fast_path = fast if self.fast else None
                 for index, value in enumerate(items):
-                    if fast is not None and self.fast:
-                        record = fast(value, attrs, scope_name, f"{prefix}{self.record + 1}")
+                    if fast_path is not None:
+                        record = fast_path(value, attrs, scope_name, f"{prefix}{self.record + 1}")
                         if record is not None:
                             self.record += 1
                             yield record
@@ -830,7 +831,8 @@ def _console_metric(raw: _Obj, resource: dict[str, Any], scope: str, source: str
 # integer, an end before the start...) returns None and the caller reads that record through the
 # checked path, which names the field and what is wrong with it.
 
-_LOWER_HEX = "0123456789abcdef"
+_TRACE_ID = re.compile("[0-9a-f]{32}").fullmatch  # lower case: the checked path would lower() it
+_SPAN_ID = re.compile("[0-9a-f]{16}").fullmatch
 _NO_PARENT = (None, "", "0x")
 _STATUS_NAMES = {**{n: n for n in STATUS_CODES}, **{f"STATUS_CODE_{n}": n for n in STATUS_CODES}}
 _KIND_NAMES = {**{n: n for n in SPAN_KINDS}, **{f"SPAN_KIND_{n}": n for n in SPAN_KINDS}}
@@ -887,8 +889,6 @@ def _fast_attributes(items: Any) -> Any:
     return out
 
 
-_TRACE_ID = re.compile("[0-9a-f]{32}").fullmatch  # lower case: the checked path would lower() it
-_SPAN_ID = re.compile("[0-9a-f]{16}").fullmatch
 _NO_TRACE = "0" * 32
 _NO_SPAN = "0" * 16
 
@@ -1026,8 +1026,12 @@ def _fast_otlp_span(span: Any, resource: dict[str, Any], scope: str, source: str
     else:
         return None
     attributes = _fast_attributes(get("attributes"))
-    links = _fast_links(get("links"))
-    events = _fast_events(get("events"))
+    links = get("links")  # mostly empty or absent: no call then
+    links = _fast_links(links) if links else () if links is None or links.__class__ is list else _INVALID
+    events = get("events")
+    events = (
+        _fast_events(events) if events else () if events is None or events.__class__ is list else _INVALID
+    )
     if attributes is _INVALID or links is _INVALID or events is _INVALID:
         return None
     record = _new(CapturedSpan)

@@ -140,7 +140,7 @@ _VALUES: list[Any] = [
     float("nan"), float("inf"), "", "0x", "0", "1000", "1500", "3000", "-5", "+5", " 5", "5 ",
     "1e3", "NaN", "Infinity", "\u0661\u0662", "\u00b2", "9" * 19, "9" * 20, "18446744073709551615",
     "18446744073709551616", "0" * 16, "0" * 32, "a" * 16, "A" * 16, "0x" + "a" * 16, "g" * 16, "a" * 15,
-    "a" * 32, "A" * 32, "0x" + "a" * 32, "Aa" * 16, "a" * 31, "OK", "ERROR", "UNSET", "STATUS_CODE_OK",
+    "a" * 7 + "-" + "a" * 8, "a" * 15 + "\u00e9", "a" * 15 + "\uff41", "a" * 32, "A" * 32, "a" * 15 + "-" + "a" * 16, "0x" + "a" * 32, "Aa" * 16, "a" * 31, "OK", "ERROR", "UNSET", "STATUS_CODE_OK",
     "STATUS_CODE_UNSET", "SERVER", "SPAN_KIND_CLIENT", "UNSPECIFIED", "STATUS_CODE_STATUS_CODE_OK",
     "demo.step", [], [{}], [None], [1], {}, {"x": 1},
     {"stringValue": None}, {"stringValue": 3}, {"intValue": "12"}, {"intValue": "-12"},
