@@ -124,8 +124,10 @@ def test_section_documents_each_flag_and_links_the_generated_pages() -> None:
 
 
 def test_patch_block_on_a_tree_it_does_not_fit_changes_nothing(tmp_path: Path) -> None:
-    """The same block on a checkout of megatron-core 0.19.0 (tagged as the README clones it): the
-    check fails, the block stops, and the checkout is exactly as cloned."""
+    """The same block on a checkout of megatron-core 0.18.2 (tagged as the README clones it): the
+    check fails, the block stops, and the checkout is exactly as cloned. (0.19.0 no longer serves:
+    since the runtime import became a line of its own, no hunk touches an import line that differs
+    there, and the patch set applies to it.)"""
     import shutil
 
     from codegen.diagnostics import Diagnostics
@@ -134,10 +136,10 @@ def test_patch_block_on_a_tree_it_does_not_fit_changes_nothing(tmp_path: Path) -
 
     pins = {pin.version: pin for pin in load_project(REPO / "specs", Diagnostics()).releases()}
     upstream = tmp_path / "upstream" / "Megatron-LM"
-    shutil.copytree(source_root(pins["0.19.0"]) / "megatron", upstream / "megatron")
+    shutil.copytree(source_root(pins["0.18.2"]) / "megatron", upstream / "megatron")
     _git(upstream, "init", "-q", "-b", "main")
     _git(upstream, "add", "-A")
-    _git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "megatron-core 0.19.0")
+    _git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "megatron-core 0.18.2")
     _git(upstream, "tag", TAG)
     root = workspace(tmp_path / "work")
     block = blocks()["patch"]
