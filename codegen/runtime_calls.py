@@ -2,9 +2,9 @@
 writes into the target's code, in one place. ``spec/`` builds hook calls with it, ``resolve/``
 recognises what was inserted by it, ``transforms/`` lays the same text out black-style.
 
-Only text lives here, no layout (that is ``transforms/render.py``) and no parsing of specs; it
-imports nothing of the generator (``spec/`` sits above it), and :func:`quote` is the one maker of
-string literals.
+Only text lives here, no layout (that is ``codegen/layout.py``, which also has :func:`quote`, the
+one maker of string literals) and no parsing of specs; it imports nothing of the generator but
+the layout module (``spec/`` sits above it).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from typing import Protocol
+
+from codegen.layout import quote
 
 
 class Keyed(Protocol):
@@ -53,21 +55,6 @@ def guard(alias: str, flag: str | None) -> str:
 def guarded(alias: str, flag: str | None, call: str) -> str:
     """The statement a guarded hook inserts, ``otel.METRICS and otel.record_metrics(...)``."""
     return f"{guard(alias, flag)} and {call}" if flag else call
-
-
-def quote(text: str) -> str:
-    """A double-quoted Python string literal of ``text``: quotes, backslashes, newlines and every
-    other non-printable character escaped, so that no text from a spec can end the literal or the
-    line it is on."""
-    return '"' + "".join(_ESCAPES.get(ch) or (ch if ch.isprintable() else _escape(ch)) for ch in text) + '"'
-
-
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(ch: str) -> str:
-    code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def _lazy_dict(attributes: Sequence[Keyed]) -> str:

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import ast
-import bisect
 import re
 from collections.abc import Sequence
 
 import libcst as cst
 
+from codegen.layout import code_of, fit_import, merge_import_name
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import child_blocks, is_docstring
-from codegen.resolve.walk import code_of
 from codegen.spec.model import Project, Span
 from codegen.transforms.blocks import BlockEditor
-from codegen.transforms.render import LINE_LENGTH
 
 
 def transform_file(project: Project, plan: FilePlan) -> str:
@@ -131,90 +129,10 @@ def add_runtime_import(project: Project, module: cst.Module, first_use: int | No
             return module
         if "isort: skip" in code_of(stmt):
             continue
-        body[index] = _fit_import(stmt.with_changes(body=[_merge_alias(node, alias)]))
+        body[index] = fit_import(stmt.with_changes(body=[merge_import_name(node, alias)]))
         return module.with_changes(body=body)
     new = cst.parse_statement(f"from {parent} import {alias}\n")
     return _blank_lines_after_imports(_place_new_import(project, module.with_changes(body=body), new, limit))
-
-
-def _merge_alias(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
-    """Insert ``alias`` at its alphabetical (isort) position. Every existing name keeps its own
-    comma, and with it any comment after it; the new name gets a plain separator."""
-    if isinstance(node.names, cst.ImportStar):  # the caller skips star imports
-        return node
-    names = list(node.names)
-    keys = [_isort_key(code_of(n.name)) for n in names]
-    index = bisect.bisect_left(keys, _isort_key(alias))
-    commas = [n.comma for n in names[:-1] if isinstance(n.comma, cst.Comma)]
-    plain = next((c for c in commas if not _has_comment(c)), None)
-    if plain is None and commas:  # every separator carries a comment: reuse one's layout, not its text
-        after = commas[0].whitespace_after
-        plain = commas[0].with_changes(
-            whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace())
-        )
-    plain = plain or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    new = cst.ImportAlias(name=cst.Name(alias))
-    if index < len(names):
-        return node.with_changes(names=names[:index] + [new.with_changes(comma=plain)] + names[index:])
-    # Appended: the old last name needs a separator (keeping its comment); the new one takes over
-    # what followed the old last name (a trailing comma and the line break before ")", or nothing).
-    last = names[-1]
-    tail = last.comma
-    if isinstance(tail, cst.Comma):
-        separator = plain
-        if (
-            _has_comment(tail)
-            and isinstance(tail.whitespace_after, cst.ParenthesizedWhitespace)
-            and isinstance(plain.whitespace_after, cst.ParenthesizedWhitespace)
-        ):
-            separator = plain.with_changes(
-                whitespace_after=plain.whitespace_after.with_changes(
-                    first_line=tail.whitespace_after.first_line
-                )
-            )
-        if isinstance(tail.whitespace_after, cst.ParenthesizedWhitespace):
-            tail = tail.with_changes(
-                whitespace_after=tail.whitespace_after.with_changes(first_line=cst.TrailingWhitespace())
-            )
-        return node.with_changes(
-            names=names[:-1] + [last.with_changes(comma=separator), new.with_changes(comma=tail)]
-        )
-    return node.with_changes(names=names[:-1] + [last.with_changes(comma=plain), new])
-
-
-def _isort_key(name: str) -> tuple[int, str]:
-    """isort's default order within one import: CONSTANTS, then Classes, then the rest."""
-    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
-    return kind, name.lower()
-
-
-def _has_comment(comma: cst.Comma) -> bool:
-    after = comma.whitespace_after
-    return isinstance(after, cst.ParenthesizedWhitespace) and after.first_line.comment is not None
-
-
-def _fit_import(stmt: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
-    """A one-line ``from x import a, b`` that grew past 100 columns, the way black lays it out
-    (a trailing comment stays on the first line)."""
-    code = code_of(stmt.with_changes(leading_lines=()))
-    first = code.split("\n")[0]
-    node = stmt.body[0]
-    if (
-        len(first) <= LINE_LENGTH
-        or "\n" in code.rstrip("\n")
-        or not isinstance(node, cst.ImportFrom)
-        or node.module is None
-        or isinstance(node.names, cst.ImportStar)
-    ):
-        return stmt
-    module = code_of(node.module)
-    names = [code_of(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]
-    comment = stmt.trailing_whitespace.comment
-    opening = f"from {module} import (" + (f"  {comment.value}" if comment else "")
-    text = opening + "\n" + "".join(f"    {n},\n" for n in names) + ")\n"
-    laid_out = cst.parse_statement(text)
-    assert isinstance(laid_out, cst.SimpleStatementLine)  # an import statement
-    return laid_out.with_changes(leading_lines=stmt.leading_lines)
 
 
 def _module_name(stmt: cst.BaseStatement) -> str | None:

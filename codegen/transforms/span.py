@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from codegen.runtime_calls import quote
+from codegen.layout import DictArg, call_statement, guarded_assignment, quote
 from codegen.spec.model import Attribute, Project, Span
-from codegen.transforms.render import LINE_LENGTH, DictArg, call_statement
 
 
 def span_start(project: Project, span: Span, var: str, indent: str, step: str) -> str:
@@ -27,15 +26,7 @@ def span_start(project: Project, span: Span, var: str, indent: str, step: str) -
     if span.attributes:
         args.append(dict_arg(span.attributes))
     guards = [f"{alias}.{project.group(span.group).flag}"] + ([span.when] if span.when else [])
-    prefix = f"{var} = {' and '.join(guards)} and {alias}.start_span"
-    if len(f"{indent}{prefix}(") <= LINE_LENGTH:
-        return call_statement(prefix, args, indent, step)
-    # black's fallback: the right-hand side in parentheses, one operand per line
-    inner = indent + step
-    lines = [f"{indent}{var} = (", f"{inner}{guards[0]}"] + [f"{inner}and {g}" for g in guards[1:]]
-    lines.append(call_statement(f"and {alias}.start_span", args, inner, step))
-    lines.append(f"{indent})")
-    return "\n".join(lines)
+    return guarded_assignment(var, guards, f"{alias}.start_span", args, indent, step)
 
 
 def span_decorator(project: Project, span: Span) -> str:
