@@ -10,7 +10,7 @@ The generated statements are simple, so black's choices reduce to a few rules, e
   per line with a magic trailing comma, exploding a dict that still does not fit and splitting a
   long string at spaces), :func:`guarded_assignment` (``x = a and b and f(...)`` with black's
   parenthesised fallback), :func:`expression_statement` and :func:`fit_call_line` (a call given as
-  code), :func:`statement` (laid-out text back to a node);
+  code), :func:`decorator`, :func:`statement` (laid-out text back to a node);
 - re-indented statements: :func:`fit` (hugged arguments one per line once their line no longer
   fits);
 - imports: :func:`merge_import_name` (a name added to a ``from x import`` in isort's order) and
@@ -193,6 +193,14 @@ def expression_statement(code: str, indent: str, step: str = "    ", guard: str 
     assert isinstance(call, cst.Call)
     prefix = (f"{guard} and " if guard else "") + one_line(call.func)
     return call_statement(prefix, [_arg(a) for a in call.args], indent, step)
+
+
+def decorator(prefix: str, args: Sequence[Arg], indent: str, step: str = "    ") -> cst.Decorator:
+    """``@{prefix}({args})`` laid out by black's rules for a function defined at ``indent``."""
+    laid_out = call_statement(f"@{prefix}", args, indent, step)
+    function = statement(f"{laid_out}\n{indent}def _(): ...", indent)
+    assert isinstance(function, cst.FunctionDef)
+    return function.decorators[0]
 
 
 def fit_call_line(stmt: cst.BaseStatement, indent: str, step: str) -> cst.BaseStatement:

@@ -120,7 +120,7 @@ class BlockEditor(cst.CSTTransformer):
         span = self.decorations.get(id(original_node))
         if span is None:
             return updated_node
-        decorator = cst.Decorator(decorator=cst.parse_expression(span_decorator(self.project, span)))
+        decorator = span_decorator(self.project, span, self.indents[-1], self.step)
         return updated_node.with_changes(decorators=[*updated_node.decorators, decorator])
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from codegen.layout import DictArg, call_statement, guarded_assignment, quote
+import libcst as cst
+
+from codegen.layout import DictArg, call_statement, decorator, guarded_assignment, quote
 from codegen.spec.model import Attribute, Project, Span
 
 
@@ -29,13 +31,12 @@ def span_start(project: Project, span: Span, var: str, indent: str, step: str) -
     return guarded_assignment(var, guards, f"{alias}.start_span", args, indent, step)
 
 
-def span_decorator(project: Project, span: Span) -> str:
-    """``otel.traced("name", {"attribute": "parameter"})``: the decorator form, for cold functions."""
-    args = [quote(span.name)]
+def span_decorator(project: Project, span: Span, indent: str, step: str) -> cst.Decorator:
+    """``@otel.traced("name", {"attribute": "parameter"})``: the decorator form, for cold functions."""
+    args: list[str | DictArg] = [quote(span.name)]
     if span.attributes:
-        pairs = ", ".join(f"{quote(a.key)}: {quote(a.expr)}" for a in span.attributes)
-        args.append("{" + pairs + "}")
-    return f"{project.runtime.alias}.traced({', '.join(args)})"
+        args.append(DictArg(tuple((quote(a.key), quote(a.expr)) for a in span.attributes), lazy=False))
+    return decorator(f"{project.runtime.alias}.traced", args, indent, step)
 
 
 def span_setter(span: Span, var: str, indent: str, step: str) -> str | None:
