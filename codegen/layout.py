@@ -23,7 +23,9 @@ A base module: it imports nothing of the generator, so every layer can use it.
 from __future__ import annotations
 
 import bisect
+import io
 import re
+import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Self
@@ -43,9 +45,27 @@ def code_of(node: cst.CSTNode) -> str:
 
 
 def one_line(node: cst.CSTNode) -> str:
-    """The code of ``node`` with its white space folded to single spaces (an expression written
-    on one line)."""
-    return " ".join(code_of(node).split())
+    """The code of ``node`` written on one line: the white space between its tokens (line breaks
+    inside brackets included) folded to one space, the text of its strings kept as it is."""
+    code = code_of(node)
+    if "\n" not in code and "  " not in code and "\t" not in code and code == code.strip():
+        return code
+    parts: list[str] = []
+    end = None
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type in _NOT_CODE:
+                continue
+            if end is not None and token.start != end:
+                parts.append(" ")
+            parts.append(token.string)
+            end = token.end
+    except (tokenize.TokenError, SyntaxError):  # not whole tokens: fold it all
+        return " ".join(code.split())
+    return "".join(parts)
+
+
+_NOT_CODE = frozenset({tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER})
 
 
 def quote(text: str) -> str:

@@ -202,3 +202,13 @@ def test_no_other_generator_module_lays_code_out_on_its_own() -> None:
             if isinstance(node, ast.Attribute) and node.attr == "code_for_node":
                 offenders.append(f"{path.relative_to(CODEGEN)}:{node.lineno}: calls code_for_node")
     assert not offenders, "\n".join(offenders)
+
+
+def test_one_line_folds_the_space_between_tokens_never_inside_strings() -> None:
+    """A help text or an f-string with two spaces keeps them; line breaks inside brackets fold."""
+    code = 'parser.add_argument(\n    "--otel-x",  help="two  spaces",\n    default=f"a  {b}")'
+    node = cst.parse_expression(code)
+    assert one_line(node) == 'parser.add_argument( "--otel-x", help="two  spaces", default=f"a  {b}")'
+    laid_out = expression_statement(code, "")
+    assert laid_out == 'parser.add_argument("--otel-x", help="two  spaces", default=f"a  {b}")'
+    assert one_line(cst.parse_expression("f(a, b)")) == "f(a, b)"
