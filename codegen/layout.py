@@ -13,8 +13,6 @@ The generated statements are simple, so black's choices reduce to a few rules, e
   code), :func:`decorator`, :func:`statement` (laid-out text back to a node);
 - re-indented statements: :func:`fit` (hugged arguments one per line once their line no longer
   fits);
-- imports: :func:`merge_import_name` (a name added to a ``from x import`` in isort's order) and
-  :func:`fit_import` (one that grew too long, parenthesised);
 - literals: :func:`literal` (constants, records and frozensets of the runtime's generated data).
 
 A base module: it imports nothing of the generator, so every layer can use it.
@@ -22,7 +20,6 @@ A base module: it imports nothing of the generator, so every layer can use it.
 
 from __future__ import annotations
 
-import bisect
 import io
 import re
 import tokenize
@@ -311,89 +308,6 @@ class _Explode(cst.CSTTransformer):
             )
         )
         return updated_node.with_changes(args=exploded)
-
-
-# Imports
-
-
-def merge_import_name(node: cst.ImportFrom, alias: str) -> cst.ImportFrom:
-    """Insert ``alias`` at its alphabetical (isort) position. Every existing name keeps its own
-    comma, and with it any comment after it; the new name gets a plain separator."""
-    if isinstance(node.names, cst.ImportStar):  # nothing to add a name to
-        return node
-    names = list(node.names)
-    keys = [_isort_key(code_of(n.name)) for n in names]
-    index = bisect.bisect_left(keys, _isort_key(alias))
-    commas = [n.comma for n in names[:-1] if isinstance(n.comma, cst.Comma)]
-    plain = next((c for c in commas if not _has_comment(c)), None)
-    if plain is None and commas:  # every separator carries a comment: reuse one's layout, not its text
-        after = commas[0].whitespace_after
-        plain = commas[0].with_changes(
-            whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace())
-        )
-    plain = plain or cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    new = cst.ImportAlias(name=cst.Name(alias))
-    if index < len(names):
-        return node.with_changes(names=names[:index] + [new.with_changes(comma=plain)] + names[index:])
-    # Appended: the old last name needs a separator (keeping its comment); the new one takes over
-    # what followed the old last name (a trailing comma and the line break before ")", or nothing).
-    last = names[-1]
-    tail = last.comma
-    if isinstance(tail, cst.Comma):
-        separator = plain
-        if (
-            _has_comment(tail)
-            and isinstance(tail.whitespace_after, cst.ParenthesizedWhitespace)
-            and isinstance(plain.whitespace_after, cst.ParenthesizedWhitespace)
-        ):
-            separator = plain.with_changes(
-                whitespace_after=plain.whitespace_after.with_changes(
-                    first_line=tail.whitespace_after.first_line
-                )
-            )
-        if isinstance(tail.whitespace_after, cst.ParenthesizedWhitespace):
-            tail = tail.with_changes(
-                whitespace_after=tail.whitespace_after.with_changes(first_line=cst.TrailingWhitespace())
-            )
-        return node.with_changes(
-            names=names[:-1] + [last.with_changes(comma=separator), new.with_changes(comma=tail)]
-        )
-    return node.with_changes(names=names[:-1] + [last.with_changes(comma=plain), new])
-
-
-def _isort_key(name: str) -> tuple[int, str]:
-    """isort's default order within one import: CONSTANTS, then Classes, then the rest."""
-    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
-    return kind, name.lower()
-
-
-def _has_comment(comma: cst.Comma) -> bool:
-    after = comma.whitespace_after
-    return isinstance(after, cst.ParenthesizedWhitespace) and after.first_line.comment is not None
-
-
-def fit_import(stmt: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
-    """A one-line ``from x import a, b`` that grew past :data:`LINE_LENGTH` columns, the way black
-    lays it out (a trailing comment stays on the first line)."""
-    code = code_of(stmt.with_changes(leading_lines=()))
-    first = code.split("\n")[0]
-    node = stmt.body[0]
-    if (
-        len(first) <= LINE_LENGTH
-        or "\n" in code.rstrip("\n")
-        or not isinstance(node, cst.ImportFrom)
-        or node.module is None
-        or isinstance(node.names, cst.ImportStar)
-    ):
-        return stmt
-    module = code_of(node.module)
-    names = [code_of(n.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for n in node.names]
-    comment = stmt.trailing_whitespace.comment
-    opening = f"from {module} import (" + (f"  {comment.value}" if comment else "")
-    text = opening + "\n" + "".join(f"    {n},\n" for n in names) + ")\n"
-    laid_out = cst.parse_statement(text)
-    assert isinstance(laid_out, cst.SimpleStatementLine)  # an import statement
-    return laid_out.with_changes(leading_lines=stmt.leading_lines)
 
 
 # Literals

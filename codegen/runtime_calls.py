@@ -1,19 +1,34 @@
 """The runtime's call interface: the Python text of the calls into the runtime that the generator
-writes into the target's code, in one place. ``spec/`` builds hook calls with it, ``resolve/``
-recognises what was inserted by it, ``transforms/`` lays the same text out black-style.
+writes into the target's code, in one place. ``spec/`` keeps what a hook inserts as typed payloads
+(and imports nothing from here); ``resolve/`` recognises what was inserted and checks its
+expressions, ``transforms/`` lays the same text out black-style, all with :func:`payload_call`
+and :func:`hook_calls`.
 
 Only text lives here, no layout (that is ``codegen/layout.py``, which also has :func:`quote`, the
-one maker of string literals) and no parsing of specs; it imports nothing of the generator but
-the layout module (``spec/`` sits above it).
+one maker of string literals) and no parsing of specs; of the generator it imports only the spec
+model and the layout module.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, assert_never
 
 from codegen.layout import quote
+from codegen.spec.model import (
+    AddFlag,
+    AroundHook,
+    Call,
+    EntryHook,
+    Hook,
+    Payload,
+    Record,
+    Stamp,
+    StatementHook,
+    WrapHook,
+)
 
 
 class Keyed(Protocol):
@@ -45,6 +60,30 @@ SPAN_VARIABLE_PATTERN = re.compile(rf"{SPAN_VARIABLE}(_\d+)?\Z")
 
 def span_variable(depth: int) -> str:
     return SPAN_VARIABLE if depth == 1 else f"{SPAN_VARIABLE}_{depth}"
+
+
+def bind(code: str, alias: str, binding: str) -> str:
+    """``code`` from a spec, with every name ``alias`` (the runtime, as specs write it) spelled
+    ``binding`` (the private name the generated code imports the runtime as). Attribute names,
+    keywords and string contents are left alone: only the names the expression reads change."""
+    if alias not in code:
+        return code
+    try:
+        tree = ast.parse(f"({code}\n)", mode="eval")  # parenthesized: any leading space or line break
+    except SyntaxError:
+        return code
+    lines = code.split("\n")
+    spots = sorted(
+        ((n.lineno - 1, n.col_offset) for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == alias),
+        reverse=True,
+    )
+    for row, col in spots:  # offsets are of UTF-8 bytes, the first line's after the "("
+        col -= 1 if row == 0 else 0
+        raw = lines[row].encode("utf-8")
+        lines[row] = (raw[:col] + binding.encode("utf-8") + raw[col + len(alias.encode("utf-8")) :]).decode(
+            "utf-8"
+        )
+    return "\n".join(lines)
 
 
 def guard(alias: str, flag: str | None) -> str:
@@ -82,3 +121,59 @@ def add_argument_call(parser: str, flag: Option) -> str:
         args.append(f"metavar={quote(flag.metavar)}")
     args.append(f"help={quote(flag.help)}")
     return f"{parser}.add_argument({', '.join(args)})"
+
+
+def payload_call(payload: Payload, alias: str, binding: str | None = None) -> str:
+    """The call an entry/before/after hook inserts, as text (unguarded): as the spec would write it,
+    or, given the ``binding`` the generated code imports the runtime as, as the code spells it."""
+    match payload:
+        case Call(text=text):
+            code = text
+        case Record(metrics=metrics):
+            code = record_metrics_call(alias, metrics)
+        case Stamp(attributes=attributes):
+            code = set_current_attributes_call(alias, attributes)
+        case AddFlag(parser=parser, flag=flag):
+            code = add_argument_call(parser, flag)
+        case _:
+            assert_never(payload)
+    return bind(code, alias, binding) if binding is not None else code
+
+
+def payload_label(payload: Payload) -> str:
+    """The spec key the payload is written under, for messages."""
+    match payload:
+        case Call() | AddFlag():
+            return "call"
+        case Record():
+            return "record"
+        case Stamp():
+            return "stamp"
+        case _:
+            assert_never(payload)
+
+
+def hook_calls(hook: Hook, alias: str, binding: str | None = None) -> tuple[str, ...]:
+    """Every call a hook inserts as a statement of its own (unguarded): the payload's, or an around
+    hook's ``enter`` and ``exit``; none for a wrap hook (it rewrites a call in place). With
+    ``binding``: as the generated code spells them (see :func:`payload_call`)."""
+    match hook:
+        case EntryHook(payload=payload) | StatementHook(payload=payload):
+            return (payload_call(payload, alias, binding),)
+        case AroundHook(enter=enter, exit=exit_):
+            return tuple(payload_call(c, alias, binding) for c in (enter, exit_) if c is not None)
+        case WrapHook():
+            return ()
+        case _:
+            assert_never(hook)
+
+
+def hook_guard(hook: Hook) -> str | None:
+    """The runtime flag a hook's statements are conditional on (None for a wrap hook)."""
+    match hook:
+        case EntryHook(guard=flag) | StatementHook(guard=flag) | AroundHook(guard=flag):
+            return flag
+        case WrapHook():
+            return None
+        case _:
+            assert_never(hook)

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import assert_never
 
 import libcst as cst
 
 from codegen.diagnostics import Diagnostics
 from codegen.resolve.regions import select
 from codegen.resolve.statements import StatementSite, statement_sites
-from codegen.spec.model import ANY, Hook, Region, Selector, Span
+from codegen.spec.model import (
+    ANY,
+    AroundHook,
+    EntryHook,
+    Hook,
+    Region,
+    Selector,
+    Span,
+    StatementHook,
+    WrapHook,
+)
 
 
 class _NoChoice(Exception):
@@ -32,9 +43,9 @@ def concrete(
     """``entry`` with every ``any`` selector replaced by the alternative this function's code takes
     (the entry itself when it has none); None, with an error listing every alternative's outcome,
     when no alternative selects exactly one statement."""
-    region = entry.region
+    region = entry.region if isinstance(entry, Span | AroundHook) else None
     selectors = [region.first, region.last] if region is not None else []
-    if isinstance(entry, Hook):
+    if isinstance(entry, StatementHook | WrapHook):
         selectors.append(entry.selector)
     if not any(has_alternatives(s) for s in selectors):
         return entry
@@ -46,12 +57,20 @@ def concrete(
                 first=_choose(entry, region.first, sites, line_of, diags),
                 last=_choose(entry, region.last, sites, line_of, diags),
             )
-        if isinstance(entry, Hook):
-            return replace(
-                entry, region=region, selector=_choose(entry, entry.selector, sites, line_of, diags)
-            )
-        assert isinstance(region, Region)
-        return replace(entry, region=region)
+        match entry:
+            case StatementHook() | WrapHook():
+                selector = _choose(entry, entry.selector, sites, line_of, diags)
+                assert selector is not None  # an entry's own selector stays one
+                return replace(entry, selector=selector)
+            case AroundHook():
+                return replace(entry, region=region)
+            case Span():
+                assert isinstance(region, Region)
+                return replace(entry, region=region)
+            case EntryHook():  # no selector: returned above
+                return entry
+            case _:
+                assert_never(entry)
     except _NoChoice:
         return None
 

@@ -38,6 +38,7 @@ from codegen.resolve.hostile import parse_module
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import assigned_names, child_blocks
 from codegen.resolve.walk import walk
+from codegen.runtime_calls import payload_call, payload_label
 from codegen.spec.model import Hook, Span
 
 # The attributes of torch.nn.Module (torch 2.13: ``dir(torch.nn.Module) | vars(torch.nn.Module())``,
@@ -384,41 +385,34 @@ def _expressions(plan: FilePlan, alias: str) -> Iterator[Expression]:
                 yield Expression(attr.expr, f"end attribute '{attr.key}'", attr.pos, func, last, True, entry)
         else:
             if entry.enter:
-                yield Expression(
-                    entry.enter, "enter", entry.enter_pos or entry.pos, func, first, False, entry
-                )
+                yield Expression(entry.enter.text, "enter", entry.enter.pos, func, first, False, entry)
             if entry.exit:
-                yield Expression(entry.exit, "exit", entry.exit_pos or entry.pos, func, last, True, entry)
+                yield Expression(entry.exit.text, "exit", entry.exit.pos, func, last, True, entry)
     for insert in plan.inserts:
         hook = insert.hook
-        if hook.call is None:
-            continue
         body = insert.block.body
         at, after = (body[insert.index], False) if insert.index < len(body) else (body[-1], True)
+        payload = hook.payload
         yield Expression(
-            hook.call, _payload(hook), hook.call_pos or hook.pos, insert.function, at, after, hook
+            payload_call(payload, alias),
+            payload_label(payload),
+            payload.pos,
+            insert.function,
+            at,
+            after,
+            hook,
         )
     for rewrite in plan.rewrites:
-        hook = rewrite.hook
-        if hook.wrapper:
-            yield Expression(
-                hook.wrapper,
-                "with",
-                hook.call_pos or hook.pos,
-                rewrite.function,
-                rewrite.statement,
-                False,
-                hook,
-            )
-
-
-def _payload(hook: Hook) -> str:
-    text = hook.call or ""
-    if ".record_metrics(lambda" in text:
-        return "record"
-    if ".set_current_attributes(lambda" in text:
-        return "stamp"
-    return "call"
+        wrap_hook = rewrite.hook
+        yield Expression(
+            wrap_hook.wrapper,
+            "with",
+            wrap_hook.wrapper_pos,
+            rewrite.function,
+            rewrite.statement,
+            False,
+            wrap_hook,
+        )
 
 
 @dataclass(frozen=True)

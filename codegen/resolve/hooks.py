@@ -14,13 +14,16 @@ from codegen.resolve.statements import (
     statement_sites,
 )
 from codegen.resolve.walk import walk
-from codegen.spec.model import Hook
+from codegen.spec.model import EntryHook, StatementHook, WrapArgument, WrapHook
 
 
 def resolve_rewrite(
-    hook: Hook, func: cst.FunctionDef, alias: str, line_of: Callable[[cst.CSTNode], int], diags: Diagnostics
+    hook: WrapHook,
+    func: cst.FunctionDef,
+    alias: str,
+    line_of: Callable[[cst.CSTNode], int],
+    diags: Diagnostics,
 ) -> Rewrite | None:
-    assert hook.selector is not None and hook.wrapper is not None
     site = select(hook, hook.selector, statement_sites(func), line_of, diags)
     if site is None:
         return None
@@ -36,10 +39,11 @@ def resolve_rewrite(
         )
         return None
     call = calls[0]
-    if hook.argument is not None and argument_index(call, hook.argument) is None:
+    target = hook.target
+    if isinstance(target, WrapArgument) and argument_index(call, target.argument) is None:
         diags.error(
             hook.selector.pos,
-            f"the call on line {line_of(site.node)} has no argument {hook.argument} (or a *args comes before it)",
+            f"the call on line {line_of(site.node)} has no argument {target.argument} (or a *args comes before it)",
         )
         return None
     if not isinstance(site.block, cst.IndentedBlock):
@@ -66,14 +70,16 @@ def argument_index(call: cst.Call, argument: int | str) -> int | None:
 
 
 def resolve_insert(
-    hook: Hook, func: cst.FunctionDef, line_of: Callable[[cst.CSTNode], int], diags: Diagnostics
+    hook: EntryHook | StatementHook,
+    func: cst.FunctionDef,
+    line_of: Callable[[cst.CSTNode], int],
+    diags: Diagnostics,
 ) -> Insert | None:
     body = func.body
     assert isinstance(body, cst.IndentedBlock)
-    if hook.kind == "entry":
+    if isinstance(hook, EntryHook):
         index = 1 if has_docstring(body) else 0
         return Insert(hook, func, body, index)
-    assert hook.selector is not None
     site = select(hook, hook.selector, statement_sites(func), line_of, diags)
     if site is None:
         return None
@@ -81,5 +87,5 @@ def resolve_insert(
     if not isinstance(block, cst.IndentedBlock):
         diags.error(hook.pos, "cannot insert into a one-line block; the block must be indented")
         return None
-    index = site.index + (1 if hook.kind == "after" else 0)
+    index = site.index + (1 if hook.after else 0)
     return Insert(hook, func, block, index)

@@ -11,6 +11,7 @@ import ast
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import assert_never
 
 import libcst as cst
 
@@ -30,7 +31,8 @@ from codegen.resolve.statements import (
     block_ancestry,
 )
 from codegen.resolve.strip import strip
-from codegen.spec.model import Hook, Project, Region, Span
+from codegen.runtime_calls import hook_calls
+from codegen.spec.model import AroundHook, EntryHook, Hook, Project, Region, Span, StatementHook, WrapHook
 
 
 def parse_source(path: str, source: str) -> cst.Module:
@@ -258,16 +260,31 @@ def _place(
     diags: Diagnostics,
 ) -> None:
     """Add the entry to the plan as a rewrite, an insert, a decoration or a wrap (or report why not)."""
-    if isinstance(span, Hook) and span.kind == "wrap":
-        rewrite = resolve_rewrite(span, func, project.runtime.alias, line_of, diags)
-        if rewrite is not None:
-            plan.rewrites.append(rewrite)
-        return
-    if isinstance(span, Hook) and span.kind != "around":
-        insert = resolve_insert(span, func, line_of, diags)
-        if insert is not None:
-            plan.inserts.append(insert)
-        return
+    match span:
+        case WrapHook():
+            rewrite = resolve_rewrite(span, func, project.runtime.alias, line_of, diags)
+            if rewrite is not None:
+                plan.rewrites.append(rewrite)
+            return
+        case EntryHook() | StatementHook():
+            insert = resolve_insert(span, func, line_of, diags)
+            if insert is not None:
+                plan.inserts.append(insert)
+            return
+        case Span() | AroundHook():
+            _place_wrap(plan, span, func, line_of, diags)
+        case _:
+            assert_never(span)
+
+
+def _place_wrap(
+    plan: FilePlan,
+    span: Span | AroundHook,
+    func: cst.FunctionDef,
+    line_of: Callable[[cst.CSTNode], int],
+    diags: Diagnostics,
+) -> None:
+    """A span (decorated or wrapping statements) or an around hook."""
     if isinstance(span, Span) and span.form == "decorator":
         missing = [a.expr for a in span.attributes if a.expr not in parameters(func)]
         if missing:
@@ -297,13 +314,14 @@ def _place(
 
 
 def _maybe_instrumented(source: str, alias: str, hooks: list[Hook]) -> bool:
-    """Whether ``source`` may hold our constructs: it names the runtime, or it holds the text of a
-    hook that calls something else (its longest string literal, else its callee)."""
-    if re.search(rf"(?<![\w.]){re.escape(alias)}\b", source):
+    """Whether ``source`` may hold our constructs: it names the runtime (``_otel``, or ``otel`` as
+    releases before the private name imported it), or it holds the text of a hook that calls
+    something else (its longest string literal, else its callee)."""
+    if re.search(rf"(?<![\w.])_?{re.escape(alias)}\b", source):
         return True
     for hook in hooks:
-        for code in (hook.call, hook.enter, hook.exit):
-            if code is None or code.startswith(f"{alias}."):
+        for code in hook_calls(hook, alias):
+            if code.startswith(f"{alias}."):
                 continue
             tree = ast.parse(code, mode="eval")
             strings = [

@@ -9,7 +9,7 @@ import libcst as cst
 
 from codegen.resolve.functions import unsafe_reason
 from codegen.resolve.walk import children, nested_scope
-from codegen.runtime_calls import SPAN_VARIABLE, guarded
+from codegen.runtime_calls import SPAN_VARIABLE, guarded, hook_calls, hook_guard
 from codegen.spec.model import Hook
 
 
@@ -26,7 +26,9 @@ def hook_codes(hooks: list[Hook], alias: str) -> set[str]:
     """What the statements the hooks insert mean (see :func:`compact`)."""
     codes: set[str] = set()
     for hook in hooks:
-        codes.update(compact(guarded(alias, hook.guard, c)) for c in (hook.call, hook.enter, hook.exit) if c)
+        # as inserted now (the runtime imported as ``_otel``) and by releases before that (``otel``)
+        for name in (f"_{alias}", alias):
+            codes.update(compact(guarded(name, hook_guard(hook), c)) for c in hook_calls(hook, alias, name))
     return codes
 
 
@@ -42,14 +44,15 @@ class Facts:
     def _scan(self, func: cst.FunctionDef) -> _Scan:
         scan = self._scans.get(id(func))
         if scan is None:
-            scan = self._scans[id(func)] = _Scan(func)
+            scan = self._scans[id(func)] = _Scan(func, "_" + self.alias)
         return scan
 
     def unsafe(self, func: cst.FunctionDef) -> str | None:
         return unsafe_reason(func, is_generator=self._scan(func).generator, aliases=self.aliases)
 
     def taken_names(self, func: cst.FunctionDef) -> set[str]:
-        """``_otel_span*`` names the function uses although no span of ours is in it yet."""
+        """``_otel_span*`` names (and ``_otel``, the runtime's binding) the function uses although no
+        span of ours is in it yet."""
         scan = self._scan(func)
         return scan.span_names
 
@@ -58,14 +61,14 @@ class _Scan:
     """One walk of a function: does it yield (outside nested defs and lambdas), which
     ``_otel_span*`` names does it use (anywhere)."""
 
-    def __init__(self, func: cst.FunctionDef) -> None:
+    def __init__(self, func: cst.FunctionDef, binding: str) -> None:
         self.generator = False
         self.span_names: set[str] = set()
         stack: list[tuple[cst.CSTNode, bool]] = [(func, False)]
         while stack:
             node, nested = stack.pop()
             if isinstance(node, cst.Name):
-                if node.value.startswith(SPAN_VARIABLE):
+                if node.value.startswith(SPAN_VARIABLE) or node.value == binding:
                     self.span_names.add(node.value)
                 continue
             if isinstance(node, cst.Yield) and not nested:

@@ -9,7 +9,7 @@ import libcst as cst
 
 from codegen.diagnostics import Diagnostic
 from codegen.resolve.context import FileContext
-from codegen.spec.model import Hook, Span
+from codegen.spec.model import AroundHook, EntryHook, Hook, Span, StatementHook, WrapHook
 
 _Entry = TypeVar("_Entry", Span, Hook)
 
@@ -18,7 +18,7 @@ _Entry = TypeVar("_Entry", Span, Hook)
 class Wrap:
     """A span, or an around hook, bound to ``block.body[start:end]`` of the original tree."""
 
-    entry: Span | Hook
+    entry: Span | AroundHook
     function: cst.FunctionDef
     block: cst.IndentedBlock
     start: int
@@ -42,7 +42,7 @@ class Wrap:
 class Insert:
     """A hook call inserted before ``block.body[index]`` (or at the end when index == len)."""
 
-    hook: Hook
+    hook: EntryHook | StatementHook
     function: cst.FunctionDef
     block: cst.IndentedBlock
     index: int
@@ -52,7 +52,7 @@ class Insert:
 class Rewrite:
     """A wrap hook bound to one call inside ``statement`` (a statement of ``block``)."""
 
-    hook: Hook
+    hook: WrapHook
     function: cst.FunctionDef
     block: cst.IndentedBlock
     statement: cst.BaseStatement

@@ -13,12 +13,17 @@ string literals, a start statement in black's parenthesized fallback), these are
   something else, such as the inserted argument-parser flags);
 - a wrap hook: ``ALIAS.f(x)`` -> ``x`` and ``ALIAS.f("key", call)`` -> ``call``;
 - the decorator ``@ALIAS.traced(...)``;
-- with ``imports=True``, ``ALIAS`` in ``from PARENT import ...``.
+- the runtime import: ``ALIAS`` in ``from PARENT import ...`` (as releases before the private
+  name wrote it: always) and ``import PARENT.ALIAS as _ALIAS`` (with ``imports=True``).
+
+``ALIAS`` is either spelling of the runtime: ``_otel`` (how the generated code imports it) or
+``otel`` (how releases before that imported it), so an old instrumented tree strips too.
 
 The pipeline strips a module that mentions the runtime's name before instrumenting it, so that
 applying the specs to an instrumented tree gives what applying them to the pristine tree gives
 (a renamed or removed span leaves nothing behind). It keeps the runtime import there, which the
-instrumentation then finds in place. The AST-equivalence checks strip everything and compare the
+instrumentation then finds in place (an old ``from PARENT import ALIAS`` goes: the code no longer
+uses that name). The AST-equivalence checks strip everything and compare the
 result with the pristine source.
 """
 
@@ -56,8 +61,13 @@ def _rooted_call(node: cst.BaseExpression, alias: str) -> TypeGuard[cst.Call]:
     return (
         isinstance(node, cst.Call)
         and isinstance(node.func, cst.Attribute)
-        and m_name(_root(node.func), alias)
+        and _runtime(_root(node.func), alias)
     )
+
+
+def _runtime(node: cst.BaseExpression, alias: str) -> bool:
+    """The runtime's name, either spelling: ``_otel`` (now) or ``otel`` (before)."""
+    return isinstance(node, cst.Name) and node.value in (alias, "_" + alias)
 
 
 def m_name(node: cst.BaseExpression, name: str) -> bool:
@@ -66,7 +76,7 @@ def m_name(node: cst.BaseExpression, name: str) -> bool:
 
 def _flag(node: cst.BaseExpression, alias: str) -> bool:
     """``ALIAS.FLAG``."""
-    return isinstance(node, cst.Attribute) and m_name(node.value, alias)
+    return isinstance(node, cst.Attribute) and _runtime(node.value, alias)
 
 
 def _operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -114,7 +124,7 @@ class _Stripper(cst.CSTTransformer):
             and _flag(operands[0], self.alias)
             and isinstance(last, cst.Call)
             and isinstance(last.func, cst.Attribute)
-            and m_name(last.func.value, self.alias)
+            and _runtime(last.func.value, self.alias)
             and last.func.attr.value == "start_span"
         )
 
@@ -212,13 +222,19 @@ class _Stripper(cst.CSTTransformer):
         return updated_node.with_changes(body=body)
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        body = _statements(updated_node.body)
-        if self.imports:
-            body = [s for s in (self._without_import(s) for s in body) if s is not None]
+        body = [s for s in (self._without_import(s) for s in _statements(updated_node.body)) if s is not None]
         return updated_node.with_changes(body=body)
 
     def _without_import(self, stmt: Statement) -> Statement | None:
         small = _single(stmt)
+        if self.imports and isinstance(small, cst.Import) and len(small.names) == 1:
+            name = small.names[0]
+            if (
+                code_of(name.name) == f"{self.parent}.{self.alias}"
+                and isinstance(name.asname, cst.AsName)
+                and m_name(name.asname.name, "_" + self.alias)
+            ):
+                return None
         if (
             not isinstance(small, cst.ImportFrom)
             or small.relative
@@ -244,7 +260,7 @@ class _Stripper(cst.CSTTransformer):
         return (
             isinstance(target, cst.Call)
             and isinstance(target.func, cst.Attribute)
-            and m_name(target.func.value, self.alias)
+            and _runtime(target.func.value, self.alias)
             and target.func.attr.value == "traced"
         )
 

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from codegen.diagnostics import Pos
-from codegen.runtime_calls import record_metrics_call, set_current_attributes_call
 from codegen.spec.model import (
+    AroundHook,
+    Call,
+    EntryHook,
     Hook,
+    Payload,
+    Record,
+    Stamp,
+    StatementHook,
+    WrapArgument,
+    WrapHook,
+    WrapResult,
 )
 from codegen.spec.reader import DOTTED, IDENTIFIER
 from codegen.spec.releases import ReleasesReader
@@ -40,10 +49,10 @@ WRAP_KEYS = ("call", "within", "occurrence", "argument", "result", "with")
 class HookReader(SelectorReader, ReleasesReader):
     hook_nodes: list[tuple[YMap, tuple[str, Pos] | None]]
 
-    def _hooks(self, group_names: set[str], metric_names: set[str], alias: str) -> tuple[Hook, ...]:
+    def _hooks(self, group_names: set[str], metric_names: set[str]) -> tuple[Hook, ...]:
         hooks = []
         for node, default_file in self.hook_nodes:
-            hook = self._hook(node, default_file, group_names, metric_names, alias)
+            hook = self._hook(node, default_file, group_names, metric_names)
             if hook is not None:
                 hooks.append(hook)
         return tuple(hooks)
@@ -54,7 +63,6 @@ class HookReader(SelectorReader, ReleasesReader):
         default_file: tuple[str, Pos] | None,
         group_names: set[str],
         metric_names: set[str],
-        alias: str,
     ) -> Hook | None:
         self._check_keys(node, HOOK_KEYS, "hook")
         file, file_pos = self._entry_file(node, default_file, "hook")
@@ -83,29 +91,23 @@ class HookReader(SelectorReader, ReleasesReader):
         if len(payloads) != 1:
             self.diags.error(node.pos, "a hook needs exactly one of: call, record, stamp")
             return None
-        call, guard = self._payload_call(node, payloads[0], metric_names, alias, guard)
-        if call is None:
+        payload, guard = self._payload(node, payloads[0], metric_names, guard)
+        if payload is None:
             return None
-        selector = None
-        if kind in ("before", "after"):
-            selector = self._selector(node.value(kind))
-            if selector is None:
+        if kind == "entry":
+            if not (isinstance(entry := node.get("entry"), YScalar) and entry.value is True):
+                self.diags.error(node.value_pos("entry"), "entry must be true")
                 return None
-        elif not (isinstance(entry := node.get("entry"), YScalar) and entry.value is True):
-            self.diags.error(node.value_pos("entry"), "entry must be true")
+            return EntryHook(payload=payload, guard=guard, **self._placement(node, file, file_pos, function))
+        selector = self._selector(node.value(kind))
+        if selector is None:
             return None
-        point: Literal["entry", "before", "after"] = (
-            "before" if kind == "before" else "after" if kind == "after" else "entry"
-        )
-        return Hook(
-            file,
-            function,
-            point,
-            node.pos,
+        return StatementHook(
             selector=selector,
-            call=call,
+            after=kind == "after",
+            payload=payload,
             guard=guard,
-            **self._placement(node, file_pos),
+            **self._placement(node, file, file_pos, function),
         )
 
     def _guard(self, node: YMap, group_names: set[str]) -> tuple[bool, str | None]:
@@ -138,6 +140,8 @@ class HookReader(SelectorReader, ReleasesReader):
             return None
         enter = self._call(node.get("enter"), "enter") if "enter" in node.entries else None
         exit_ = self._call(node.get("exit"), "exit") if "exit" in node.entries else None
+        if ("enter" in node.entries and enter is None) or ("exit" in node.entries and exit_ is None):
+            return None
         if enter is None and exit_ is None:
             self.diags.error(node.pos, "an around hook needs 'enter' or 'exit'")
             return None
@@ -146,35 +150,32 @@ class HookReader(SelectorReader, ReleasesReader):
             region = self._region(node.value("around"))
             if region is None:
                 return None
-        return Hook(
-            file,
-            function,
-            "around",
-            node.pos,
+        return AroundHook(
             region=region,
             enter=enter,
             exit=exit_,
             guard=guard,
-            **self._placement(node, file_pos),
+            **self._placement(node, file, file_pos, function),
         )
 
-    def _payload_call(
-        self, node: YMap, payload: str, metric_names: set[str], alias: str, guard: str | None
-    ) -> tuple[str | None, str | None]:
-        """The call a ``call:``, ``record:`` or ``stamp:`` hook inserts (None if invalid), and its
+    def _payload(
+        self, node: YMap, payload: str, metric_names: set[str], guard: str | None
+    ) -> tuple[Payload | None, str | None]:
+        """What a ``call:``, ``record:`` or ``stamp:`` hook inserts (None if invalid), and its
         guard (a ``record:`` hook is guarded by METRICS unless it names another)."""
         if payload == "call":
             return self._call(node.get("call"), "call"), guard
         attrs = self._attributes(node.get(payload), payload)
         if attrs is None:
             return None, guard
+        where = node.value_pos(payload)
         if payload == "record":
             for attr in attrs:
                 if attr.key not in metric_names:
                     self._unknown(attr.pos, "metric", attr.key, sorted(metric_names), "metrics")
                     return None, guard
-            return record_metrics_call(alias, attrs), guard or "METRICS"
-        return set_current_attributes_call(alias, attrs), guard
+            return Record(tuple(attrs), where), guard or "METRICS"
+        return Stamp(tuple(attrs), where), guard
 
     def _wrap_hook(self, node: YMap, file: str, file_pos: Pos | None, function: str) -> Hook | None:
         spec = self._map(node.value("wrap"), "wrap")
@@ -190,7 +191,7 @@ class HookReader(SelectorReader, ReleasesReader):
                 spec.value_pos("with"), "'with' must be a dotted callable such as otel.in_context"
             )
             return None
-        argument = result = None
+        target: WrapArgument | WrapResult | None = None
         if ("argument" in spec.entries) == ("result" in spec.entries):
             self.diags.error(
                 spec.pos, "wrap takes either 'argument' (an index) or 'result' (an attribute key)"
@@ -208,41 +209,37 @@ class HookReader(SelectorReader, ReleasesReader):
                 )
                 return None
             assert isinstance(value, (int, str))  # checked just above
-            argument = value
+            target = WrapArgument(value)
         else:
-            result = self._str(spec.get("result"), "result")
-        if selector is None or wrapper is None or (argument is None and result is None):
+            key = self._str(spec.get("result"), "result")
+            target = WrapResult(key) if key is not None else None
+        if selector is None or wrapper is None or target is None:
             return None
         if selector.kind != "call":
             self.diags.error(spec.pos, "wrap needs a 'call' selector")
             return None
-        return Hook(
-            file,
-            function,
-            "wrap",
-            node.pos,
+        return WrapHook(
             selector=selector,
             wrapper=wrapper,
-            argument=argument,
-            result=result,
-            **self._placement(node, file_pos),
+            target=target,
+            wrapper_pos=node.value_pos("wrap"),
+            **self._placement(node, file, file_pos, function),
         )
 
-    def _placement(self, node: YMap, file_pos: Pos | None) -> dict[str, Any]:
-        """The keyword arguments every hook shares: its note and where it names file, function and
-        the expressions it inserts."""
-        payload = next((node.get(k) for k in ("call", "record", "stamp", "wrap") if k in node.entries), None)
+    def _placement(self, node: YMap, file: str, file_pos: Pos | None, function: str) -> dict[str, Any]:
+        """The keyword arguments every hook shares: where it is declared, its file, function,
+        note and releases."""
         return {
+            "file": file,
+            "function": function,
+            "pos": node.pos,
             "note": (self._str(node.get("note"), "note") or "") if "note" in node.entries else "",
             "file_pos": file_pos,
             "function_pos": node.value_pos("function"),
             "releases": self._releases(node),
-            "call_pos": payload.pos if payload is not None else None,
-            "enter_pos": node.value_pos("enter") if "enter" in node.entries else None,
-            "exit_pos": node.value_pos("exit") if "exit" in node.entries else None,
         }
 
-    def _call(self, node: YNode | None, what: str) -> str | None:
+    def _call(self, node: YNode | None, what: str) -> Call | None:
         text = self._str(node, what)
         if text is None or node is None:
             return None
@@ -254,4 +251,4 @@ class HookReader(SelectorReader, ReleasesReader):
         if not isinstance(expr, ast.Call):
             self.diags.error(node.pos, f"{what}: '{text}' must be a call")
             return None
-        return text
+        return Call(text, node.pos)

@@ -199,8 +199,7 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, Attribute
         metrics = self._metrics()
         env = self._env()
         flags, flag_hooks = self._flags(env, presets, groups)
-        alias = runtime.alias if runtime is not None else "otel"
-        hooks = self._hooks(group_names, {m.name for m in metrics}, alias) + flag_hooks
+        hooks = self._hooks(group_names, {m.name for m in metrics}) + flag_hooks
         self._check_unique_names(spans, lifecycle)
         # every name a span declares, valid or not: an invalid span has its own error already
         known = {n for s in spans for n in (s.names or (s.name,))} | {s.name for s in lifecycle}

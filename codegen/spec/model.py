@@ -174,34 +174,112 @@ class Span(_Placed):
 
 
 @dataclass(frozen=True)
-class Hook(_Placed):
-    """A call into the runtime inserted at function entry, before/after a statement, or around
-    statements (``enter`` before them, ``exit`` in a ``finally:`` after them)."""
+class Call:
+    """A ``call:`` payload: a call expression as the spec writes it."""
+
+    text: str
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Record:
+    """A ``record:`` payload: metric values, recorded through the runtime's ``record_metrics``."""
+
+    metrics: tuple[Attribute, ...]
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """A ``stamp:`` payload: attributes set on the current span (``set_current_attributes``)."""
+
+    attributes: tuple[Attribute, ...]
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class AddFlag:
+    """A ``flags:`` option: ``parser.add_argument(...)`` inserted into Megatron's parser."""
+
+    parser: str  # the (dotted) name of the argparse parser or group
+    flag: Flag
+    pos: Pos
+
+
+# What an entry/before/after hook inserts (its statement's text is made at transform time).
+Payload = Call | Record | Stamp | AddFlag
+
+
+@dataclass(frozen=True)
+class WrapArgument:
+    """``f(a)`` -> ``f(wrapper(a))``: the argument at a position, or a keyword's."""
+
+    argument: int | str
+
+
+@dataclass(frozen=True)
+class WrapResult:
+    """``f(a)`` -> ``wrapper("key", f(a))``: the call's result, recorded under an attribute key."""
+
+    key: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class _HookBase(_Placed):
+    """What every hook has: where it is declared and whose function it edits."""
 
     file: str
     function: str
-    kind: Literal["entry", "before", "after", "around", "wrap"]
     pos: Pos
-    region: Region | None = None  # around: the covered statements (whole function when None)
-    selector: Selector | None = None  # before / after
-    call: str | None = None  # entry / before / after: a call expression
-    enter: str | None = None
-    exit: str | None = None
-    guard: str | None = None  # a runtime flag name ("JOB", "METRICS") the call is conditional on
-    # wrap: the call ``selector`` names is rewritten: its argument ``argument`` becomes
-    # ``wrapper(arg)``, or, with ``result`` (an attribute key), the call becomes
-    # ``wrapper("key", call(...))``.
-    wrapper: str | None = None
-    argument: int | str | None = None  # a position, or a keyword's name
-    result: str | None = None
     note: str = ""
     file_pos: Pos | None = None
     function_pos: Pos | None = None
     releases: Releases | None = None  # the upstream releases it applies to (None: every one)
-    # where the spec writes the expressions: call/record/stamp, enter, exit, with (for errors)
-    call_pos: Pos | None = None
-    enter_pos: Pos | None = None
-    exit_pos: Pos | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EntryHook(_HookBase):
+    """A call inserted at function entry (after the docstring)."""
+
+    payload: Payload
+    guard: str | None = None  # a runtime flag name ("JOB", "METRICS") the call is conditional on
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatementHook(_HookBase):
+    """A call inserted before (or, with ``after``, after) the statement ``selector`` chooses."""
+
+    selector: Selector
+    after: bool
+    payload: Payload
+    guard: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AroundHook(_HookBase):
+    """``enter`` before the covered statements, ``exit`` in a ``finally:`` after them (at least
+    one of the two)."""
+
+    region: Region | None  # the covered statements (the whole function when None)
+    enter: Call | None
+    exit: Call | None
+    guard: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WrapHook(_HookBase):
+    """The one call ``selector`` names is rewritten (see :class:`WrapArgument`, :class:`WrapResult`)."""
+
+    selector: Selector
+    wrapper: str  # a dotted callable
+    target: WrapArgument | WrapResult
+    wrapper_pos: Pos
+
+
+# A hook: a call into the runtime inserted at function entry, before/after a statement, around
+# statements, or a rewrite of one call. Consumers narrow it with ``match``.
+Hook = EntryHook | StatementHook | AroundHook | WrapHook
+HOOK_TYPES = (EntryHook, StatementHook, AroundHook, WrapHook)
 
 
 @dataclass(frozen=True)
@@ -239,8 +317,21 @@ class Runtime:
 
     @property
     def alias(self) -> str:
-        """The name instrumented files import the runtime as."""
+        """The name spec expressions call the runtime by (``otel.in_context``)."""
         return self.module.rpartition(".")[2]
+
+    @property
+    def binding(self) -> str:
+        """The name instrumented files import the runtime as: private (``_otel``), so that a module
+        without ``__all__`` gains no public name (``from module import *`` would export it)."""
+        return "_" + self.alias
+
+    @property
+    def import_statement(self) -> str:
+        """``import megatron.core.otel as _otel``: a line of its own, which isort keeps whole
+        (``from megatron.core import otel as _otel`` would split a neighbouring
+        ``from megatron.core import a, z`` around it)."""
+        return f"import {self.module} as {self.binding}"
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 from codegen.diagnostics import Pos
-from codegen.runtime_calls import add_argument_call
 from codegen.spec.model import (
+    AddFlag,
     EnvVar,
     Flag,
     Group,
@@ -16,6 +16,7 @@ from codegen.spec.model import (
     Metric,
     Preset,
     Runtime,
+    StatementHook,
 )
 from codegen.spec.reader import DOTTED, GROUP_NAME, SPAN_NAME
 from codegen.spec.selectors import SelectorReader
@@ -343,13 +344,13 @@ class SettingsReader(SelectorReader):
         if file is None or function is None or parser is None or before is None:
             return tuple(flags), ()
         hooks = tuple(
-            Hook(
-                file,
-                function,
-                "before",
-                flag.pos,
+            StatementHook(
+                file=file,
+                function=function,
+                pos=flag.pos,
                 selector=before,
-                call=add_argument_call(parser, flag),
+                after=False,
+                payload=AddFlag(parser, flag, flag.pos),
                 note=f"the {flag.option} flag",
             )
             for flag in flags

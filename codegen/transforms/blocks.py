@@ -14,8 +14,8 @@ import libcst as cst
 from codegen.layout import code_of, expression_statement, fit, fit_call_line, statement
 from codegen.resolve.sites import Insert, Rewrite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
-from codegen.runtime_calls import guard, span_variable
-from codegen.spec.model import Hook, Project, Span
+from codegen.runtime_calls import guard, payload_call, span_variable
+from codegen.spec.model import AroundHook, EntryHook, Payload, Project, Span, StatementHook, WrapResult
 from codegen.transforms.rewrite import CallRewriter
 from codegen.transforms.span import (
     span_decorator,
@@ -182,8 +182,7 @@ class BlockEditor(cst.CSTTransformer):
         for index in range(lo, hi + 1):
             for insert in inserts:
                 if insert.index == index:
-                    assert insert.hook.call is not None  # an entry/before/after hook always has its call
-                    out.append(self._hook_call(insert.hook, insert.hook.call, indent))
+                    out.append(self._hook_call(insert.hook, insert.hook.payload, indent))
             if index < hi:
                 out.append(stmts[index])
         return out
@@ -191,16 +190,22 @@ class BlockEditor(cst.CSTTransformer):
     def _rewrite(
         self, stmt: cst.BaseStatement, rewrite: Rewrite, indent: str, frozen: bool = False
     ) -> cst.BaseStatement:
-        new = stmt.visit(CallRewriter(rewrite))
+        new = stmt.visit(CallRewriter(rewrite, self.project.runtime))
         assert isinstance(new, cst.BaseStatement)
         # A one-line statement that became one long call is laid out again the way black would.
         one_line = "\n" not in code_of(stmt.with_changes(leading_lines=())).rstrip("\n")
-        if rewrite.hook.result is not None and one_line and not frozen:
+        if isinstance(rewrite.hook.target, WrapResult) and one_line and not frozen:
             new = fit_call_line(new, indent, self.step)
         return new
 
-    def _hook_call(self, hook: Hook, call: str, indent: str) -> cst.BaseStatement:
-        flag = guard(self.project.runtime.alias, hook.guard)
+    def _hook_call(
+        self, hook: EntryHook | StatementHook | AroundHook, payload: Payload, indent: str
+    ) -> cst.BaseStatement:
+        """The statement a hook inserts, laid out at ``indent``: its call, made here from the
+        payload (runtime_calls), behind its guard."""
+        runtime = self.project.runtime
+        call = payload_call(payload, runtime.alias, runtime.binding)
+        flag = guard(runtime.binding, hook.guard)
         return statement(expression_statement(call, indent, self.step, flag), indent)
 
     def _wrap(self, wrap: Wrap, covered: list[cst.BaseStatement], indent: str) -> list[cst.BaseStatement]:
@@ -214,7 +219,7 @@ class BlockEditor(cst.CSTTransformer):
             start = statement(span_start(self.project, entry, var, indent, self.step), indent)
             start = start.with_changes(leading_lines=_leading_lines(body[0]))
             body[0] = body[0].with_changes(leading_lines=())
-            setter = span_setter(entry, var, indent, self.step)
+            setter = span_setter(self.project, entry, var, indent, self.step)
             after = [statement(setter, indent)] if setter is not None else []
             return [start, *body, *after, statement(span_end(var, indent), indent)]
         # The covered statements move one level in; a call whose arguments black had hugged on one
@@ -223,7 +228,7 @@ class BlockEditor(cst.CSTTransformer):
         if isinstance(entry, Span):
             var = span_variable(self.depths[id(wrap)])
             before.append(statement(span_start(self.project, entry, var, indent, self.step), indent))
-            setter = span_setter(entry, var, inner, self.step)
+            setter = span_setter(self.project, entry, var, inner, self.step)
             if setter is not None:
                 _append_before_return(body, statement(setter, inner))
             final.append(statement(span_end(var, inner), inner))

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codegen.layout import code_of, fit_import, merge_import_name
+from codegen.layout import code_of
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import child_blocks, is_docstring
+from codegen.runtime_calls import hook_calls, payload_call
 from codegen.spec.model import Project, Span
 from codegen.transforms.blocks import BlockEditor
 
@@ -81,10 +82,10 @@ def _first_use(project: Project, plan: FilePlan) -> int | None:
     users = {id(func) for span, func in plan.decorations}
     for wrap in plan.wraps:
         entry = wrap.entry
-        if isinstance(entry, Span) or entry.guard or names_runtime(entry.enter) or names_runtime(entry.exit):
+        if isinstance(entry, Span) or entry.guard or any(names_runtime(c) for c in hook_calls(entry, name)):
             users.add(id(wrap.function))
     for insert in plan.inserts:
-        if insert.hook.guard or names_runtime(insert.hook.call):
+        if insert.hook.guard or names_runtime(payload_call(insert.hook.payload, name)):
             users.add(id(insert.function))
     users.update(id(r.function) for r in plan.rewrites if names_runtime(r.hook.wrapper))
     if not users:
@@ -106,33 +107,35 @@ def _defines(stmt: cst.BaseStatement, functions: set[int]) -> bool:
 
 
 def add_runtime_import(project: Project, module: cst.Module, first_use: int | None = None) -> cst.Module:
-    """``from megatron.core import otel``, merged into an existing ``from megatron.core import``
-    or placed where isort would put a new statement, before ``body[first_use]``.
+    """``import megatron.core.otel as _otel`` where isort would put it, before ``body[first_use]``
+    (nothing when the module has it already).
+
+    The runtime is imported under a private name: a module without ``__all__`` exports every
+    public name to ``from module import *``, and ``otel`` would overwrite the importer's own. As
+    ``import X as Y`` the line is one isort keeps whole among the ``import`` lines of its section
+    (``from megatron.core import otel as _otel`` would split a neighbouring ``from megatron.core
+    import a, z`` around it).
 
     libcst's AddImportsVisitor does the same but resolves scope and qualified-name metadata for
     the whole module first: measured, 3.4 s of a 5 s run on megatron-core. Imports are top-level
     statements, so editing ``module.body`` directly is enough.
     """
-    parent, alias = project.runtime.parent_module, project.runtime.alias
+    runtime = project.runtime
     body = list(module.body)
     limit = _first_definition(body) if first_use is None else min(first_use, _first_definition(body))
-    for index, stmt in enumerate(body[:limit]):
+    for stmt in body[:limit]:
         if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
             continue
         node = stmt.body[0]
-        if not isinstance(node, cst.ImportFrom) or node.relative or node.module is None:
-            continue
-        if code_of(node.module) != parent or isinstance(node.names, cst.ImportStar):
-            continue
-        names = list(node.names)
-        if any(isinstance(a.name, cst.Name) and a.name.value == alias and a.asname is None for a in names):
+        if isinstance(node, cst.Import) and any(
+            code_of(a.name) == runtime.module
+            and isinstance(a.asname, cst.AsName)
+            and code_of(a.asname.name) == runtime.binding
+            for a in node.names
+        ):
             return module
-        if "isort: skip" in code_of(stmt):
-            continue
-        body[index] = fit_import(stmt.with_changes(body=[merge_import_name(node, alias)]))
-        return module.with_changes(body=body)
-    new = cst.parse_statement(f"from {parent} import {alias}\n")
-    return _blank_lines_after_imports(_place_new_import(project, module.with_changes(body=body), new, limit))
+    new = cst.parse_statement(runtime.import_statement + "\n")
+    return _blank_lines_after_imports(_place_new_import(project, module, new, limit))
 
 
 def _module_name(stmt: cst.BaseStatement) -> str | None:
@@ -153,25 +156,30 @@ def _place_new_import(
     new_stmt: cst.SimpleStatementLine | cst.BaseCompoundStatement,
     limit: int,
 ) -> cst.Module:
-    """Insert a new import line where isort puts it: sorted among the imports of the same
-    top-level package, else as a new section after the other absolute imports."""
+    """Insert the new ``import`` line where isort puts it: sorted among the ``import`` lines of the
+    same top-level package, before its ``from`` lines, else as a new section after the other
+    absolute imports."""
     body = list(module.body)
-    target = project.runtime.parent_module
+    target = project.runtime.module
     top = target.split(".")[0]
-    # only the leading imports: a late import below a function would come after its decorators,
-    # and one below other module-level code would be a flake8 E402 finding
+    # beside a ``from megatron.core import ...`` wherever above ``limit`` it is (training.py imports
+    # its packages only after timing its start); else among the leading imports: a late import
+    # below a function would come after its decorators, and one below other module-level code
+    # would be a flake8 E402 finding
     header = body[: min(limit, _first_code(body))]
     imports = [(i, name) for i, s in enumerate(header) if (name := _module_name(s)) is not None]
-    if not imports:
+    same = _parent_block(body[:limit], project.runtime.parent_module) or [
+        (i, name) for i, name in imports if name.split(".")[0] == top
+    ]
+    if not same and not imports:
         index = _after_header(body)
         if index:
             new_stmt = new_stmt.with_changes(leading_lines=(cst.EmptyLine(),))
         body.insert(index, new_stmt)
         return module.with_changes(body=body)
-    same = [(i, name) for i, name in imports if name.split(".")[0] == top]
     if same:
-        # isort puts `import x` lines before `from x import` lines: compare with the latter only
-        after = [i for i, name in same if name.lower() > target.lower() and _is_from(body[i])]
+        # isort (black profile) puts a section's `import x` lines, sorted, before its `from` lines
+        after = [i for i, name in same if _is_from(body[i]) or name.lower() > target.lower()]
         if after:
             index = after[0]
             new_stmt = new_stmt.with_changes(leading_lines=body[index].leading_lines)
@@ -183,6 +191,26 @@ def _place_new_import(
         new_stmt = new_stmt.with_changes(leading_lines=(cst.EmptyLine(),))
     body.insert(index, new_stmt)
     return module.with_changes(body=body)
+
+
+def _parent_block(body: Sequence[cst.BaseStatement], parent: str) -> list[tuple[int, str]]:
+    """The first run of consecutive import lines holding a ``from PARENT import ...``, as
+    (index, module) of its imports of PARENT's top-level package; [] when there is none."""
+    top = parent.split(".")[0]
+    runs: list[list[tuple[int, str]]] = []
+    previous = -2
+    for index, stmt in enumerate(body):
+        name = _module_name(stmt)
+        if name is None:
+            continue
+        if index != previous + 1:
+            runs.append([])
+        previous = index
+        runs[-1].append((index, name))
+    for run in runs:
+        if any(name == parent and _is_from(body[i]) for i, name in run):
+            return [(i, name) for i, name in run if name.split(".")[0] == top]
+    return []
 
 
 def _first_definition(body: Sequence[cst.BaseStatement]) -> int:

@@ -4,7 +4,7 @@ The covered statements stay where they are (a docstring stays first, ``super()``
 keep working) inside ``try``/``finally``; the guard is a module-attribute read, so a disabled group
 costs one attribute load and never evaluates an attribute expression::
 
-    _otel_span = otel.LAYER and otel.start_span("megatron.layer.mlp")
+    _otel_span = _otel.LAYER and _otel.start_span("megatron.layer.mlp")
     try:
         output = self._forward_mlp(hidden_states)
     finally:
@@ -18,16 +18,19 @@ from collections.abc import Sequence
 import libcst as cst
 
 from codegen.layout import DictArg, call_statement, decorator, guarded_assignment, quote
+from codegen.runtime_calls import bind
 from codegen.spec.model import Attribute, Project, Span
 
 
 def span_start(project: Project, span: Span, var: str, indent: str, step: str) -> str:
-    alias = project.runtime.alias
-    name = span.name_expr if span.name_expr else quote(span.name)
+    runtime = project.runtime
+    alias = runtime.binding  # the spec's expressions name the runtime as ``runtime.alias``
+    name = bind(span.name_expr, runtime.alias, alias) if span.name_expr else quote(span.name)
     args: list[str | DictArg] = [name]
     if span.attributes:
-        args.append(dict_arg(span.attributes))
-    guards = [f"{alias}.{project.group(span.group).flag}"] + ([span.when] if span.when else [])
+        args.append(dict_arg(project, span.attributes))
+    when = [bind(span.when, runtime.alias, alias)] if span.when else []
+    guards = [f"{alias}.{project.group(span.group).flag}"] + when
     return guarded_assignment(var, guards, f"{alias}.start_span", args, indent, step)
 
 
@@ -36,18 +39,21 @@ def span_decorator(project: Project, span: Span, indent: str, step: str) -> cst.
     args: list[str | DictArg] = [quote(span.name)]
     if span.attributes:
         args.append(DictArg(tuple((quote(a.key), quote(a.expr)) for a in span.attributes), lazy=False))
-    return decorator(f"{project.runtime.alias}.traced", args, indent, step)
+    return decorator(f"{project.runtime.binding}.traced", args, indent, step)
 
 
-def span_setter(span: Span, var: str, indent: str, step: str) -> str | None:
+def span_setter(project: Project, span: Span, var: str, indent: str, step: str) -> str | None:
     if not span.end_attributes:
         return None
-    return call_statement(f"{var} and {var}.set_attributes", [dict_arg(span.end_attributes)], indent, step)
+    args = [dict_arg(project, span.end_attributes)]
+    return call_statement(f"{var} and {var}.set_attributes", args, indent, step)
 
 
 def span_end(var: str, indent: str) -> str:
     return f"{indent}{var} and {var}.end()"
 
 
-def dict_arg(attributes: Sequence[Attribute]) -> DictArg:
-    return DictArg.of_strings([(a.key, a.expr) for a in attributes])
+def dict_arg(project: Project, attributes: Sequence[Attribute]) -> DictArg:
+    """``lambda: {"key": expr, ...}``, each expression naming the runtime as the code imports it."""
+    alias, binding = project.runtime.alias, project.runtime.binding
+    return DictArg.of_strings([(a.key, bind(a.expr, alias, binding)) for a in attributes])

@@ -6,8 +6,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 from codegen.emit.tree import write_tree
 from codegen.pipeline import generate
 from tests.generator.support import make_project
@@ -46,13 +44,6 @@ def test_a_module_with_all_exports_only_what_it_lists(tmp_path: Path) -> None:
     assert set(namespace) == {"otel", "work"} and namespace["otel"] == "the importer's own"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not fixed yet: the runtime import `from megatron import otel` binds the public name "
-    "'otel' in a module without __all__; the fix (import it as a private name, e.g. `_otel`, and "
-    "write every call through it) changes the text of every generated call and belongs with the "
-    "runtime call text made in one place at transform time (issue 16, item 1)",
-)
 def test_a_module_without_all_gains_no_public_name(tmp_path: Path) -> None:
     namespace = _star_import(tmp_path, None)
     assert set(namespace) == {"otel", "work"} and namespace["otel"] == "the importer's own"

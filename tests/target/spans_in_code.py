@@ -2,9 +2,9 @@
 
 Recognizes the three forms the generator writes:
 
-- try:       ``var = otel.FLAG [and cond] and otel.start_span(NAME, ...)`` + ``try: ... finally: var and var.end()``
+- try:       ``var = _otel.FLAG [and cond] and _otel.start_span(NAME, ...)`` + ``try: ... finally: var and var.end()``
 - flat:      the same start statement, the covered statements, then ``var and var.end()`` in the same block
-- decorator: ``@otel.traced(NAME, {...})`` on a function
+- decorator: ``@_otel.traced(NAME, {...})`` on a function
 """
 
 from __future__ import annotations

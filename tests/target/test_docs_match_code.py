@@ -8,7 +8,7 @@ import re
 from codegen.pipeline import Generation
 from tests.target.spans_in_code import find_spans
 
-ALIAS = "otel"
+ALIAS = "_otel"  # the name the generated code imports the runtime as
 
 
 def _documented(generation: Generation) -> set[str]:

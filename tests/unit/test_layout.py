@@ -1,6 +1,6 @@
-"""codegen/layout.py, the one place generated code is laid out: what it writes is what black (and
-isort, for imports) would write, at every width around the line length, and nothing else in the
-generator lays code out on its own."""
+"""codegen/layout.py, the one place generated code is laid out: what it writes is what black would
+write, at every width around the line length, and nothing else in the generator lays code out on
+its own."""
 
 from __future__ import annotations
 
@@ -22,16 +22,13 @@ from codegen.layout import (
     expression_statement,
     fit,
     fit_call_line,
-    fit_import,
     guarded_assignment,
     literal,
-    merge_import_name,
     one_line,
     statement,
 )
 
 black = pytest.importorskip("black", reason="black is in the test extra (tox -e test)")
-isort = pytest.importorskip("isort", reason="isort is in the test extra (tox -e test)")
 
 MODE = black.Mode(line_length=LINE_LENGTH, string_normalization=False)
 CODEGEN = Path(__file__).resolve().parents[2] / "codegen"
@@ -118,39 +115,6 @@ def test_a_reindented_call_explodes_its_hugged_arguments_as_black_does(depth: in
     moved = code_of(fit(stmt, indent, origin))
     black_stable(in_function(textwrap.indent(moved, indent), indent))
     assert (moved == hugged) == (len(indent + origin + args) <= LINE_LENGTH)
-
-
-@pytest.mark.parametrize(
-    "source",
-    [
-        "from megatron.core import parallel_state, tensor_parallel\n",
-        "from megatron.core import (\n" + "".join(f"    name_{i},\n" for i in range(12)) + ")\n",
-        "from megatron.core import ModelParallelConfig, parallel_state\n",
-        "from megatron.core import DEBUG, parallel_state\n",
-        "from megatron.core import zzz\n",
-    ],
-)
-def test_a_merged_import_name_takes_its_isort_place(source: str) -> None:
-    stmt = cst.parse_statement(source)
-    assert isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.ImportFrom)
-    merged = stmt.with_changes(body=[merge_import_name(stmt.body[0], "otel")])
-    text = code_of(merged)
-    assert "otel" in text
-    assert isort.code(source, profile="black", line_length=LINE_LENGTH) == source
-    assert isort.code(text, profile="black", line_length=LINE_LENGTH) == text
-    black_stable(text)
-
-
-def test_an_import_that_grew_too_long_is_parenthesised_with_its_comment() -> None:
-    names = ", ".join(f"name_{i}" for i in range(14))
-    stmt = cst.parse_statement(f"from megatron.core.package import {names}  # noqa: F401\n")
-    assert isinstance(stmt, cst.SimpleStatementLine)
-    text = code_of(fit_import(stmt))
-    assert text.startswith("from megatron.core.package import (  # noqa: F401\n")
-    black_stable(text)
-    short = cst.parse_statement("from x import a, b\n")
-    assert isinstance(short, cst.SimpleStatementLine)
-    assert fit_import(short) is short
 
 
 @pytest.mark.parametrize("size", [1, 3, 8, 30])

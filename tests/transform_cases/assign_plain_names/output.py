@@ -1,8 +1,8 @@
-from megatron import otel
+import megatron.otel as _otel
 
 
 def fill(buf, obj, values, v):
-    _otel_span = otel.LAYER and otel.start_span("demo.index")
+    _otel_span = _otel.LAYER and _otel.start_span("demo.index")
     try:
         i = len(values)
     finally:
@@ -10,7 +10,7 @@ def fill(buf, obj, values, v):
     buf[i] = v
     obj.i = v
     buf[obj.rest] = v
-    _otel_span = otel.LAYER and otel.start_span("demo.unpack")
+    _otel_span = _otel.LAYER and _otel.start_span("demo.unpack")
     try:
         head, *rest = values
     finally:

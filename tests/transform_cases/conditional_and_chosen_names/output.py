@@ -1,16 +1,16 @@
-from megatron import otel
+import megatron.otel as _otel
 
 
 def train(args, step):
     if args.skip_train:
         return None
     else:
-        _otel_span = otel.STEP and otel.start_span("demo.iteration")
+        _otel_span = _otel.STEP and _otel.start_span("demo.iteration")
         try:
             _otel_span_2 = (
-                otel.LAYER
-                and otel.first_time("demo.first_iteration")
-                and otel.start_span("demo.first_iteration")
+                _otel.LAYER
+                and _otel.first_time("demo.first_iteration")
+                and _otel.start_span("demo.first_iteration")
             )
             try:
                 loss = step()
@@ -22,8 +22,8 @@ def train(args, step):
 
 
 def sniff(tag):
-    _otel_span = otel.STEP and otel.start_span(
-        "demo.train.sniff" if otel.in_training() else "demo.startup.sniff"
+    _otel_span = _otel.STEP and _otel.start_span(
+        "demo.train.sniff" if _otel.in_training() else "demo.startup.sniff"
     )
     try:
         print(tag)

@@ -1,10 +1,10 @@
-from megatron import otel
+import megatron.otel as _otel
 
 
 class Saver:
     """Saves checkpoints."""
 
-    @otel.traced(
+    @_otel.traced(
         "demo.checkpointing.save_distributed_checkpoint",
         {"demo.checkpoint.iteration": "iteration", "demo.checkpoint.storage_path": "storage_path"},
     )
@@ -12,7 +12,7 @@ class Saver:
         """Save one checkpoint."""
         return iteration, storage_path
 
-    @otel.traced("demo.checkpointing.load", {"demo.iteration": "iteration"})
+    @_otel.traced("demo.checkpointing.load", {"demo.iteration": "iteration"})
     def load(self, iteration):
         """Load one checkpoint."""
         return iteration

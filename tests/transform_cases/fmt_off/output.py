@@ -1,9 +1,9 @@
-from megatron import otel
+import megatron.otel as _otel
 
 
 def f(aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb):
     # fmt: off
-    _otel_span = otel.LAYER and otel.start_span("demo.f")
+    _otel_span = _otel.LAYER and _otel.start_span("demo.f")
     try:
         matrix = compute(
             aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb

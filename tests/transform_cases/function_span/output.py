@@ -1,6 +1,6 @@
 import math
 
-from megatron import otel
+import megatron.otel as _otel
 
 
 def work(x, *, scale=2):
@@ -8,7 +8,7 @@ def work(x, *, scale=2):
 
     Several lines of docstring.
     """
-    _otel_span = otel.STEP and otel.start_span("demo.work")
+    _otel_span = _otel.STEP and _otel.start_span("demo.work")
     try:
         y = x * scale
         return math.floor(y)

@@ -1,13 +1,13 @@
 import time
 
-from megatron import otel
+import megatron.otel as _otel
 
 TIMESTAMPS = {}
 
 
 def pretrain(args):
     timestamp_after_setup = time.time()
-    otel.startup(
+    _otel.startup(
         {
             'program_start': TIMESTAMPS.get('program_start'),
             'pretrain_entry': TIMESTAMPS.get('pretrain_entry'),
@@ -18,28 +18,28 @@ def pretrain(args):
 
 
 def train(args, start):
-    otel.begin_training(start, args.save_interval)
+    _otel.begin_training(start, args.save_interval)
     try:
         iteration = start
         while iteration < args.train_iters:
-            otel.train_iteration(iteration)
+            _otel.train_iteration(iteration)
             if iteration % 10 == 0:
                 print(iteration)
             iteration += 1
         return iteration
     finally:
-        otel.end_training()
+        _otel.end_training()
 
 
 def destroy():
     """Tear down global state."""
-    otel.reset()
+    _otel.reset()
     TIMESTAMPS.clear()
 
 
 def log(loss_sum, count, lr):
     loss = loss_sum / count
-    otel.METRICS and otel.record_metrics(
+    _otel.METRICS and _otel.record_metrics(
         lambda: {"demo.loss": loss, "demo.learning_rate": lr if lr > 0 else None}
     )
     return loss
@@ -47,5 +47,5 @@ def log(loss_sum, count, lr):
 
 def finalize(queue):
     call_idx = queue.finalize()
-    otel.IO and otel.set_current_attributes(lambda: {"nvrx.call_idx": call_idx})
+    _otel.IO and _otel.set_current_attributes(lambda: {"nvrx.call_idx": call_idx})
     return call_idx

@@ -4,7 +4,7 @@ __all__ = ["offload"]
 
 import torch
 
-from megatron import otel
+import megatron.otel as _otel
 
 # debugging switches
 DEBUG = False
@@ -13,7 +13,7 @@ from megatron.core.utils import nvtx_range_push
 
 
 def offload(tensor):
-    _otel_span = otel.LAYER and otel.start_span("demo.offload")
+    _otel_span = _otel.LAYER and _otel.start_span("demo.offload")
     try:
         nvtx_range_push("offload")
         return tensor.cpu()

@@ -1,11 +1,11 @@
 import os
 
 import megatron.core.x
-from megatron import otel
+import megatron.otel as _otel
 
 
 def f():
-    _otel_span = otel.STEP and otel.start_span("demo.f")
+    _otel_span = _otel.STEP and _otel.start_span("demo.f")
     try:
         return os, megatron
     finally:

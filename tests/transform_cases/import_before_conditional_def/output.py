@@ -1,10 +1,10 @@
 import os
 
-from megatron import otel
+import megatron.otel as _otel
 
 if os.environ.get("FAST"):
 
-    @otel.traced("demo.fast")
+    @_otel.traced("demo.fast")
     def fast(x):
         return x * 2
 

@@ -3,13 +3,13 @@
 import torch
 from torch.autograd import graph
 
-from megatron import otel
+import megatron.otel as _otel
 
 from .local import helper
 
 
 def run():
-    _otel_span = otel.STEP and otel.start_span("demo.run")
+    _otel_span = _otel.STEP and _otel.start_span("demo.run")
     try:
         return helper(torch, graph)
     finally:

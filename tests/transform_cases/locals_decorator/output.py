@@ -1,7 +1,7 @@
-from megatron import otel
+import megatron.otel as _otel
 
 
-@otel.traced("demo.snapshot", {"demo.step": "step"})
+@_otel.traced("demo.snapshot", {"demo.step": "step"})
 def snapshot(step, loss):
     """Everything the caller passed, for the log."""
     values = dict(locals())

@@ -1,4 +1,4 @@
-from megatron import otel
+import megatron.otel as _otel
 
 
 class Model:
@@ -7,13 +7,13 @@ class Model:
 
     def forward(self, x):
         """Forward."""
-        _otel_span = otel.LAYER and otel.start_span(
+        _otel_span = _otel.LAYER and _otel.start_span(
             "megatron.a.span.name.long.enough.that.the.generated.start.call.needs.more.than.one.hu"
             "ndred.columns.in.total",
             lambda: {"megatron.layer_number": self.layer_number},
         )
         try:
-            _otel_span_2 = otel.LAYER and otel.start_span(
+            _otel_span_2 = _otel.LAYER and _otel.start_span(
                 "megatron.another.span.name.long.enough.that.it.is.split.into.several.string.liter"
                 "als.by.the.generator.itself.when.laid.out",
             )

@@ -1,12 +1,12 @@
-from megatron import otel
+import megatron.otel as _otel
 
 
 def dispatch(kind, handle_a):
-    _otel_span = otel.STEP and otel.start_span("demo.dispatch")
+    _otel_span = _otel.STEP and _otel.start_span("demo.dispatch")
     try:
         match kind:
             case "a":
-                _otel_span_2 = otel.STEP and otel.start_span("demo.dispatch.a")
+                _otel_span_2 = _otel.STEP and _otel.start_span("demo.dispatch.a")
                 try:
                     handle_a()
                 finally:

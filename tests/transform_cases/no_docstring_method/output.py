@@ -1,4 +1,5 @@
-from megatron import helpers, otel
+import megatron.otel as _otel
+from megatron import helpers
 
 
 class Model(helpers.Base):
@@ -7,7 +8,7 @@ class Model(helpers.Base):
     @helpers.decorate()
     def forward(self, x):
         # Comment before the first statement.
-        _otel_span = otel.LAYER and otel.start_span(
+        _otel_span = _otel.LAYER and _otel.start_span(
             "demo.method", lambda: {"demo.layer_number": self.layer_number, "demo.kind": 'dense'}
         )
         try:

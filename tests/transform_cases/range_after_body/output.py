@@ -1,11 +1,11 @@
-from megatron import otel
+import megatron.otel as _otel
 
 
 def setup(args, load_checkpoint):
     inference_context = args.context
-    _otel_span = otel.STEP and otel.start_span("demo.after_init")
+    _otel_span = _otel.STEP and _otel.start_span("demo.after_init")
     try:
-        _otel_span_2 = otel.IO and otel.start_span("demo.load")
+        _otel_span_2 = _otel.IO and _otel.start_span("demo.load")
         try:
             ckpt_pgc = getattr(args, "pgc", None)
             iteration, flops = load_checkpoint(args, pgc=ckpt_pgc)
@@ -21,13 +21,13 @@ def train(args, step):
     iteration = 0
     while iteration < args.train_iters:
         if args.skip_train:
-            _otel_span = otel.LAYER and otel.start_span("demo.first")
+            _otel_span = _otel.LAYER and _otel.start_span("demo.first")
             try:
                 iteration += 1
             finally:
                 _otel_span and _otel_span.end()
         else:
-            _otel_span = otel.STEP and otel.start_span("demo.iteration")
+            _otel_span = _otel.STEP and _otel.start_span("demo.iteration")
             try:
                 loss = step(iteration)
                 iteration += 1

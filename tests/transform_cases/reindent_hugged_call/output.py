@@ -1,10 +1,10 @@
-from megatron import otel
+import megatron.otel as _otel
 
 
 class Layer:
     def forward(self, hidden_states, inference_context=None, packed_seq_params=None):
         if self.enabled:
-            _otel_span = otel.LAYER and otel.start_span("demo.mixer")
+            _otel_span = _otel.LAYER and _otel.start_span("demo.mixer")
             try:
                 out = self.mixer(
                     hidden_states,

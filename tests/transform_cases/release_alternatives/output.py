@@ -1,4 +1,4 @@
-from megatron import otel
+import megatron.otel as _otel
 
 
 def load_checkpoint(model):
@@ -8,7 +8,7 @@ def load_checkpoint(model):
 def setup(args, model):
     """Build and load."""
     helper(args)
-    _otel_span = otel.IO and otel.start_span("demo.load")
+    _otel_span = _otel.IO and _otel.start_span("demo.load")
     try:
         iteration = load_checkpoint(model)
     finally:
@@ -16,8 +16,8 @@ def setup(args, model):
     helper(model)
     sniff(args)
     done = True
-    otel.reset()
-    _otel_span = otel.STEP and otel.start_span("demo.old_only")
+    _otel.reset()
+    _otel_span = _otel.STEP and _otel.start_span("demo.old_only")
     try:
         finish(iteration)
     finally:

@@ -1,7 +1,7 @@
 import threading
 from typing import overload
 
-from megatron import otel
+import megatron.otel as _otel
 
 LOCK = threading.Lock()
 
@@ -9,7 +9,7 @@ LOCK = threading.Lock()
 class Model:
     @property
     def scale(self):
-        _otel_span = otel.LAYER and otel.start_span("demo.scale.get")
+        _otel_span = _otel.LAYER and _otel.start_span("demo.scale.get")
         try:
             return self._scale
         finally:
@@ -17,7 +17,7 @@ class Model:
 
     @scale.setter
     def scale(self, value):
-        _otel_span = otel.LAYER and otel.start_span("demo.scale.set")
+        _otel_span = _otel.LAYER and _otel.start_span("demo.scale.set")
         try:
             self._scale = value
         finally:
@@ -33,7 +33,7 @@ def convert(x: str) -> str: ...
 
 
 def convert(x):
-    _otel_span = otel.LAYER and otel.start_span("demo.convert")
+    _otel_span = _otel.LAYER and _otel.start_span("demo.convert")
     try:
         return x
     finally:
@@ -43,7 +43,7 @@ def convert(x):
 with LOCK:
 
     def locked(x):
-        _otel_span = otel.LAYER and otel.start_span("demo.locked")
+        _otel_span = _otel.LAYER and _otel.start_span("demo.locked")
         try:
             return x
         finally:
@@ -53,7 +53,7 @@ with LOCK:
 for _kind in ("a",):
 
     def looped(x):
-        _otel_span = otel.LAYER and otel.start_span("demo.looped")
+        _otel_span = _otel.LAYER and _otel.start_span("demo.looped")
         try:
             return x
         finally:

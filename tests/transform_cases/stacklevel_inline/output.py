@@ -1,10 +1,10 @@
 import warnings
 
-from megatron import otel
+import megatron.otel as _otel
 
 
 def load(path, strict=False):
-    _otel_span = otel.IO and otel.start_span("demo.load")
+    _otel_span = _otel.IO and _otel.start_span("demo.load")
     try:
         if not strict:
             warnings.warn(f"{path}: loading leniently", UserWarning, stacklevel=2)
@@ -14,7 +14,7 @@ def load(path, strict=False):
 
 
 def legacy(path):
-    _otel_span = otel.IO and otel.start_span("demo.legacy")
+    _otel_span = _otel.IO and _otel.start_span("demo.legacy")
     try:
         warnings.warn("legacy() is deprecated", DeprecationWarning, 2)
         return path
@@ -23,7 +23,7 @@ def legacy(path):
 
 
 def where():
-    _otel_span = otel.IO and otel.start_span("demo.where")
+    _otel_span = _otel.IO and _otel.start_span("demo.where")
     try:
         import sys
 

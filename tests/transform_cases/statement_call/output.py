@@ -1,4 +1,4 @@
-from megatron import otel
+import megatron.otel as _otel
 
 
 class Layer:
@@ -7,7 +7,7 @@ class Layer:
         hidden_states, context = self._forward_attention(hidden_states)
 
         # Feed-forward.
-        _otel_span = otel.LAYER and otel.start_span("demo.mlp")
+        _otel_span = _otel.LAYER and _otel.start_span("demo.mlp")
         try:
             output = self._forward_mlp(
                 hidden_states,

@@ -1,8 +1,8 @@
-from megatron import otel
+import megatron.otel as _otel
 
 
 def spaces(x):
-    _otel_span = otel.LAYER and otel.start_span("demo.spaces")
+    _otel_span = _otel.LAYER and _otel.start_span("demo.spaces")
     try:
         return x
     finally:
@@ -10,11 +10,11 @@ def spaces(x):
 
 
 def tabs(items):
-	_otel_span = otel.LAYER and otel.start_span("demo.tabs")
+	_otel_span = _otel.LAYER and _otel.start_span("demo.tabs")
 	try:
 		for item in items:
 			if item:
-				_otel_span_2 = otel.LAYER and otel.start_span("demo.tabs.inner")
+				_otel_span_2 = _otel.LAYER and _otel.start_span("demo.tabs.inner")
 				try:
 					print(item)
 					_otel_span_2 and _otel_span_2.set_attributes(lambda: {"demo.count": len(items)})

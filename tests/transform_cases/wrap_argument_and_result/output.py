@@ -1,6 +1,6 @@
 from concurrent.futures import ThreadPoolExecutor
 
-from megatron import otel
+import megatron.otel as _otel
 
 
 class Builder:
@@ -10,7 +10,7 @@ class Builder:
             for item in items:
                 futures.append(
                     executor.submit(
-                        otel.in_context(self._build_one),
+                        _otel.in_context(self._build_one),
                         item,  # a comment inside the call survives
                     )
                 )
@@ -22,7 +22,7 @@ class Builder:
 
 def finalize(queue, blocking):
     if queue is not None:
-        otel.stamp(
+        _otel.stamp(
             "nvrx.call_idx",
             queue.maybe_finalize_async_calls_with_a_long_name(blocking, no_dist=False),
         )  # trailing

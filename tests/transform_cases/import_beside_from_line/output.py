@@ -2,12 +2,13 @@
 
 import os
 
-from megatron import helpers, otel, zeta
+import megatron.otel as _otel
+from megatron import helpers, zeta
 from megatron.sub import thing
 
 
 def run():
-    _otel_span = otel.STEP and otel.start_span("demo.run")
+    _otel_span = _otel.STEP and _otel.start_span("demo.run")
     try:
         return helpers.go(os.getcwd(), thing, zeta)
     finally:
