@@ -47,22 +47,40 @@ def one_line(node: cst.CSTNode) -> str:
     code = code_of(node)
     if "\n" not in code and "  " not in code and "\t" not in code and code == code.strip():
         return code
+    return fold(code)
+
+
+def fold(code: str) -> str:
+    """``code`` (whole tokens) with the white space between its tokens folded to one space; what
+    is inside a string, an f-string's replacement fields included, is copied as written."""
+    offsets = [0]
+    for line in code.splitlines(keepends=True):
+        offsets.append(offsets[-1] + len(line))
     parts: list[str] = []
-    end = None
+    end: int | None = None
+    depth = 0  # f-strings open (Python 3.12 tokenizes their inside)
     try:
         for token in tokenize.generate_tokens(io.StringIO(code).readline):
             if token.type in _NOT_CODE:
                 continue
-            if end is not None and token.start != end:
-                parts.append(" ")
-            parts.append(token.string)
-            end = token.end
+            start = offsets[token.start[0] - 1] + token.start[1]
+            stop = offsets[token.end[0] - 1] + token.end[1]
+            if end is not None and start != end:
+                parts.append(code[end:start] if depth else " ")
+            parts.append(code[start:stop])  # not token.string: 3.12 un-doubles an f-string's braces
+            end = stop
+            if token.type == _FSTRING_START:
+                depth += 1
+            elif token.type == _FSTRING_END:
+                depth -= 1
     except (tokenize.TokenError, SyntaxError):  # not whole tokens: fold it all
         return " ".join(code.split())
     return "".join(parts)
 
 
 _NOT_CODE = frozenset({tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER})
+_FSTRING_START = getattr(tokenize, "FSTRING_START", -1)  # Python 3.12+
+_FSTRING_END = getattr(tokenize, "FSTRING_END", -1)
 
 
 def quote(text: str) -> str:

@@ -22,6 +22,7 @@ from codegen.layout import (
     expression_statement,
     fit,
     fit_call_line,
+    fold,
     guarded_assignment,
     literal,
     one_line,
@@ -176,3 +177,18 @@ def test_one_line_folds_the_space_between_tokens_never_inside_strings() -> None:
     laid_out = expression_statement(code, "")
     assert laid_out == 'parser.add_argument("--otel-x", help="two  spaces", default=f"a  {b}")'
     assert one_line(cst.parse_expression("f(a, b)")) == "f(a, b)"
+
+
+@pytest.mark.parametrize(
+    ("code", "folded"),
+    [
+        ('f(a,  f"x  {{y}}  {z}")', 'f(a, f"x  {{y}}  {z}")'),  # 3.12 tokenizes f-strings: braces kept
+        ('f(\n    a,\n    "two  spaces",\n)', 'f( a, "two  spaces", )'),
+        ("g(f'{a  +  b!r:>{w}}  x', 'q')", "g(f'{a  +  b!r:>{w}}  x', 'q')"),
+        ('h(f"""a\n  {b}  """,  1)', 'h(f"""a\n  {b}  """, 1)'),
+        ("x  if  y  else  z", "x if y else z"),
+    ],
+)
+def test_fold_keeps_every_string_as_written(code: str, folded: str) -> None:
+    assert fold(code) == folded
+    assert ast.dump(ast.parse(folded)) == ast.dump(ast.parse(code))
