@@ -186,8 +186,13 @@ def test_oldest_otel_constraints_differ_only_in_opentelemetry() -> None:
         return dict(line.split("==", 1) for line in lines if "==" in line and not line.startswith("#"))
 
     newest, oldest = pins("constraints.txt"), pins("constraints-otel-oldest.txt")
+
     def others(p: dict[str, str]) -> dict[str, str]:
-        return {k: v for k, v in p.items() if not k.startswith("opentelemetry-") and k not in capped_by_oldest_otel}
+        return {
+            k: v
+            for k, v in p.items()
+            if not k.startswith("opentelemetry-") and k not in capped_by_oldest_otel
+        }
 
     assert others(oldest) == others(newest)
     assert capped_by_oldest_otel <= oldest.keys() & newest.keys()
