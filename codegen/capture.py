@@ -12,9 +12,14 @@ Two formats, told apart per document, any number of documents per file, any numb
 Files are read as a stream (one document in memory at a time) and treated as hostile: any file
 that is not UTF-8 JSON of one of these shapes, that nests deeper than :data:`MAX_DEPTH`, holds a
 document larger than :data:`MAX_DOCUMENT_BYTES`, or holds a record with a malformed field (ids of
-the wrong length or not hex, times that are not numbers, a span that ends before it starts, a field
-of the wrong type) raises :class:`CaptureError` naming the file, the line and the record, never a
+the wrong length or not hex, times that are not numbers, a span with a start time and no end time
+or one that ends before it starts, a field of the wrong type) raises :class:`CaptureError` naming the file, the line and the record, never a
 traceback. A *record* is one span or one metric stream, numbered from 1 in file order.
+
+OTLP spans are read twice over: a fast path (``_fast_otlp_span``) decodes a well-formed span with
+cheap checks on the parsed JSON, and anything it does not accept goes through the checked path,
+which reads it field by field and names what is wrong; both give the same records and the same
+errors on every input (tests/report/test_fast_reader.py compares them).
 """
 
 from __future__ import annotations
@@ -22,9 +27,12 @@ from __future__ import annotations
 import codecs
 import datetime
 import json
+import math
 import re
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import IO, Any
 
@@ -71,7 +79,7 @@ class CapturedEvent:
 @dataclass(frozen=True)
 class CapturedSpan:
     """One exported span. Ids are lower-case hex without ``0x``; times in ns since the epoch
-    (0 when the capture leaves them out; the console exporter's have microsecond precision)."""
+    (0 when the capture leaves both out; the console exporter's have microsecond precision)."""
 
     name: str
     trace_id: str
@@ -153,8 +161,38 @@ def read_metrics(paths: Path | Iterable[Path]) -> list[CapturedMetric]:
 
 # -- documents ----------------------------------------------------------------------------------
 
-# JSON strings cannot hold a raw newline, so one line's tokens tell its nesting change.
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"?|[{}\[\]]')
+# JSON strings cannot hold a raw newline, so one line's brackets outside strings tell its nesting.
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"?')  # a string, or the rest of the line if unterminated
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"{}[]")
+_NOT_QUOTE_OR_BRACKET = bytes(b for b in range(256) if b not in b'"{}[]')
+_PARENS = bytes.maketrans(b"{[}]", b"(())")
+_LEVEL = bytes.maketrans(b"{[}]", bytes((1, 1, 255, 255)))  # as signed bytes: +1 and -1
+
+
+def _nesting(raw: bytes, depth: int) -> tuple[int, int]:
+    """(deepest, final) nesting of the brackets of one line outside its strings, from ``depth``
+    (deepest: at least the real depth, and exact when that is more than :data:`MAX_DEPTH`)."""
+    if depth == 0 and b"\\" not in raw:  # a line that starts a document, with no escapes
+        # A string is the text between two quotes; if no string holds a bracket, the strings are
+        # the adjacent quote pairs, and removing them leaves no quote.
+        brackets = raw.translate(None, _NOT_QUOTE_OR_BRACKET).replace(b'""', b"")
+        if b'"' not in brackets:
+            # Each pass removes the innermost pairs: a balanced line empties after as many passes
+            # as it nests deep.
+            pairs = brackets.translate(_PARENS)
+            for level in range(MAX_DEPTH + 1):
+                if not pairs:
+                    return level, 0
+                pairs = pairs.replace(b"()", b"")
+    if b"\\" in raw:  # escapes (a quote inside a string, say): the strings by a regex
+        brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKET)
+    else:  # no escapes: a string runs from one quote to the next (the last one to the line's end)
+        brackets = b"".join(raw.translate(None, _NOT_QUOTE_OR_BRACKET).split(b'"')[::2])
+    opens = brackets.count(b"{") + brackets.count(b"[")
+    final = depth + 2 * opens - len(brackets)
+    if depth + opens <= MAX_DEPTH:
+        return depth + opens, final  # at most that deep
+    return max(accumulate(array("b", brackets.translate(_LEVEL)), initial=depth)), final
 
 
 class _Malformed(Exception):
@@ -165,9 +203,10 @@ class _Malformed(Exception):
 
 
 class _File:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, fast: bool = True) -> None:
         self.path = path
         self.record = 0
+        self.fast = fast  # False: every record through the checked path (the tests compare both)
 
     def error(self, line: int, col: int, message: str) -> CaptureError:
         return CaptureError(f"{self.path}:{line}:{col}: error: {message}")
@@ -214,13 +253,9 @@ class _File:
                     size = 0
                     continue
                 start_line = number
-            for token in _TOKEN.findall(raw):
-                if token in (b"{", b"["):
-                    depth += 1
-                    if depth > MAX_DEPTH:
-                        raise self.error(number, 1, f"nested deeper than {MAX_DEPTH} levels: not a capture")
-                elif token in (b"}", b"]"):
-                    depth -= 1
+            deepest, depth = _nesting(raw, depth)
+            if deepest > MAX_DEPTH:
+                raise self.error(number, 1, f"nested deeper than {MAX_DEPTH} levels: not a capture")
             buffer.append(raw)
             if depth <= 0:
                 yield from self._decode(b"".join(buffer), start_line)
@@ -274,7 +309,9 @@ class _File:
     def _records_of(self, document: Any, line: int) -> Iterator[CapturedSpan | CapturedMetric]:
         if isinstance(document, dict):
             if "resourceSpans" in document:
-                yield from self._otlp(document, line, "resourceSpans", "scopeSpans", "spans", self._otlp_span)
+                yield from self._otlp(
+                    document, line, "resourceSpans", "scopeSpans", "spans", self._otlp_span, _fast_otlp_span
+                )
                 return
             if "resourceMetrics" in document:
                 yield from self._otlp(
@@ -308,7 +345,18 @@ class _File:
             ) from None
         return result
 
-    def _otlp(self, document: dict[str, Any], line: int, top: str, middle: str, leaf: str, build: Any) -> Any:
+    def _otlp(
+        self,
+        document: dict[str, Any],
+        line: int,
+        top: str,
+        middle: str,
+        leaf: str,
+        build: Any,
+        fast: Any = None,
+    ) -> Any:
+        """The records of an OTLP request; ``fast`` (spans) decodes a well-formed record with cheap
+        checks, or returns None and ``build`` reads it field by field, naming what is wrong."""
         try:
             resources = _Obj(document, "").array(top)
         except _Malformed as exc:
@@ -322,10 +370,21 @@ class _File:
             for scope in scopes:
                 try:
                     scope_name = scope.obj("scope", optional=True).string("name")
-                    items = scope.array(leaf)
+                    items = scope.raw_array(leaf)
                 except _Malformed as exc:
                     raise self.error(line, 1, f"{exc.where}: {exc.message}") from None
-                for item in items:
+                where = scope._at(leaf)
+                prefix = f"{self.path}:{line}: record "
+                fast_path = fast if self.fast else None
+                for index, value in enumerate(items):
+                    if fast_path is not None:
+                        record = fast_path(value, attrs, scope_name, f"{prefix}{self.record + 1}")
+                        if record is not None:
+                            self.record += 1
+                            yield record
+                            continue
+                    # not a well-formed record (or not a span): read it field by field, which says why
+                    item = _Obj(value, f"{where}[{index}]")
                     yield self._checked(
                         line,
                         item.where,
@@ -343,6 +402,8 @@ class _File:
         span_id = raw.hex_id("spanId", 16)
         parent = raw.hex_id("parentSpanId", 16, optional=True)
         start, end = raw.nanos("startTimeUnixNano"), raw.nanos("endTimeUnixNano")
+        if start and not end:
+            raise _Malformed(raw._at("endTimeUnixNano"), f"span '{name}' has a start time and no end time")
         if end < start:
             raise _Malformed(raw.where, f"span '{name}' ends before it starts ({end} < {start})")
         status = raw.obj("status", optional=True)
@@ -444,7 +505,9 @@ def _show(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return _type(value)
     text = json.dumps(value)
-    return text if len(text) <= 40 else text[:36] + '..."'
+    if len(text) <= 40:
+        return text
+    return text[:36] + ('..."' if text.startswith('"') else "...")
 
 
 _HEX = re.compile(r"[0-9a-fA-F]*")
@@ -473,13 +536,17 @@ class _Obj:
             raise _Malformed(self._at(key), f"must be an object, not {_type(value)}")
         return _Obj(value, self._at(key))
 
-    def array(self, key: str) -> list[_Obj]:
+    def raw_array(self, key: str) -> list[Any]:
         value = self.get(key)
         if value is None:
             return []
         if not isinstance(value, list):
             raise _Malformed(self._at(key), f"must be an array, not {_type(value)}")
-        return [_Obj(item, f"{self._at(key)}[{i}]") for i, item in enumerate(value)]
+        return value
+
+    def array(self, key: str) -> list[_Obj]:
+        where = self._at(key)
+        return [_Obj(item, f"{where}[{i}]") for i, item in enumerate(self.raw_array(key))]
 
     def string(self, key: str, required: bool = False) -> str:
         value = self.get(key)
@@ -567,7 +634,7 @@ def _otlp_value(raw: _Obj) -> Any:
     if "doubleValue" in value:
         number = value["doubleValue"]
         if isinstance(number, (int, float)) and not isinstance(number, bool):
-            return float(number)
+            return _to_float(number, raw._at("doubleValue"))
         if isinstance(number, str) and number in ("NaN", "Infinity", "-Infinity"):
             return float(number)
         raise _Malformed(raw._at("doubleValue"), f"{_show(number)} is not a number")
@@ -602,10 +669,26 @@ def _number(raw: _Obj, key: str) -> int | float | None:
     raise _Malformed(raw._at(key), f"{_show(value)} is not a number")
 
 
+def _count(raw: _Obj, key: str) -> int | None:
+    value = _number(raw, key)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _Malformed(raw._at(key), f"{_show(raw.get(key))} is not a count")
+        return int(value)
+    return value
+
+
+def _to_float(value: float, where: str) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        raise _Malformed(where, f"{_show(value)} is out of range for a double") from None
+
+
 def _float(raw: _Obj) -> float:
     value = raw.value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        return _to_float(value, raw.where)
     raise _Malformed(raw.where, f"{_show(value)} is not a number")
 
 
@@ -614,15 +697,15 @@ def _otlp_point(raw: _Obj) -> CapturedPoint:
         raise _Malformed(raw.where, f"a data point must be an object, not {_type(raw.value)}")
     value = _number(raw, "asDouble")
     value = _number(raw, "asInt") if value is None else value
-    count = _number(raw, "count")
+    count = _count(raw, "count")
     total = _number(raw, "sum")
     return CapturedPoint(
         _otlp_attributes(raw.array("attributes")),
         raw.nanos("startTimeUnixNano"),
         raw.nanos("timeUnixNano"),
         value,
-        int(count) if count is not None else None,
-        float(total) if total is not None else None,
+        count,
+        _to_float(total, raw._at("sum")) if total is not None else None,
         tuple(_nanos(c.value, c.where, "a count") for c in raw.array("bucketCounts")),
         tuple(_float(b) for b in raw.array("explicitBounds")),
     )
@@ -662,6 +745,8 @@ def _console_span(raw: _Obj, source: str) -> CapturedSpan:
     parent = raw.hex_id("parent_id", 16, optional=True)
     start = _iso_nanos(raw.get("start_time"), raw._at("start_time"))
     end = _iso_nanos(raw.get("end_time"), raw._at("end_time"))
+    if start and not end:
+        raise _Malformed(raw._at("end_time"), f"span '{name}' has a start time and no end time")
     if end < start:
         raise _Malformed(
             "", f"span '{name}' ends before it starts ({raw.get('end_time')} < {raw.get('start_time')})"
@@ -722,7 +807,7 @@ def _console_metric(raw: _Obj, resource: dict[str, Any], scope: str, source: str
             raise _Malformed(point.where, f"a data point must be an object, not {_type(point.value)}")
         if "bucket_counts" in point.value:
             kind = "histogram"
-        count = _number(point, "count")
+        count = _count(point, "count")
         total = _number(point, "sum")
         points.append(
             CapturedPoint(
@@ -730,10 +815,245 @@ def _console_metric(raw: _Obj, resource: dict[str, Any], scope: str, source: str
                 _nanos(point.get("start_time_unix_nano"), point._at("start_time_unix_nano")),
                 _nanos(point.get("time_unix_nano"), point._at("time_unix_nano")),
                 _number(point, "value"),
-                int(count) if count is not None else None,
-                float(total) if total is not None else None,
+                count,
+                _to_float(total, point._at("sum")) if total is not None else None,
                 tuple(_nanos(c.value, c.where, "a count") for c in point.array("bucket_counts")),
                 tuple(_float(b) for b in point.array("explicit_bounds")),
             )
         )
     return CapturedMetric(name, raw.string("unit"), kind, tuple(points), resource, scope, source)
+
+
+# -- the fast path: a well-formed OTLP span decoded with cheap checks on the parsed JSON -------------
+#
+# Every check of the checked path (``_File._otlp_span``) holds for what these accept, and they give
+# the same values; anything else (a wrong type, an upper-case or 0x id, a float time, a negative
+# integer, an end before the start...) returns None and the caller reads that record through the
+# checked path, which names the field and what is wrong with it.
+
+_TRACE_ID = re.compile("[0-9a-f]{32}").fullmatch  # lower case: the checked path would lower() it
+_SPAN_ID = re.compile("[0-9a-f]{16}").fullmatch
+_NO_PARENT = (None, "", "0x")
+_STATUS_NAMES = {**{n: n for n in STATUS_CODES}, **{f"STATUS_CODE_{n}": n for n in STATUS_CODES}}
+_KIND_NAMES = {**{n: n for n in SPAN_KINDS}, **{f"SPAN_KIND_{n}": n for n in SPAN_KINDS}}
+_INVALID: Any = object()
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _fast_value(value: Any) -> Any:
+    """An AnyValue (a dict) as ``_otlp_value`` reads it, or ``_INVALID``."""
+    if "stringValue" in value:
+        text = value["stringValue"]
+        if text.__class__ is str:
+            return text
+        return "" if text is None else _INVALID
+    if "boolValue" not in value:
+        if "intValue" in value:
+            number = value["intValue"]
+            if number.__class__ is str and len(number) <= 20 and number.isdigit() and number.isascii():
+                return int(number)
+            if number.__class__ is int:
+                return number
+        elif "doubleValue" in value:
+            number = value["doubleValue"]
+            if number.__class__ is float:
+                return number
+    try:  # booleans, arrays, kvlists, bytes, negative integers, integer doubles, "NaN"...: the checked way
+        return _otlp_value(_Obj(value, ""))
+    except _Malformed:
+        return _INVALID
+
+
+def _fast_attributes(items: Any) -> Any:
+    """The attributes (a list of KeyValue, or None) as ``_otlp_attributes`` reads them, or ``_INVALID``."""
+    if items is None:
+        return {}
+    if items.__class__ is not list:
+        return _INVALID
+    out: dict[str, Any] = {}
+    for item in items:
+        if item.__class__ is not dict:
+            return _INVALID
+        key = item.get("key")
+        value = item.get("value")
+        if key.__class__ is not str or not key:
+            return _INVALID
+        if value.__class__ is dict:
+            value = _fast_value(value)
+            if value is _INVALID:
+                return _INVALID
+        elif value is not None:
+            return _INVALID
+        out[key] = value
+    return out
+
+
+_NO_TRACE = "0" * 32
+_NO_SPAN = "0" * 16
+
+
+def _fast_ids(trace_id: Any, span_id: Any) -> bool:
+    return (
+        trace_id.__class__ is str
+        and span_id.__class__ is str
+        and _TRACE_ID(trace_id) is not None
+        and _SPAN_ID(span_id) is not None
+        and trace_id != _NO_TRACE
+        and span_id != _NO_SPAN
+    )
+
+
+def _fast_nanos(value: Any) -> int:
+    """A time as ``_nanos`` reads it (absent: 0), or -1."""
+    if value.__class__ is str:
+        if len(value) < 20 and value.isdigit() and value.isascii():  # under 10**19 < 2**64
+            return int(value)
+    elif value.__class__ is int:
+        if 0 <= value <= _MAX_NS:
+            return value
+    elif value is None:
+        return 0
+    return -1
+
+
+def _fast_links(items: Any) -> Any:
+    if items is None:
+        return ()
+    if items.__class__ is not list:
+        return _INVALID
+    links = []
+    for item in items:
+        if item.__class__ is not dict:
+            return _INVALID
+        trace_id, span_id = item.get("traceId"), item.get("spanId")
+        attributes = _fast_attributes(item.get("attributes"))
+        if not _fast_ids(trace_id, span_id) or attributes is _INVALID:
+            return _INVALID
+        link = _new(CapturedLink)
+        _set(link, "__dict__", {"trace_id": trace_id, "span_id": span_id, "attributes": attributes})
+        links.append(link)
+    return tuple(links)
+
+
+def _fast_events(items: Any) -> Any:
+    if items is None:
+        return ()
+    if items.__class__ is not list:
+        return _INVALID
+    events = []
+    for item in items:
+        if item.__class__ is not dict:
+            return _INVALID
+        name = item.get("name")
+        time = _fast_nanos(item.get("timeUnixNano"))
+        attributes = _fast_attributes(item.get("attributes"))
+        if name is None:
+            name = ""
+        if name.__class__ is not str or time < 0 or attributes is _INVALID:
+            return _INVALID
+        event = _new(CapturedEvent)
+        _set(event, "__dict__", {"name": name, "time_ns": time, "attributes": attributes})
+        events.append(event)
+    return tuple(events)
+
+
+def _fast_otlp_span(span: Any, resource: dict[str, Any], scope: str, source: str) -> CapturedSpan | None:
+    """The span of a well-formed OTLP span record, as ``_File._otlp_span`` reads it; None otherwise."""
+    if span.__class__ is not dict:
+        return None
+    get = span.get
+    name = get("name")
+    trace_id = get("traceId")
+    span_id = get("spanId")
+    parent = get("parentSpanId")
+    start = get("startTimeUnixNano")
+    end = get("endTimeUnixNano")
+    if (
+        name.__class__ is not str
+        or not name
+        or trace_id.__class__ is not str
+        or span_id.__class__ is not str
+        or _TRACE_ID(trace_id) is None
+        or _SPAN_ID(span_id) is None
+        or trace_id == _NO_TRACE
+        or span_id == _NO_SPAN
+    ):
+        return None
+    if parent in _NO_PARENT:
+        parent = None
+    elif parent.__class__ is not str or _SPAN_ID(parent) is None or parent == _NO_SPAN:
+        return None
+    # times: decimal strings (as the collector writes them) of under 20 digits, inline; else the call
+    if start.__class__ is str and len(start) < 20 and start.isdigit() and start.isascii():
+        start = int(start)
+    else:
+        start = _fast_nanos(start)
+    if end.__class__ is str and len(end) < 20 and end.isdigit() and end.isascii():
+        end = int(end)
+    else:
+        end = _fast_nanos(end)
+    if start < 0 or end < start or not end:  # not a time; ends before it starts; no end time
+        return None
+    status = get("status")
+    code: Any
+    message: Any
+    if status is None or status.__class__ is dict and not status:
+        code, message = "UNSET", ""
+    elif status.__class__ is dict:
+        code, message = status.get("code"), status.get("message")
+        if code is None:
+            code = "UNSET"
+        elif code.__class__ is int and 0 <= code < len(STATUS_CODES):
+            code = STATUS_CODES[code]
+        elif code.__class__ is str and code in _STATUS_NAMES:
+            code = _STATUS_NAMES[code]
+        else:
+            return None
+        if message is None:
+            message = ""
+        elif message.__class__ is not str:
+            return None
+    else:
+        return None
+    kind = get("kind")
+    if kind is None:
+        kind = "INTERNAL"
+    elif kind.__class__ is int and 0 <= kind < len(SPAN_KINDS):
+        kind = SPAN_KINDS[kind]
+    elif kind.__class__ is str and kind in _KIND_NAMES:
+        kind = _KIND_NAMES[kind]
+    else:
+        return None
+    attributes = _fast_attributes(get("attributes"))
+    links = get("links")  # mostly empty or absent: no call then
+    links = _fast_links(links) if links else () if links is None or links.__class__ is list else _INVALID
+    events = get("events")
+    events = (
+        _fast_events(events) if events else () if events is None or events.__class__ is list else _INVALID
+    )
+    if attributes is _INVALID or links is _INVALID or events is _INVALID:
+        return None
+    record = _new(CapturedSpan)
+    _set(
+        record,
+        "__dict__",
+        {
+            "name": name,
+            "trace_id": trace_id,
+            "span_id": span_id,
+            "parent_id": parent,
+            "start_ns": start,
+            "end_ns": end,
+            "attributes": attributes,
+            "resource": resource,
+            "links": links,
+            "events": events,
+            "status": code,
+            "status_message": message,
+            "kind": kind,
+            "scope": scope,
+            "source": source,
+        },
+    )
+    return record

@@ -406,7 +406,11 @@ def _import_only(removed: list[str], added: list[str], alias: str) -> bool:
     removed, added = [line for line in removed if line], [line for line in added if line]
     if len(added) == 1 and not removed and re.fullmatch(rf"from [\w.]+ import {alias}", added[0]):
         return True
-    if len(added) == 1 and not removed and re.fullmatch(rf"import [\w.]+\.{alias} as _{alias}", added[0]):
+    if (
+        len(added) == 1
+        and not removed
+        and re.fullmatch(rf"import [\w.]+\.{alias} as _{alias}(  # noqa: E402)?", added[0])
+    ):
         return True
 
     def squash(lines: list[str]) -> str:

@@ -40,8 +40,8 @@ def test_pristine_input_has_nothing_to_strip(case: Path) -> None:
         ("        return iteration\n", "        iteration += 0\n        return iteration\n"),  # added code
         ("            iteration += 1\n", ""),  # a covered statement dropped
         (
-            "    finally:\n        otel.end_training()\n",
-            "    except Exception:\n        otel.end_training()\n",
+            "    finally:\n        _otel.end_training()\n",
+            "    except Exception:\n        _otel.end_training()\n",
         ),
     ],
 )

@@ -162,7 +162,7 @@ def test_transform_case_at_the_next_release(tmp_path: Path) -> None:
     generation = generate(specs, root)
     output = generation.changes[DEMO][1]
     assert 'otel.start_span("demo.sniff")' in output and "demo.old_only" not in output
-    assert '"""Build and load."""\n    otel.configure(args)\n' in output
+    assert '"""Build and load."""\n    _otel.configure(args)\n' in output
     assert [e.releases.text for e in generation.excluded] == ["<0.0.1"]  # type: ignore[union-attr]
     compile(output, DEMO, "exec")
 

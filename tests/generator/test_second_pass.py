@@ -79,7 +79,7 @@ def test_our_constructs_are_recognised_in_any_layout(tmp_path: Path) -> None:
     relaid = first
     for old, new in (
         ('otel.start_span("demo.b")', 'otel.start_span(\n            "demo" ".b",\n        )'),
-        ("_otel_span = otel.STEP and", "_otel_span = (otel.STEP) and"),
+        ("_otel_span = _otel.STEP and", "_otel_span = (_otel.STEP) and"),
         ("_otel_span_2 and _otel_span_2.end()", "(_otel_span_2 and _otel_span_2.end())"),
     ):
         assert old in relaid

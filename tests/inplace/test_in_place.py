@@ -104,7 +104,7 @@ def test_first_apply_instruments_the_files_and_writes_runtime_docs_and_manifest(
     } <= changed
     ddp = (repo / DDP).read_text().splitlines()
     start = ddp.index(
-        '        _otel_span = otel.COMMUNICATION and otel.start_span("megatron.grad_sync.start")'
+        '        _otel_span = _otel.COMMUNICATION and _otel.start_span("megatron.grad_sync.start")'
     )
     assert ddp[start + 3] == "        _otel_span and _otel_span.end()"
     assert "megatron.layer.mlp" in (repo / "docs/otel/spans.md").read_text()
@@ -137,10 +137,10 @@ def test_spec_change_check_fails_with_the_diff_then_apply_and_check_passes(repo:
     assert rc == 1, err
     assert f"--- a/{LAYER}\n+++ b/{LAYER}\n" in out
     assert re.search(
-        r'^-\s+_otel_span_2 = otel.LAYER and otel.start_span\("megatron.layer.mlp"\)\r$', out, re.MULTILINE
+        r'^-\s+_otel_span_2 = _otel.LAYER and _otel.start_span\("megatron.layer.mlp"\)\r$', out, re.MULTILINE
     )
     assert re.search(
-        r'^\+\s+_otel_span_2 = otel.LAYER and otel.start_span\("megatron.layer.mlp_block"\)\r$',
+        r'^\+\s+_otel_span_2 = _otel.LAYER and _otel.start_span\("megatron.layer.mlp_block"\)\r$',
         out,
         re.MULTILINE,
     )
@@ -220,7 +220,7 @@ def test_hand_edits_inside_generated_lines_are_reported_with_their_location(repo
 
     rc, out, err = codegen(repo, "--check")
     assert rc == 1 and f"{LAYER}:{renamed}: error:" in err
-    assert '+            _otel_span_2 = otel.LAYER and otel.start_span("megatron.layer.mlp")\r\n' in out
+    assert '+            _otel_span_2 = _otel.LAYER and _otel.start_span("megatron.layer.mlp")\r\n' in out
 
     rc, out, err = codegen(repo, "--discard-hand-edits")
     assert rc == 0, err

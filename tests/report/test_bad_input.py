@@ -101,13 +101,15 @@ def test_missing_end(capsys, tmp_path):
     spans = _good(tmp_path)
     del spans.spans[2]["endTimeUnixNano"]
     spans.write(tmp_path / "open.json")
-    # the reader (codegen/capture.py) takes a missing time as 0: a span that ends before it starts
-    _refused(
+    err = _refused(
         capsys,
         tmp_path,
         tmp_path / "open.json",
-        match="span 'megatron.startup.imports' ends before it starts (0 <",
+        match="span 'megatron.startup.imports' has a start time and no end time",
     )
+    assert err.startswith(
+        f"{tmp_path / 'open.json'}:1:1: error: record 3 (resourceSpans[0].scopeSpans[0].spans[2].endTimeUnixNano): "
+    ), err
 
 
 def test_not_a_capture(capsys, tmp_path):

@@ -590,7 +590,7 @@ def test_sniff_test_name_is_chosen_at_run_time(found: dict[str, list[FoundSpan]]
 
 def test_first_iteration_is_conditional(found: dict[str, list[FoundSpan]]) -> None:
     (span,) = [s for s in found[TRAINING] if s.name == "megatron.train.first_iteration"]
-    assert span.condition == 'otel.first_time("megatron.train.first_iteration")'.replace('"', "'")
+    assert span.condition == '_otel.first_time("megatron.train.first_iteration")'.replace('"', "'")
 
 
 def test_each_name_is_emitted_only_where_the_taxonomy_puts_it(found: dict[str, list[FoundSpan]]) -> None:

@@ -1,0 +1,53 @@
+"""Trees instrumented before the runtime was imported under a private name (``from megatron
+import otel``, ``otel.f(...)``) still strip: the AST-equivalence check and the in-place manifest
+strip both forms, and re-applying the specs to an old fork gives what a fresh application gives."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from codegen.diagnostics import Diagnostics
+from codegen.pipeline import generate
+from codegen.resolve.equivalence import equivalent
+from codegen.resolve.scan import hook_codes
+from codegen.spec.load import load_project
+from tests.generator.support import CASES, DEMO, make_project
+
+ALIAS, PARENT = "otel", "megatron"  # tests/fixtures/telemetry.yaml
+IMPORT = "import megatron.otel as _otel\n"
+# the cases whose edits name the runtime (the others have no old form)
+CASE_DIRS = sorted(
+    p
+    for p in CASES.iterdir()
+    if (p / "output.py").is_file() and IMPORT in (p / "output.py").read_text(encoding="utf-8")
+)
+
+
+def legacy(output: str) -> str:
+    """``output`` as releases before the private name wrote it."""
+    assert IMPORT in output
+    old = output.replace(IMPORT, "from megatron import otel\n")
+    return re.sub(r"(?<![\w.])_otel\b", "otel", old)  # not _otel_span
+
+
+@pytest.mark.parametrize("case", CASE_DIRS, ids=lambda p: p.name)
+def test_an_old_form_case_is_pristine_once_deinstrumented(case: Path, tmp_path: Path) -> None:
+    pristine = (case / "input.py").read_text(encoding="utf-8")
+    output = (case / "output.py").read_text(encoding="utf-8")
+    specs, _ = make_project(tmp_path, (case / "spec.yaml").read_text(encoding="utf-8"), None)
+    codes = hook_codes(list(load_project(specs, Diagnostics()).hooks), ALIAS)
+    old = legacy(output)
+    assert "_otel." not in old and "from megatron import otel\n" in old
+    assert equivalent(pristine, old, ALIAS, PARENT, codes)
+
+
+@pytest.mark.parametrize("case", ["hooks", "wrap_argument_and_result", "flat_and_decorator_forms"])
+def test_reapplying_to_an_old_fork_equals_a_fresh_application(case: str, tmp_path: Path) -> None:
+    spec = (CASES / case / "spec.yaml").read_text(encoding="utf-8")
+    output = (CASES / case / "output.py").read_text(encoding="utf-8")
+    specs, root = make_project(tmp_path, spec, legacy(output))
+    again = generate(specs, root)
+    assert again.changes[DEMO][1] == output  # the old import goes, the new one comes
