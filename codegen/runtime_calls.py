@@ -4,8 +4,9 @@ writes into the target's code, in one place. ``spec/`` keeps what a hook inserts
 expressions, ``transforms/`` lays the same text out black-style, all with :func:`payload_call`
 and :func:`hook_calls`.
 
-Only text lives here, no layout (that is ``transforms/render.py``) and no parsing of specs; of the
-generator it imports only the spec model, and :func:`quote` is the one maker of string literals.
+Only text lives here, no layout (that is ``codegen/layout.py``, which also has :func:`quote`, the
+one maker of string literals) and no parsing of specs; of the generator it imports only the spec
+model and the layout module.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Protocol, assert_never
 
+from codegen.layout import quote
 from codegen.spec.model import (
     AddFlag,
     AroundHook,
@@ -92,21 +94,6 @@ def guard(alias: str, flag: str | None) -> str:
 def guarded(alias: str, flag: str | None, call: str) -> str:
     """The statement a guarded hook inserts, ``otel.METRICS and otel.record_metrics(...)``."""
     return f"{guard(alias, flag)} and {call}" if flag else call
-
-
-def quote(text: str) -> str:
-    """A double-quoted Python string literal of ``text``: quotes, backslashes, newlines and every
-    other non-printable character escaped, so that no text from a spec can end the literal or the
-    line it is on."""
-    return '"' + "".join(_ESCAPES.get(ch) or (ch if ch.isprintable() else _escape(ch)) for ch in text) + '"'
-
-
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(ch: str) -> str:
-    code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def _lazy_dict(attributes: Sequence[Keyed]) -> str:

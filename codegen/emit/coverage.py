@@ -83,7 +83,7 @@ def render_report(
         "excluded": [
             {
                 "entry": entry(e),
-                "at": str(e.pos),
+                "at": cell(str(e.pos)),
                 "releases": code_cell(e.releases.text),
                 "reason": cell(e.releases.why_not()),
             }
@@ -93,7 +93,7 @@ def render_report(
         "missing": [
             {
                 "entry": entry(e),
-                "at": str(items[0].pos),
+                "at": cell(str(items[0].pos)),
                 "why": "<br>".join(
                     cell(i.message) + "".join(f"<br>&nbsp;&nbsp;{code_cell(n)}" for n in i.notes)
                     for i in items

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codegen.emit.coverage import coverage_context
-from codegen.emit.markdown import cell, code_cell
+from codegen.emit.markdown import cell, code_cell, code_list
 from codegen.emit.svg import hierarchy_svg
 from codegen.emit.templating import environment
 from codegen.resolve.hierarchy import parents_of
@@ -62,7 +62,7 @@ def render_docs(
             "name": g.name,
             "flag": g.flag,
             "description": cell(g.description),
-            "spans": ", ".join(code_cell(n) for n in dict.fromkeys(by_group[g.name])) or "–",
+            "spans": code_list(dict.fromkeys(by_group[g.name])),
         }
         for g in project.groups
     ]
@@ -98,7 +98,7 @@ def _span_rows(project: Project, plan: Plan, parents: Mapping[str, Sequence[str]
     """One row of the spans table per span name, the runtime's lifecycle spans last."""
 
     def parent_text(name: str) -> str:
-        return ", ".join(code_cell(p) for p in parents[name]) or "(root)"
+        return code_list(parents[name], "(root)")
 
     rows: list[SpanRow] = []
     for span in project.spans:
@@ -114,10 +114,11 @@ def _span_rows(project: Project, plan: Plan, parents: Mapping[str, Sequence[str]
                 )
             )
     for life in project.lifecycle:
+        backdated = f"backdated: {code_cell(str(life.start))} to {code_cell(str(life.end))}"
         covers = {
             "startup": "program start to just before the training loop",
-            "phase": f"backdated: `{life.start}` to `{life.end}`",
-            "pre_startup": f"backdated: `{life.start}` to `{life.end}`; a root of its own",
+            "phase": backdated,
+            "pre_startup": f"{backdated}; a root of its own",
             "interval": "save_interval iterations of the training loop",
         }[life.role]
         parts = [f"{code_cell(key)}: {cell(what)}" for key, what in life.attributes]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from codegen.emit.markdown import code_list
 from codegen.emit.templating import environment
 from codegen.report.taxonomy import (
     CATEGORIES,
@@ -35,10 +36,6 @@ UNUSABLE = """# How the report counts
 """
 
 
-def _names(names: tuple[str, ...] | list[str]) -> str:
-    return ", ".join(f"`{n}`" for n in names) or "–"
-
-
 def render_goodput_docs(project: Project, templates_dir: Path) -> dict[str, str]:
     """``{file name: text}`` of the page; for specs the report cannot count with, a page that says why."""
     try:
@@ -57,24 +54,24 @@ def render_goodput_docs(project: Project, templates_dir: Path) -> dict[str, str]
     for category in CATEGORIES:
         rule = rules.get(category) or f"spans of group `{by_group[category]}`"
         names = taxonomy.names_in(category) if category in (GOODPUT, STARTUP) or category in by_group else ()
-        rows.append({"title": TITLES[category], "rule": rule, "names": _names(names)})
+        rows.append({"title": TITLES[category], "rule": rule, "names": code_list(names)})
     children = sorted(
         n for n, phase in taxonomy.startup_phase.items() if n not in taxonomy.phases and n != taxonomy.startup
     )
     finalize = [n for n in taxonomy.names_in(CHECKPOINT_SAVE) if "finalize" in n]
     context = {
         "categories": rows,
-        "phases": _names(taxonomy.phases),
+        "phases": code_list(taxonomy.phases),
         "startup": taxonomy.startup,
-        "startup_children": _names(children),
-        "finalize": _names(finalize),
-        "first": _names(taxonomy.names_in(FIRST_ITERATION)),
+        "startup_children": code_list(children),
+        "finalize": code_list(finalize),
+        "first": code_list(taxonomy.names_in(FIRST_ITERATION)),
         "iteration": taxonomy.iteration,
         "iteration_key": taxonomy.iteration_key,
         "interval": taxonomy.interval,
-        "saves": _names(taxonomy.save),
-        "loads": _names(taxonomy.load),
-        "step_phases": _names(taxonomy.step_phases),
-        "logging": _names(taxonomy.logging),
+        "saves": code_list(taxonomy.save),
+        "loads": code_list(taxonomy.load),
+        "step_phases": code_list(taxonomy.step_phases),
+        "logging": code_list(taxonomy.logging),
     }
     return {PAGE: environment(templates_dir).get_template(TEMPLATE).render(context)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 
 def cell(text: str) -> str:
@@ -13,3 +14,8 @@ def cell(text: str) -> str:
 def code_cell(text: str) -> str:
     """``text`` as inline code in a table cell."""
     return f"`{cell(text)}`"
+
+
+def code_list(texts: Iterable[str], empty: str = "–") -> str:
+    """``a``, ``b``: each text as inline code, comma-separated; ``empty`` when there are none."""
+    return ", ".join(code_cell(t) for t in texts) or empty

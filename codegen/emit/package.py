@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from codegen.layout import literal
+
 DISTRIBUTION = "megatron-otel-instrumentation"
 MODULE = "megatron_otel_instrumentation"
 ENTRY_POINT = (
@@ -89,12 +91,16 @@ def requirement(releases: list[str]) -> str:
 
 
 def render_version(version: str, releases: list[str], schema_url: str) -> str:
+    """The package's ``_version.py``, laid out as black writes it."""
+    constants = {
+        "__version__": version,
+        "RELEASES": tuple(releases),
+        "MEGATRON_CORE_REQUIREMENT": requirement(releases),
+        "SCHEMA_URL": schema_url,
+    }
     return (
         '"""Written by `codegen package`: the distribution\'s version and what it supports."""\n\n'
-        f"__version__ = {version!r}\n"
-        f"RELEASES = {tuple(releases)!r}\n"
-        f"MEGATRON_CORE_REQUIREMENT = {requirement(releases)!r}\n"
-        f"SCHEMA_URL = {schema_url!r}\n"
+        + "".join(f"{name} = {literal(value, 0, '', len(name) + 3)}\n" for name, value in constants.items())
     )
 
 

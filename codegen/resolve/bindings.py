@@ -31,7 +31,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from codegen.resolve.walk import code_of
+from codegen.layout import code_of
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,12 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from codegen.diagnostics import Diagnostics, Pos
+from codegen.layout import code_of
 from codegen.resolve.context import FileContext
 from codegen.resolve.hostile import parse_module
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import assigned_names, child_blocks
-from codegen.resolve.walk import code_of, walk
+from codegen.resolve.walk import walk
 from codegen.runtime_calls import payload_call, payload_label
 from codegen.spec.model import Hook, Span
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
+from codegen.layout import code_of
 from codegen.runtime_calls import SPAN_VARIABLE
 from codegen.spec.model import Hook, Span
 
@@ -77,7 +78,7 @@ class _Finder(cst.CSTVisitor):
             if level is None and name in _WARN_CALLS and len(node.args) >= 3 and node.args[2].keyword is None:
                 level = node.args[2].value
             if level is not None and not (isinstance(level, cst.Integer) and level.evaluated_value <= 1):
-                shown = cst.Module(body=[]).code_for_node(level)
+                shown = code_of(level)
                 use.stacklevel = (self.line_of(node), f"{name}(..., stacklevel={shown})")
         if name in _FRAME_CALLS and use.frames is None:
             use.frames = (self.line_of(node), f"{name}(...)")

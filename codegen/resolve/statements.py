@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from codegen.resolve.walk import code_of, walk
+from codegen.layout import code_of
+from codegen.resolve.walk import walk
 from codegen.spec.model import Selector
 
 

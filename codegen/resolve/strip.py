@@ -34,8 +34,8 @@ from typing import TypeGuard
 
 import libcst as cst
 
+from codegen.layout import code_of
 from codegen.resolve.scan import compact
-from codegen.resolve.walk import code_of
 from codegen.runtime_calls import SPAN_VARIABLE_PATTERN
 
 Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement  # what a block holds

@@ -1,5 +1,5 @@
-"""libcst helpers every layer shares: the code of a node (:func:`code_of`) and a fast walk over
-a tree, for the questions resolution asks of every node of a function.
+"""A fast walk over a libcst tree, for the questions resolution asks of every node of a function
+(the code of a node is ``codegen.layout.code_of``).
 
 libcst's ``visit`` rebuilds every node it passes (its visitors are also transformers) and its
 matchers add a dispatch per node: measured on megatron's ``training.py``, a no-op ``visit`` costs
@@ -51,12 +51,6 @@ _LAYOUT = frozenset(
     }
 )
 _FIELDS: dict[type, tuple[str, ...]] = {}
-_EMPTY = cst.Module(body=[])
-
-
-def code_of(node: cst.CSTNode) -> str:
-    """The source text of ``node`` as libcst renders it (default indentation and newlines)."""
-    return _EMPTY.code_for_node(node)
 
 
 def _fields(kind: type) -> tuple[str, ...]:

@@ -11,13 +11,11 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from codegen.layout import code_of, expression_statement, fit, fit_call_line, statement
 from codegen.resolve.sites import Insert, Rewrite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
-from codegen.resolve.walk import code_of
 from codegen.runtime_calls import guard, payload_call, span_variable
 from codegen.spec.model import AroundHook, EntryHook, Payload, Project, Span, StatementHook, WrapResult
-from codegen.transforms.reindent import fit
-from codegen.transforms.render import LINE_LENGTH, expression_statement
 from codegen.transforms.rewrite import CallRewriter
 from codegen.transforms.span import (
     span_decorator,
@@ -122,7 +120,7 @@ class BlockEditor(cst.CSTTransformer):
         span = self.decorations.get(id(original_node))
         if span is None:
             return updated_node
-        decorator = cst.Decorator(decorator=cst.parse_expression(span_decorator(self.project, span)))
+        decorator = span_decorator(self.project, span, self.indents[-1], self.step)
         return updated_node.with_changes(decorators=[*updated_node.decorators, decorator])
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
@@ -196,21 +194,8 @@ class BlockEditor(cst.CSTTransformer):
         assert isinstance(new, cst.BaseStatement)
         # A one-line statement that became one long call is laid out again the way black would.
         one_line = "\n" not in code_of(stmt.with_changes(leading_lines=())).rstrip("\n")
-        if (
-            isinstance(rewrite.hook.target, WrapResult)
-            and one_line
-            and not frozen
-            and isinstance(new, cst.SimpleStatementLine)
-            and len(new.body) == 1
-            and isinstance(new.body[0], cst.Expr)
-        ):
-            code = " ".join(code_of(new.body[0]).split())
-            value = new.body[0].value
-            if isinstance(value, cst.Call) and len(indent + code) > LINE_LENGTH:
-                laid_out = _statement(expression_statement(code, indent, self.step), indent)
-                new = laid_out.with_changes(
-                    leading_lines=new.leading_lines, trailing_whitespace=new.trailing_whitespace
-                )
+        if isinstance(rewrite.hook.target, WrapResult) and one_line and not frozen:
+            new = fit_call_line(new, indent, self.step)
         return new
 
     def _hook_call(
@@ -221,7 +206,7 @@ class BlockEditor(cst.CSTTransformer):
         runtime = self.project.runtime
         call = payload_call(payload, runtime.alias, runtime.binding)
         flag = guard(runtime.binding, hook.guard)
-        return _statement(expression_statement(call, indent, self.step, flag), indent)
+        return statement(expression_statement(call, indent, self.step, flag), indent)
 
     def _wrap(self, wrap: Wrap, covered: list[cst.BaseStatement], indent: str) -> list[cst.BaseStatement]:
         inner = indent + self.step
@@ -231,22 +216,22 @@ class BlockEditor(cst.CSTTransformer):
         entry = wrap.entry
         if isinstance(entry, Span) and entry.form == "flat":
             var = span_variable(self.depths[id(wrap)])
-            start = _statement(span_start(self.project, entry, var, indent, self.step), indent)
+            start = statement(span_start(self.project, entry, var, indent, self.step), indent)
             start = start.with_changes(leading_lines=_leading_lines(body[0]))
             body[0] = body[0].with_changes(leading_lines=())
             setter = span_setter(self.project, entry, var, indent, self.step)
-            after = [_statement(setter, indent)] if setter is not None else []
-            return [start, *body, *after, _statement(span_end(var, indent), indent)]
+            after = [statement(setter, indent)] if setter is not None else []
+            return [start, *body, *after, statement(span_end(var, indent), indent)]
         # The covered statements move one level in; a call whose arguments black had hugged on one
         # line gets one argument per line when that line no longer fits (black's own next step).
         body = [fit(stmt, inner, self.origin) if id(stmt) in self.originals else stmt for stmt in body]
         if isinstance(entry, Span):
             var = span_variable(self.depths[id(wrap)])
-            before.append(_statement(span_start(self.project, entry, var, indent, self.step), indent))
+            before.append(statement(span_start(self.project, entry, var, indent, self.step), indent))
             setter = span_setter(self.project, entry, var, inner, self.step)
             if setter is not None:
-                _append_before_return(body, _statement(setter, inner))
-            final.append(_statement(span_end(var, inner), inner))
+                _append_before_return(body, statement(setter, inner))
+            final.append(statement(span_end(var, inner), inner))
         else:
             if entry.enter:
                 before.append(self._hook_call(entry, entry.enter, indent))
@@ -319,12 +304,6 @@ def _append_before_return(body: list[cst.BaseStatement], stmt: cst.BaseStatement
         body.insert(len(body) - 1, stmt)
     else:
         body.append(stmt)
-
-
-def _statement(text: str, indent: str) -> cst.BaseStatement:
-    lines = text.split("\n")
-    dedented = "\n".join(line.removeprefix(indent) for line in lines)
-    return cst.parse_statement(dedented + "\n")
 
 
 def _leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from codegen.layout import code_of
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import child_blocks, is_docstring
-from codegen.resolve.walk import code_of
 from codegen.runtime_calls import hook_calls, payload_call
 from codegen.spec.model import Project, Span
 from codegen.transforms.blocks import BlockEditor

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from codegen.runtime_calls import bind, quote
+import libcst as cst
+
+from codegen.layout import DictArg, call_statement, decorator, guarded_assignment, quote
+from codegen.runtime_calls import bind
 from codegen.spec.model import Attribute, Project, Span
-from codegen.transforms.render import LINE_LENGTH, DictArg, call_statement
 
 
 def span_start(project: Project, span: Span, var: str, indent: str, step: str) -> str:
@@ -29,24 +31,15 @@ def span_start(project: Project, span: Span, var: str, indent: str, step: str) -
         args.append(dict_arg(project, span.attributes))
     when = [bind(span.when, runtime.alias, alias)] if span.when else []
     guards = [f"{alias}.{project.group(span.group).flag}"] + when
-    prefix = f"{var} = {' and '.join(guards)} and {alias}.start_span"
-    if len(f"{indent}{prefix}(") <= LINE_LENGTH:
-        return call_statement(prefix, args, indent, step)
-    # black's fallback: the right-hand side in parentheses, one operand per line
-    inner = indent + step
-    lines = [f"{indent}{var} = (", f"{inner}{guards[0]}"] + [f"{inner}and {g}" for g in guards[1:]]
-    lines.append(call_statement(f"and {alias}.start_span", args, inner, step))
-    lines.append(f"{indent})")
-    return "\n".join(lines)
+    return guarded_assignment(var, guards, f"{alias}.start_span", args, indent, step)
 
 
-def span_decorator(project: Project, span: Span) -> str:
-    """``otel.traced("name", {"attribute": "parameter"})``: the decorator form, for cold functions."""
-    args = [quote(span.name)]
+def span_decorator(project: Project, span: Span, indent: str, step: str) -> cst.Decorator:
+    """``@otel.traced("name", {"attribute": "parameter"})``: the decorator form, for cold functions."""
+    args: list[str | DictArg] = [quote(span.name)]
     if span.attributes:
-        pairs = ", ".join(f"{quote(a.key)}: {quote(a.expr)}" for a in span.attributes)
-        args.append("{" + pairs + "}")
-    return f"{project.runtime.binding}.traced({', '.join(args)})"
+        args.append(DictArg(tuple((quote(a.key), quote(a.expr)) for a in span.attributes), lazy=False))
+    return decorator(f"{project.runtime.binding}.traced", args, indent, step)
 
 
 def span_setter(project: Project, span: Span, var: str, indent: str, step: str) -> str | None:

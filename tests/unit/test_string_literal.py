@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from codegen.runtime_calls import quote
+from codegen.layout import quote
 
 
 @pytest.mark.parametrize(
