@@ -9,6 +9,7 @@ starts anew. A forked child starts with an ended run of its own (the parent's is
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import signal
 from types import FrameType
@@ -17,7 +18,7 @@ from typing import Any
 from ._export import flush_providers, shutdown_providers
 from ._lifecycle import abort_lifecycle, add_lifecycle_event, end_lifecycle
 from ._spans import abort_open_spans, disable
-from ._state import PROCESS, flag, log_once, new_run
+from ._state import LOG, PROCESS, flag, log_once, new_run
 
 
 def shutdown() -> None:
@@ -76,7 +77,22 @@ def install_exit_hooks(sigterm_timeout: float) -> None:
 
 
 def _at_exit() -> None:
+    was_active = not PROCESS.run.ended
     shutdown()
+    if was_active:
+        _quiet_loggers()
+
+
+def _quiet_loggers() -> None:
+    """Silence OpenTelemetry's loggers and the runtime's once the exit flush is over.
+
+    Exporter threads that outlive it (a slow or dead collector) are daemon threads; one writing a
+    record to stderr while the interpreter finalizes can abort the process ("could not acquire
+    lock for <stderr> at interpreter shutdown"). Nothing they could still say can be acted on, and
+    the runtime's summary of what was lost is already written.
+    """
+    for name in ("opentelemetry", LOG.name):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:

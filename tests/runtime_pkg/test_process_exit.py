@@ -328,3 +328,29 @@ def test_a_span_ended_from_del_at_interpreter_exit_prints_nothing(rendered: Rend
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("held"), result.stdout
     assert result.stderr == ""
+
+
+
+def test_exporter_threads_cannot_log_while_the_interpreter_finalizes(rendered: Rendered) -> None:
+    """An exporter's daemon thread that outlives the exit flush (a dead collector: retries, then
+    "Failed to export ... batch") and writes to stderr while the interpreter finalizes can abort
+    the process (CPython: "could not acquire lock for <stderr> at interpreter shutdown", exit -6;
+    seen once in CI). Past the exit flush OpenTelemetry's loggers and the runtime's are quiet: an
+    exit handler that runs after the runtime's finds them off, and a record logged there is not
+    written."""
+    body = """\
+    import atexit, logging
+    exporter_log = logging.getLogger("opentelemetry.exporter.otlp.proto.http.metric_exporter")
+
+    def after_ours():
+        print("ENABLED", exporter_log.isEnabledFor(logging.WARNING), flush=True)
+        exporter_log.warning("LATE EXPORT WARNING")
+
+    atexit.register(after_ours)  # registered first, so it runs after the runtime's hook
+    pretrain()
+    exporter_log.warning("EARLY EXPORT WARNING")
+    """
+    result = run_script(rendered, body)
+    assert result.returncode == 0, result.stderr
+    assert "ENABLED False" in result.stdout
+    assert "EARLY EXPORT WARNING" in result.stderr and "LATE EXPORT WARNING" not in result.stderr
