@@ -377,9 +377,12 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
     def _start_other(self, name: str, parent: Any, extra: Any, trace_id: int) -> Any:
         """``open``'s span when the current span is not a LeanSpan: a root, a child of a
         foreign span, or an SDK span (a child of a sampled-out foreign span)."""
-        context = parent.get_span_context() if isinstance(parent, _SpanBase) else None
+        context = None
+        if parent is not None and isinstance(parent, _SpanBase):  # no ABC check for a root
+            context = parent.get_span_context()
         if context is None or not context.is_valid:
-            trace = (trace_id or self.trace_id(), _SAMPLED | _RANDOM_TRACE_ID, None)
+            # no id is ever chosen for open()'s spans: the per-process generator's, directly
+            trace = (trace_id or _ids.trace_id(), _SAMPLED | _RANDOM_TRACE_ID, None)
             return LeanSpan(self.recorder, name, None, trace, extra, _time_ns())
         if not context.trace_flags.sampled:
             values = {**self.recorder.base.get(name, {}), **(extra or {})}
