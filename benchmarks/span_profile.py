@@ -39,6 +39,12 @@ CATEGORIES: list[tuple[str, object]] = [
     ("runtime (otel_runtime) own code", lambda f, n: "otel_runtime" in f or "/megatron/core/otel/" in f),
     ("SDK span objects (start_span, _Span, end, SpanContext)", lambda f, n: "opentelemetry" in f),
 ]  # fmt: skip
+# Builtins charged to a category of their own (by name) rather than to their callers.
+BUILTINS: list[tuple[str, str]] = [
+    ("context attach/detach", "_contextvars.ContextVar"),
+    ("id generation", "getrandbits"),
+    ("clock readings (time.time_ns)", "time.time_ns"),
+]
 NESTED = ("megatron.layer.forward", ("megatron.layer.self_attention", "megatron.layer.mlp"))
 
 
@@ -57,7 +63,9 @@ def run_spans(otel, rounds: int) -> int:
 
 
 def _category(file: str, function: str) -> str | None:
-    if file == "~" or file.startswith("<frozen") or file.endswith("span_profile.py"):
+    if file == "~":
+        return next((name for name, part in BUILTINS if part in function), None)
+    if file.startswith("<frozen") or file.endswith("span_profile.py"):
         return None  # builtins and the standard library's abc machinery: charged to their callers
     for name, predicate in CATEGORIES:
         if predicate(file, function):  # type: ignore[operator]
@@ -66,9 +74,10 @@ def _category(file: str, function: str) -> str | None:
 
 
 def categorize(stats: pstats.Stats, spans: int) -> dict[str, float]:
-    """Own time per span by category; a builtin's time goes to its callers' categories."""
+    """Own time per span by category; a builtin's time goes to its callers' categories, except
+    the context variable's methods, the id generator's and the clock's (``BUILTINS``)."""
     table = stats.stats  # type: ignore[attr-defined]
-    totals: dict[str, float] = {name: 0.0 for name, _ in CATEGORIES}
+    totals: dict[str, float] = {name: 0.0 for name, _ in CATEGORIES + BUILTINS}
     other = "other (the benchmark loop, unattributed builtins)"
     totals[other] = 0.0
 

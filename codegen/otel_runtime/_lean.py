@@ -3,10 +3,12 @@ on the training thread and turned into SDK ``ReadableSpan`` objects on the expor
 
 Used only when the runtime builds the providers itself (no program- or distro-set global tracer
 provider, or ``MEGATRON_OTEL_OWN_PROVIDERS=1``) with the default sampler; a provider the program
-sets gets the SDK path, as before. On the training thread a span costs: its id (the per-process
-generator of ``_ids``), two ``time.time_ns()`` readings, the parent read from the current context,
-the attributes its call site evaluates (a dict, not validated here), a context attach/detach so
-that the span is the current one, and an append to this thread's buffer. The span group
+sets gets the SDK path, as before. On the training thread a statement site's span
+(``LeanTracer.open``) costs: the call site's attributes evaluated (a dict, not validated here), the
+current context read from the API's context variable, a ``LeanSpan`` (name, parent, the parent's
+trace, start time), a new context holding it set as the current one, a ``LeanStarted`` on the
+thread's open-span stack; at its end the context reset, the end time and an append to this
+thread's buffer. The span id (drawn on first use, normally by the export thread), the span group
 attribute, attribute validation and limits, ``SpanContext``/``ReadableSpan`` objects and the OTLP
 encoding are the export thread's work.
 
@@ -29,21 +31,27 @@ children) reach the same buffers as the processor's ``on_end``.
 from __future__ import annotations
 
 import collections
+import contextvars
 import os
+import sys
 import threading
 import time
 import traceback
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _ids
-from ._state import LOG, log_once
+from ._state import LOG, PROCESS, log_once, warn_once
 from ._version import SCHEMA_URL, SCOPE, VERSION
+
+if TYPE_CHECKING:
+    from ._state import Run
 
 try:  # the API only: the SDK is imported when a recorder is installed (it may be missing)
     from opentelemetry import trace as otel_trace
+    from opentelemetry.context import Context as _Context
     from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 except ImportError:  # opentelemetry is optional: without it nothing here is used
     _SpanBase: Any = object
@@ -60,6 +68,10 @@ _RECORDERS: weakref.WeakSet[LeanRecorder] = weakref.WeakSet()
 # The runtime's own TracerProviders that record lean -> their recorder.
 _BY_PROVIDER: weakref.WeakKeyDictionary[Any, LeanRecorder] = weakref.WeakKeyDictionary()
 _time_ns = time.time_ns
+_exc_info = sys.exc_info
+_is_finalizing = sys.is_finalizing
+# Held while a LeanSpan's id is drawn (on first use, by the training or the export thread).
+_ID_LOCK = threading.Lock()
 # Attribute value types the SDK's validation keeps as they are.
 _PLAIN = frozenset((str, bool, int, float))
 
@@ -79,51 +91,66 @@ def usable(provider: Any) -> bool:
 
 
 class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installed
-    """One span recorded on the lean path: what the training thread knows, nothing more."""
+    """One span recorded on the lean path: what the training thread knows, nothing more.
+
+    ``_trace`` is ``(trace_id, trace flags, trace state)``, shared by every span of a trace
+    (a child takes its parent's); the span id is drawn on first use (``span_id``): by the export
+    thread, or by whoever reads the span's context first."""
 
     __slots__ = (
         "_context",
         "_end",
         "_events",
         "_extra",
-        "_flags",
+        "_id",
         "_links",
         "_name",
         "_parent",
         "_recorder",
         "_start",
         "_status",
-        "_trace_state",
-        "span_id",
-        "trace_id",
+        "_trace",
     )
 
     def __init__(
         self,
         recorder: LeanRecorder,
         name: str,
-        trace_id: int,
         parent: Any,  # a LeanSpan, a SpanContext or None
-        flags: int,
-        trace_state: Any,
+        trace: tuple[int, int, Any],  # trace id, trace flags, trace state
         extra: dict[str, Any] | None,
         start: int,
-        span_id: int,
+        span_id: int = 0,  # 0: drawn on first use
     ) -> None:
         self._recorder = recorder
         self._name = name
-        self.trace_id = trace_id
-        self.span_id = span_id
         self._parent = parent
-        self._flags = flags
-        self._trace_state = trace_state
+        self._trace = trace
         self._extra = extra
         self._start = start
+        self._id = span_id
         self._end: int | None = None
         self._status: Any = None
         self._events: list[tuple[str, Any, int]] | None = None
         self._links: list[Any] | None = None
         self._context: Any = None
+
+    @property
+    def span_id(self) -> int:
+        """This span's id, drawn from the per-process generator on first use."""
+        value: int = self._id
+        if not value:
+            with _ID_LOCK:  # the training thread and the export thread may both ask first
+                value = self._id
+                if not value:
+                    value = self._id = _ids.span_id()
+        return value
+
+    @property
+    def trace_id(self) -> int:
+        """This span's trace id."""
+        value: int = self._trace[0]
+        return value
 
     # -- the opentelemetry.trace.Span interface
 
@@ -131,12 +158,13 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
         """This span's SpanContext (built on first use)."""
         context: SpanContext | None = self._context
         if context is None:
+            trace_id, flags, trace_state = self._trace
             context = self._context = SpanContext(
-                self.trace_id,
+                trace_id,
                 self.span_id,
                 is_remote=False,
-                trace_flags=TraceFlags(self._flags),
-                trace_state=self._trace_state,
+                trace_flags=TraceFlags(flags),
+                trace_state=trace_state,
             )
         return context
 
@@ -221,20 +249,34 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
         if self._end is not None:
             return
         self._end = _time_ns() if end_time is None else end_time
-        self._recorder.push(self)
+        recorder = self._recorder
+        spans = recorder.local.spans  # push(), inline: one call less on the training thread
+        if len(spans) < recorder.capacity and not recorder.done:
+            spans.append(self)
+            if len(spans) == recorder.batch_size:
+                recorder.wake.set()
+        else:
+            recorder.push(self)  # full (dropped and counted) or shut down (ignored)
 
     def __repr__(self) -> str:
-        return f"LeanSpan({self._name!r}, span_id={self.span_id:016x})"
+        return f"LeanSpan({self._name!r})"
 
 
 class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when installed
     """The runtime's tracer on the lean path: ``LeanSpan`` objects whose parent is the current span.
 
     ``sdk_tracer`` (the same provider's SDK tracer) records what the lean path does not: children
-    of a sampled-out parent.
+    of a sampled-out parent, spans of another kind.
 
-    Ids come from ``span_id``/``trace_id`` (the per-process generator of ``_ids``; ``choose_ids``
-    swaps in a ``_ranks.ChosenIds``, which hands out the ids chosen for this thread's next span).
+    Ids of ``start_span`` come from ``span_id``/``trace_id`` (the per-process generator of
+    ``_ids``; ``choose_ids`` swaps in a ``_ranks.ChosenIds``, which hands out the ids chosen for
+    this thread's next span). The statement sites' spans (``open``) draw their span ids lazily from
+    ``_ids`` (no id is ever chosen for them).
+
+    ``open`` reads and sets the current context through the API's context variable itself when
+    the API's runtime context is its ``contextvars`` one (always, unless ``OTEL_PYTHON_CONTEXT``
+    names another when ``opentelemetry.context`` is first imported), through ``context.attach``
+    and ``detach`` otherwise.
     """
 
     def __init__(self, recorder: LeanRecorder, sdk_tracer: Any) -> None:
@@ -242,6 +284,7 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
         self.sdk_tracer = sdk_tracer
         self.span_id: Any = _ids.span_id
         self.trace_id: Any = _ids.trace_id
+        self.current, self.attach, self.detach, self.key = _context_access()
 
     def choose_ids(self, ids: Any) -> None:
         """Draw ids from ``ids`` (an SDK ``IdGenerator``), as the SDK tracer does."""
@@ -264,97 +307,87 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
             return self.sdk_tracer.start_span(
                 name, context, kind, attributes, links, start_time, record_exception
             )
-        parent = otel_trace.get_current_span(context)
+        parent: Any = otel_trace.get_current_span(context)
         if type(parent) is LeanSpan:
-            span = LeanSpan(
-                self.recorder,
-                name,
-                parent.trace_id,
-                parent,
-                parent._flags,
-                parent._trace_state,
-                None if attributes is None else dict(attributes),
-                _time_ns() if start_time is None else start_time,
-                self.span_id(),
-            )
+            trace = parent._trace
         else:
-            parent_context: SpanContext | None = parent.get_span_context()
-            if parent_context is not None and parent_context.is_valid:
-                if not parent_context.trace_flags.sampled:  # the sampler's decision
+            parent = parent.get_span_context()
+            if parent is not None and parent.is_valid:
+                if not parent.trace_flags.sampled:  # the sampler's decision
                     return self.sdk_tracer.start_span(
                         name, context, SpanKind.INTERNAL, attributes, links, start_time
                     )
-                trace_id = parent_context.trace_id
-                flags = _SAMPLED | (parent_context.trace_flags & _RANDOM_TRACE_ID)
-                trace_state = parent_context.trace_state
+                trace = _child_trace(parent)
             else:
-                parent_context = None
-                trace_id = self.trace_id()
-                flags = _SAMPLED | _RANDOM_TRACE_ID
-                trace_state = None
-            span = LeanSpan(
-                self.recorder,
-                name,
-                trace_id,
-                parent_context,
-                flags,
-                trace_state,
-                None if attributes is None else dict(attributes),
-                _time_ns() if start_time is None else start_time,
-                self.span_id(),
-            )
+                parent = None
+                trace = (self.trace_id(), _SAMPLED | _RANDOM_TRACE_ID, None)
+        span = LeanSpan(
+            self.recorder,
+            name,
+            parent,
+            trace,
+            None if attributes is None else dict(attributes),
+            _time_ns() if start_time is None else start_time,
+            self.span_id(),
+        )
         if links:
             for link in links:
                 span.add_link(link.context, link.attributes)
         return span
 
-    def start_fast(self, name: str, extra: Mapping[str, Any] | None, trace_id: int = 0) -> Any:
-        """``start_span(name)`` for the runtime's statement sites: ``extra`` is the call site's
-        evaluated attributes, kept as given (the span group attributes are added on export); a
-        root span goes in trace ``trace_id`` when it is set (the run's shared trace, ``_ranks``).
-        A child of a sampled-out foreign span is left to the SDK tracer (its sampler decides)."""
-        if extra is not None and type(extra) is not dict:
-            extra = dict(extra)
-        parent = otel_trace.get_current_span()
-        if type(parent) is LeanSpan:
-            return LeanSpan(
-                self.recorder,
-                name,
-                parent.trace_id,
-                parent,
-                parent._flags,
-                parent._trace_state,
-                extra,
-                _time_ns(),
-                self.span_id(),
-            )
-        parent_context = parent.get_span_context()
-        if not parent_context.is_valid:
-            return LeanSpan(
-                self.recorder,
-                name,
-                trace_id or self.trace_id(),
-                None,
-                _SAMPLED | _RANDOM_TRACE_ID,
-                None,
-                extra,
-                _time_ns(),
-                self.span_id(),
-            )
-        if not parent_context.trace_flags.sampled:
+    def open(
+        self, name: str, attributes: Callable[[], Mapping[str, Any]] | None, run: Run
+    ) -> LeanStarted | None:
+        """``otel.start_span(name, attributes)`` on the lean path: a span started as the current
+        one, on this thread's open-span stack; None when it cannot start. Never raises.
+
+        ``attributes`` is the call site's, evaluated here and kept as given (validated, and the
+        span group attributes added, on export); a root span goes in trace ``trace_id`` when it is
+        set (``run.trace_id``: the run's shared trace, ``_ranks``). A child of a sampled-out
+        foreign span is left to the SDK tracer (its sampler decides)."""
+        span: Any = None
+        token: Any = None
+        try:
+            extra: Any = None
+            if attributes is not None:
+                try:
+                    extra = attributes()
+                except Exception:
+                    warn_once(name, "evaluating attributes")
+                if extra is not None and type(extra) is not dict:
+                    extra = dict(extra)  # as the SDK path: a span with what it cannot read fails
+            current = self.current()
+            parent = current.get(self.key)
+            if type(parent) is LeanSpan:
+                span = LeanSpan(self.recorder, name, parent, parent._trace, extra, _time_ns())
+            else:
+                span = self._start_other(name, parent, extra, run.trace_id)
+            token = self.attach(_Context({**current, self.key: span}))
+            started = LeanStarted(span, token, self.detach, _exc_info()[1])
+            run.open_spans.stack.append(started)
+            return started
+        except Exception:  # RecursionError included: whatever started is ended, the context
+            _abandon(span, token, self.detach)  # restored
+            try:
+                warn_once(name, "starting the span")
+            except Exception:  # logging at the recursion limit
+                pass
+            return None
+
+    def _start_other(self, name: str, parent: Any, extra: Any, trace_id: int) -> Any:
+        """``open``'s span when the current span is not a LeanSpan: a root, a child of a
+        foreign span, or an SDK span (a child of a sampled-out foreign span)."""
+        context = None
+        if parent is not None and isinstance(parent, _SpanBase):  # no ABC check for a root
+            context = parent.get_span_context()
+        if context is None or not context.is_valid:
+            # no id is ever chosen for open()'s spans: the per-process generator's, directly
+            trace = (trace_id or _ids.trace_id(), _SAMPLED | _RANDOM_TRACE_ID, None)
+            return LeanSpan(self.recorder, name, None, trace, extra, _time_ns())
+        if not context.trace_flags.sampled:
             values = {**self.recorder.base.get(name, {}), **(extra or {})}
             return self.sdk_tracer.start_span(name, attributes=values)
-        return LeanSpan(
-            self.recorder,
-            name,
-            parent_context.trace_id,
-            parent_context,
-            _SAMPLED | (parent_context.trace_flags & _RANDOM_TRACE_ID),
-            parent_context.trace_state,
-            extra,
-            _time_ns(),
-            self.span_id(),
-        )
+        return LeanSpan(self.recorder, name, context, _child_trace(context), extra, _time_ns())
 
     @contextmanager
     def start_as_current_span(
@@ -377,6 +410,164 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
             set_status_on_exception=set_status_on_exception,
         ) as current:
             yield current
+
+
+def _child_trace(parent: Any) -> tuple[int, int, Any]:
+    """The trace of a child of ``parent`` (a valid, sampled SpanContext): its trace id, trace state
+    and random-trace-id flag, as the SDK's sampler and tracer pass them on."""
+    flags = _SAMPLED | (parent.trace_flags & _RANDOM_TRACE_ID)
+    return (parent.trace_id, flags, parent.trace_state)
+
+
+def _context_access() -> tuple[Any, Any, Any, str]:
+    """(get the current Context, attach a Context, detach a token, the current span's key).
+
+    The API's own functions go through two calls each and copy the context twice to set a span;
+    its ``contextvars`` runtime context is one ContextVar, used here directly when it is the one in
+    use. The key is the API's ``set_span_in_context`` key, found through that function."""
+    from opentelemetry import context as api
+    from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+
+    key = next(iter(otel_trace.set_span_in_context(otel_trace.INVALID_SPAN, api.Context())))
+    runtime = getattr(api, "_RUNTIME_CONTEXT", None)
+    var = getattr(runtime, "_current_context", None)
+    if type(runtime) is ContextVarsRuntimeContext and isinstance(var, contextvars.ContextVar):
+        return var.get, var.set, var.reset, key
+    return api.get_current, api.attach, api.detach, key
+
+
+def _abandon(span: Any, token: Any, detach: Callable[[Any], Any]) -> None:
+    """Undo an ``open`` that failed half-way: detach ``token``, end ``span``. Never raises."""
+    try:
+        if token is not None:
+            detach(token)
+    except Exception:
+        pass
+    try:
+        if span is not None:
+            span.end()
+    except Exception:
+        pass
+
+
+class LeanStarted:
+    """A span ``LeanTracer.open`` started, current until ``end()``: the lean path's
+    ``_spans.StartedSpan`` (the same interface: ``end``, ``set_attributes``, ``abort``,
+    ``close``)."""
+
+    __slots__ = ("_detach", "_handled", "_span", "_token")
+
+    def __init__(
+        self, span: Any, token: Any, detach: Callable[[Any], Any], handled: BaseException | None
+    ) -> None:
+        self._span = span
+        self._token = token
+        self._detach = detach
+        # The exception the caller was already handling at start: its end is not an error.
+        self._handled = handled
+
+    def set_attributes(self, attributes: Callable[[], Mapping[str, Any]]) -> None:
+        """Evaluate ``attributes`` and set them on the span. Never raises."""
+        span = self._span
+        if span is None:
+            return
+        try:
+            span.set_attributes(attributes())
+        except Exception:
+            warn_once(_name_of(span), "evaluating attributes")
+
+    def end(self) -> None:
+        """Restore the previous context and end the span, recording an escaping exception.
+
+        Spans started after this one and still open were left by an exception (the "flat" form
+        has no ``finally``): they are ended first, innermost first. Never raises; a second call
+        does nothing.
+        """
+        if self._span is None:
+            return
+        stack = PROCESS.run.open_spans.stack  # this thread's, in the current run
+        try:
+            if stack[-1] is self:  # the usual case: the innermost span ends
+                stack.pop()
+            elif any(s is self for s in stack):
+                while stack[-1] is not self:
+                    stack.pop().close()
+                stack.pop()
+        except IndexError:  # emptied meanwhile by abort_open_spans() (SIGTERM), or not there
+            pass
+        # close(), inline: one call less on the training thread
+        span = self._span
+        if span is None:
+            return
+        self._span = None
+        if _is_finalizing():
+            return
+        try:
+            self._detach(self._token)
+        except Exception:
+            warn_once(_name_of(span), "restoring the context")
+        error = _exc_info()[1]
+        if error is not None and error is not self._handled:
+            try:
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+            except Exception:
+                warn_once(_name_of(span), "recording the exception")
+        try:
+            span.end()
+        except Exception:
+            warn_once(_name_of(span), "ending the span")
+
+    def abort(self, description: str, restore: bool) -> None:
+        """End this span with an ERROR status ``description``; restore the context only when
+        ``restore`` (the span's own thread). Never raises."""
+        span = self._span
+        if span is None:
+            return
+        self._span = None
+        try:
+            if restore:
+                self._detach(self._token)
+        except Exception:
+            pass
+        try:
+            span.set_status(Status(StatusCode.ERROR, description))
+            span.end()
+        except Exception:
+            warn_once(_name_of(span), "ending the span")
+
+    def close(self) -> None:
+        """End this span only, leaving the open-span stack alone.
+
+        After interpreter shutdown began (a ``__del__`` at exit) the span is dropped: the
+        providers are shut down, and the context and SDK would only log warnings.
+        """
+        span = self._span
+        if span is None:
+            return
+        self._span = None
+        if _is_finalizing():
+            return
+        try:
+            self._detach(self._token)
+        except Exception:
+            warn_once(_name_of(span), "restoring the context")
+        error = _exc_info()[1]
+        if error is not None and error is not self._handled:
+            try:
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+            except Exception:
+                warn_once(_name_of(span), "recording the exception")
+        try:
+            span.end()
+        except Exception:
+            warn_once(_name_of(span), "ending the span")
+
+
+def _name_of(span: Any) -> str:
+    """A span's name, for a warning."""
+    return str(getattr(span, "_name", None) or getattr(span, "name", "?"))
 
 
 class _Buffer(threading.local):
@@ -615,7 +806,7 @@ class LeanRecorder:
                 links.append(Link(context, bounded))
         parent = span._parent
         if type(parent) is LeanSpan:
-            parent = parent.get_span_context()
+            parent = parent.get_span_context()  # its id drawn now, if nobody asked before
         return sdk.ReadableSpan(
             name=span._name,
             context=span.get_span_context(),
@@ -655,7 +846,9 @@ def _sdk() -> Any:
 
 def _after_fork_in_child() -> None:
     """A forked child never exports its parent's spans: every recorder is emptied and stopped."""
+    global _ID_LOCK
     try:
+        _ID_LOCK = threading.Lock()  # the export thread may have held it at the fork
         for recorder in list(_RECORDERS):
             recorder.done = True
             recorder.thread = None

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ._lean import LeanTracer
+from ._lean import LeanStarted, LeanTracer
 from ._lean import tracer as _tracer_for
 from ._ranks import P2P, start_shared
 from ._state import LOG, NAMESPACE, PROCESS, log_once, set_flag, warn_once
@@ -115,7 +115,7 @@ def enabled_groups() -> frozenset[str]:
 
 def start_span(
     name: str, attributes: Callable[[], Mapping[str, Any]] | None = None
-) -> StartedSpan | None:
+) -> StartedSpan | LeanStarted | None:
     """Start span ``name`` as the current span, or return None when it cannot. Never raises.
 
     The caller has already checked the span's group flag; ``attributes`` is evaluated here only.
@@ -124,6 +124,9 @@ def start_span(
     tracer = run.tracer
     if tracer is None:
         return None
+    if type(tracer) is LeanTracer and (run.pipeline is None or name not in P2P):
+        # the span group attributes are added on export; a root joins the shared trace
+        return tracer.open(name, attributes, run)
     span: Span | None = None
     token: Token[Context] | None = None
     try:
@@ -133,10 +136,7 @@ def start_span(
                 extra = attributes()
             except Exception:
                 warn_once(name, "evaluating attributes")
-        if type(tracer) is LeanTracer and (run.pipeline is None or name not in P2P):
-            # the span group attributes are added on export; a root joins the shared trace
-            span = tracer.start_fast(name, extra, run.trace_id)
-        elif run.ids is not None:  # a root joins the shared trace; a pipeline send gets its id
+        if run.ids is not None:  # a root joins the shared trace; a pipeline send gets its id
             base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
             span = start_shared(tracer, run, name, {**base, **extra} if extra else base)
         else:

@@ -26,12 +26,16 @@ from ._taxonomy import FLAGS
 
 if TYPE_CHECKING:
     from contextvars import Token
+    from typing import TypeAlias
 
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanContext, Tracer
 
     from ._config import Settings
+    from ._lean import LeanStarted
     from ._spans import StartedSpan
+
+    Opened: TypeAlias = StartedSpan | LeanStarted  # a span start_span started, open until it ends
 
     LifecycleEntry = tuple[Span, Token[Context]]  # a lifecycle span and its context token
 
@@ -45,9 +49,9 @@ class OpenSpans(threading.local):
     thread's stack is also in ``stacks`` (the run's, by thread id), so that SIGTERM can end the
     spans of all threads."""
 
-    def __init__(self, stacks: dict[int, list[StartedSpan]]) -> None:
+    def __init__(self, stacks: dict[int, list[Opened]]) -> None:
         super().__init__()
-        self.stack: list[StartedSpan] = []
+        self.stack: list[Opened] = []
         stacks[threading.get_ident()] = self.stack
 
 
@@ -75,7 +79,7 @@ class Run:
     borrowed: list[Any] = field(default_factory=list)
     processors: list[Any] = field(default_factory=list)
     # Open spans: each thread's stack (``open_spans.stack``), and all of them by thread id.
-    stacks: dict[int, list[StartedSpan]] = field(default_factory=dict)
+    stacks: dict[int, list[Opened]] = field(default_factory=dict)
     open_spans: OpenSpans = field(init=False)
     # The lifecycle spans and training progress; first_time() keys.
     startup_done: bool = False
