@@ -330,7 +330,6 @@ def test_a_span_ended_from_del_at_interpreter_exit_prints_nothing(rendered: Rend
     assert result.stderr == ""
 
 
-
 def test_exporter_threads_cannot_log_while_the_interpreter_finalizes(rendered: Rendered) -> None:
     """An exporter's daemon thread that outlives the exit flush (a dead collector: retries, then
     "Failed to export ... batch") and writes to stderr while the interpreter finalizes can abort
