@@ -40,6 +40,9 @@ class FileContext:
     def start(self, node: cst.CSTNode) -> int:
         return self.positions()[node].start.line
 
+    def column(self, node: cst.CSTNode) -> int:
+        return self.positions()[node].start.column
+
     def end(self, node: cst.CSTNode) -> int:
         return self.positions()[node].end.line
 

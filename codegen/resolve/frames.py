@@ -13,6 +13,7 @@ Nested functions, lambdas and classes have frames of their own and are not looke
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,23 +51,13 @@ class FrameUse:
     recursion: tuple[int, str] | None = None  # (line, "name(...)")
 
 
-class _Finder(cst.CSTVisitor):
+class _Finder:
     def __init__(self, func: cst.FunctionDef, qualified: str, line_of: Callable[[cst.CSTNode], int]) -> None:
-        super().__init__()
         self.func = func
         self.name = func.name.value
         self.method = "." in qualified
         self.line_of = line_of
         self.use = FrameUse()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return node is self.func
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
 
     def visit_Call(self, node: cst.Call) -> None:
         name = get_full_name_for_node(node.func) or ""
@@ -96,9 +87,75 @@ class _Finder(cst.CSTVisitor):
         )
 
 
-def frame_use(func: cst.FunctionDef, qualified: str, line_of: Callable[[cst.CSTNode], int]) -> FrameUse:
+# Nodes with a frame of their own: not looked into (neither their defaults nor their decorators).
+_OWN_FRAME = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+_FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
+
+
+def _fields(kind: type[cst.CSTNode]) -> tuple[str, ...]:
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind))
+    return names
+
+
+def _calls(func: cst.FunctionDef, seen: dict[int, list[cst.Call]] | None) -> list[cst.Call]:
+    """``_walk_calls``, once per function with a ``seen`` cache (several spans often name the same
+    one; keyed by ``id``: the caller keeps the tree alive while it uses the cache)."""
+    if seen is None:
+        return _walk_calls(func)
+    calls = seen.get(id(func))
+    if calls is None:
+        calls = seen[id(func)] = _walk_calls(func)
+    return list(calls)
+
+
+def _walk_calls(func: cst.FunctionDef) -> list[cst.Call]:
+    """The calls in ``func``'s own frame, parents before their children.
+
+    A plain walk over the nodes' fields: libcst's ``visit`` rebuilds every node it passes, which
+    made this check cost more than parsing the file.
+    """
+    found: list[cst.Call] = []
+    stack: list[cst.CSTNode] = [func]
+    while stack:
+        node = stack.pop()
+        if node is not func and isinstance(node, _OWN_FRAME):
+            continue
+        if isinstance(node, cst.Call):
+            found.append(node)
+        children: list[cst.CSTNode] = []
+        for name in _fields(type(node)):
+            value = getattr(node, name)
+            if isinstance(value, cst.CSTNode):
+                children.append(value)
+            elif isinstance(value, (list, tuple)):
+                children.extend(v for v in value if isinstance(v, cst.CSTNode))
+        stack.extend(reversed(children))
+    return found
+
+
+def frame_use(
+    func: cst.FunctionDef,
+    qualified: str,
+    line_of: Callable[[cst.CSTNode], int],
+    column_of: Callable[[cst.CSTNode], int],
+    seen: dict[int, list[cst.Call]] | None = None,
+) -> FrameUse:
+    """What ``func`` does with its frame; each construct the first in source order."""
+    calls = _calls(func, seen)
+    # A first pass without line numbers: most functions use none of it, and line numbers cost a
+    # position pass over the whole file.
+    finder = _Finder(func, qualified, lambda node: 0)
+    for call in calls:
+        finder.visit_Call(call)
+    if finder.use == FrameUse():
+        return finder.use
     finder = _Finder(func, qualified, line_of)
-    func.visit(finder)
+    # source order (a stable sort: a call before the calls inside it that start where it starts)
+    calls.sort(key=lambda call: (line_of(call), column_of(call)))
+    for call in calls:
+        finder.visit_Call(call)
     return finder.use
 
 
@@ -106,12 +163,16 @@ _INLINE = "use form: try (the default) or form: flat, which call it in its own f
 
 
 def frame_refusal(
-    entry: Span | Hook, func: cst.FunctionDef, line_of: Callable[[cst.CSTNode], int]
+    entry: Span | Hook,
+    func: cst.FunctionDef,
+    line_of: Callable[[cst.CSTNode], int],
+    column_of: Callable[[cst.CSTNode], int],
+    seen: dict[int, list[cst.Call]] | None = None,
 ) -> str | None:
     """Why ``entry``'s form would change what ``func`` does with its frame, and what to do; or None."""
     if not isinstance(entry, Span):
         return None  # hooks add neither a local variable nor a frame
-    use = frame_use(func, entry.function, line_of)
+    use = frame_use(func, entry.function, line_of, column_of, seen)
     if entry.form == "decorator":
         if use.stacklevel is not None:
             line, code = use.stacklevel

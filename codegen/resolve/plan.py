@@ -174,6 +174,7 @@ def _resolve_file(project: Project, plan: FilePlan, spans: list[Span | Hook], ou
     facts = Facts(project.runtime.alias, import_aliases(plan.module))
     bindings = Bindings(plan.module, plan.source, project.runtime.alias, project.runtime.parent_module)
     clash = bindings.module_shadow()
+    seen: dict[int, list[cst.Call]] = {}  # each function's calls, for frame_refusal
     if clash is not None:
         outcomes.all(
             spans,
@@ -194,7 +195,7 @@ def _resolve_file(project: Project, plan: FilePlan, spans: list[Span | Hook], ou
             plan.chosen[id(span)] = chosen
             outcomes.owner[id(chosen)] = span
             span = chosen
-        reason = _refusal(span, func, facts, bindings, project.runtime.alias, line_of)
+        reason = _refusal(span, func, facts, bindings, project.runtime.alias, line_of, context.column, seen)
         if reason is not None:
             diags.error(span.where_function, f"cannot instrument {span.function} in {span.file}: {reason}")
             continue
@@ -239,6 +240,8 @@ def _refusal(
     bindings: Bindings,
     alias: str,
     line_of: Callable[[cst.CSTNode], int],
+    column_of: Callable[[cst.CSTNode], int],
+    seen: dict[int, list[cst.Call]],
 ) -> str | None:
     """Why the function cannot be instrumented (unsafe, a shadowed runtime name, a taken span
     variable), or None."""
@@ -248,7 +251,7 @@ def _refusal(
         reason = _shadow_reason(bindings.shadow(func, decorator), alias, line_of)
     if reason is None and isinstance(span, Span) and span.form != "decorator" and facts.taken_names(func):
         reason = f"it already uses the name(s) {', '.join(sorted(facts.taken_names(func)))} the spans need"
-    return reason if reason is not None else frame_refusal(span, func, line_of)
+    return reason if reason is not None else frame_refusal(span, func, line_of, column_of, seen)
 
 
 def _place(
