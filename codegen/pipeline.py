@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import gc
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.emit.coverage import render_report
@@ -33,6 +37,30 @@ from codegen.upstream import UpstreamError
 
 __all__ = ["Generation", "SourceMismatch", "Tree", "generate", "label", "plan_only", "render_failures"]
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _without_cyclic_gc(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run ``function`` with the cyclic garbage collector paused.
+
+    libcst trees are hundreds of thousands of small objects, and each full collection walks all of
+    them: a quarter of generate()'s time went to collections that found next to nothing (the trees
+    hold no cycles; reference counting frees them). The collector's previous state is restored.
+    """
+
+    @functools.wraps(function)
+    def paused(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+
+    return paused
+
 
 @dataclass(frozen=True)
 class Generation:
@@ -51,11 +79,13 @@ class Generation:
     report: str = ""  # what was placed, excluded and left out (written beside a fork)
     warnings: tuple[str, ...] = ()  # rendered: ``path:line:col: warning: message``
 
+    @_without_cyclic_gc
     def patches(self) -> dict[str, str]:
         return write_patch_set(
             {path: make_patch(path, old, new) for path, (old, new) in self.changes.items()}
         )
 
+    @_without_cyclic_gc
     def generated_tree(self) -> dict[str, str]:
         """Everything under ``generated/``: the patch set, the docs, the spec files' JSON Schema,
         the semantic-convention registry."""
@@ -68,6 +98,7 @@ class Generation:
         return tree
 
 
+@_without_cyclic_gc
 def plan_only(spec_dir: Path, source: Path | None = None, release: str | None = None) -> tuple[Project, Plan]:
     """The validated project (as it applies to the tree's release) and its plan, without
     transforming anything."""
@@ -80,6 +111,7 @@ def plan_only(spec_dir: Path, source: Path | None = None, release: str | None = 
     return applied, plan
 
 
+@_without_cyclic_gc
 def generate(
     spec_dir: Path, source: Path | None = None, release: str | None = None, allow_missing: bool = False
 ) -> Generation:
