@@ -95,8 +95,19 @@ _FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
 def _fields(kind: type[cst.CSTNode]) -> tuple[str, ...]:
     names = _FIELDS.get(kind)
     if names is None:
-        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind))
+        names = _FIELDS[kind] = tuple(
+            f.name
+            for f in dataclasses.fields(kind)
+            if not f.name.startswith("whitespace") and f.name not in _TOKEN_FIELDS
+        )
     return names
+
+
+# Fields that hold only whitespace, comments and punctuation: never a call.
+_TOKEN_FIELDS = frozenset(
+    {"lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after_decorators", "header", "footer"}
+    | {"colon", "dot", "equal", "operator", "asynchronous"}
+)
 
 
 def _calls(func: cst.FunctionDef, seen: dict[int, list[cst.Call]] | None) -> list[cst.Call]:
