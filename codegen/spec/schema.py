@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from codegen.spec import fields
 from codegen.spec.attributes import ATTRIBUTE_KEYS, ATTRIBUTE_TYPES
-from codegen.spec.hooks import HOOK_KEYS, WRAP_KEYS
+from codegen.spec.fields import HOOK_FIELDS, HOOK_PLACEMENTS, SPAN_FIELDS, WRAP_FIELDS
 from codegen.spec.load import TOP_KEYS
 from codegen.spec.model import ANY, SELECTOR_KINDS, SPAN_FORMS
-from codegen.spec.releases import RELEASES_KEYS, SUPPORTED_KEYS
+from codegen.spec.releases import SUPPORTED_KEYS
 from codegen.spec.selectors import REGION_KEYS, SELECTOR_MODIFIERS
-from codegen.spec.spans import SPAN_KEYS
 from codegen.spec.vocabulary import LIFECYCLE_KEYS, METRIC_KINDS
 
 SCHEMA_PATH = "schema/spec.schema.json"  # under generated/
@@ -38,32 +38,15 @@ METRIC_KEYS = ("name", "kind", "unit", "description")
 ENV_KEYS = ("name", "default", "description", "choices", "timestamp", "role")
 FLAGS_KEYS = ("file", "function", "before", "parser", "options")
 FLAG_KEYS = ("option", "action", "metavar", "env", "help")
-HOOK_PLACEMENTS = ("entry", "before", "after", "around", "whole_function", "wrap")  # exactly one
 
-_STR = {"type": "string"}
-_BOOL = {"type": "boolean"}
-_NAME = {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"}
-_PY_FILE = {"type": "string", "pattern": r"^[^/].*\.py$"}
-_FUNCTION = {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"}
-_EXPRESSIONS = {
-    "type": "object",
-    "propertyNames": {"pattern": _NAME["pattern"]},
-    "additionalProperties": {"type": ["string", "number", "boolean"]},
-}
-_NAMES = {"type": "array", "items": _NAME}
-_RELEASES = {
-    "description": "The megatron-core releases the entry applies to: a specifier such as '>=0.19', "
-    "or {versions: SPECIFIER, reason: TEXT}.",
-    "anyOf": [
-        {"type": "string"},
-        {
-            "type": "object",
-            "properties": {key: _STR for key in RELEASES_KEYS},
-            "additionalProperties": False,
-            "required": ["versions"],
-        },
-    ],
-}
+_STR = fields.STR
+_BOOL = fields.BOOL
+_NAME = fields.NAME
+_PY_FILE = fields.PY_FILE
+_FUNCTION = fields.FUNCTION
+_EXPRESSIONS = fields.EXPRESSIONS
+_NAMES = fields.NAMES
+_RELEASES = fields.RELEASES
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -80,6 +63,14 @@ def _object(keys: tuple[str, ...], described: dict[str, dict[str, Any]], **extra
     return {"type": "object", "properties": properties, "additionalProperties": False, **extra}
 
 
+def _table(table: fields.Table, **extra: Any) -> dict[str, Any]:
+    """An object allowing exactly the keys of a field table, typed and described by it."""
+    required = fields.required(table)
+    return _object(
+        fields.keys(table), fields.properties(table), **({"required": required} if required else {}), **extra
+    )
+
+
 _SELECTOR_VALUES = {
     "call": "the statement that calls this dotted name, e.g. self._forward_mlp",
     "assign": "the statement that assigns this variable",
@@ -91,54 +82,6 @@ _SELECTOR_VALUES = {
     "try": "the try statement whose body calls this name",
 }
 
-_SPAN = {
-    "name": _describe(_NAME, "The span name (dotted identifiers)."),
-    "group": _describe(_STR, "The span group (declared under groups:) that turns it on."),
-    "file": _describe(_PY_FILE, "The instrumented file, relative to the source root."),
-    "function": _describe(_FUNCTION, "The instrumented function: name or Class.method."),
-    "around": _describe(_ref("region"), "The covered statements (default: the whole body)."),
-    "attributes": _describe(_EXPRESSIONS, "Attribute key -> Python expression, evaluated when recording."),
-    "end_attributes": _describe(_EXPRESSIONS, "Attributes set once the covered statements complete."),
-    "goodput": _describe(_BOOL, "Whether the span counts towards goodput."),
-    "note": _describe(_STR, "A note for the generated docs."),
-    "when": _describe(_STR, "An extra condition (Python expression), evaluated while the group records."),
-    "names": _describe(_NAMES, "The other names name_expr may choose."),
-    "name_expr": _describe(_STR, "A Python expression choosing the name at run time."),
-    "form": _describe({"enum": list(SPAN_FORMS)}, "try (default), flat or decorator."),
-    "parents": _describe(
-        {"anyOf": [_NAMES, {"type": "object", "additionalProperties": _NAMES}]},
-        "Spans of other functions this one runs inside (per name when the span has several).",
-    ),
-    "releases": _RELEASES,
-}
-
-_HOOK = {
-    "file": _describe(_PY_FILE, "The file, relative to the source root."),
-    "function": _describe(_FUNCTION, "The function: name or Class.method."),
-    "entry": _describe({"const": True}, "Insert at function entry."),
-    "before": _describe(_ref("selector"), "Insert before this statement."),
-    "after": _describe(_ref("selector"), "Insert after this statement."),
-    "around": _describe(_ref("region"), "enter before, exit in a finally: after these statements."),
-    "whole_function": {"description": "enter/exit around the whole body."},
-    "call": _describe(_STR, "The call expression to insert."),
-    "enter": _describe(_STR, "The call before the covered statements."),
-    "exit": _describe(_STR, "The call in the finally: after them."),
-    "guard": _describe(_STR, "A group name (or metrics): the call runs only while it records."),
-    "record": _describe(_EXPRESSIONS, "Metric name -> expression: a metric record site."),
-    "stamp": _describe(_EXPRESSIONS, "Attribute key -> expression, set on the current span."),
-    "note": _describe(_STR, "A note for the generated docs."),
-    "wrap": _describe(_ref("wrap"), "Rewrite one call: wrap an argument or its result."),
-    "releases": _RELEASES,
-}
-
-_WRAP = {
-    "call": _describe(_FUNCTION, "The called name."),
-    "within": _ref("selector"),
-    "occurrence": {"type": "integer", "minimum": 1},
-    "argument": _describe({"type": ["integer", "string"]}, "The argument (position or keyword)."),
-    "result": _describe(_STR, "Wrap the result, recorded under this attribute key."),
-    "with": _describe(_STR, "The wrapper function, e.g. otel.in_context."),
-}
 
 _SETTINGS = {
     "runtime": _object(RUNTIME_KEYS, {"package": _STR}, required=["package"]),
@@ -307,19 +250,15 @@ def spec_schema() -> dict[str, Any]:
         "description": "A YAML spec file of specs/: declarations (telemetry.yaml) and/or spans and hooks.",
         **_object(TOP_KEYS, _TOP),
         "definitions": {
-            "span": _object(
-                SPAN_KEYS,
-                _SPAN,
-                required=["name", "group", "function"],
+            "span": _table(
+                SPAN_FIELDS,
                 dependencies={"names": ["name_expr"], "name_expr": ["names"]},
             ),
-            "hook": _object(
-                HOOK_KEYS,
-                _HOOK,
-                required=["function"],
-                oneOf=[{"required": [key]} for key in HOOK_PLACEMENTS if key in HOOK_KEYS],
+            "hook": _table(
+                HOOK_FIELDS,
+                oneOf=[{"required": [key]} for key in HOOK_PLACEMENTS],
             ),
-            "wrap": _object(WRAP_KEYS, _WRAP, required=["call", "with"]),
+            "wrap": _table(WRAP_FIELDS),
             "selector": selector,
             "region": region,
             "lifecycle_span": lifecycle_span,

@@ -1,0 +1,177 @@
+"""One field table per spec object: each key's JSON type, whether it is required, its default,
+its description and the reader method that converts its value.
+
+The located-diagnostic reader checks keys (and reads the simple ones) from these tables, the JSON
+Schema (``codegen/spec/schema.py``) types and describes the keys from them, and the README's
+"Spec keys" section is rendered from them (``render_key_list``; tests/unit/test_spec_fields.py
+checks it is current), so adding a key to a spec object is one edit here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from codegen.spec.model import SPAN_FORMS
+from codegen.spec.releases import RELEASES_KEYS
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of a spec object.
+
+    ``type`` is the JSON Schema of the value (without the description); ``default`` is what an
+    absent optional key means, as README text; ``convert`` names the ``Reader`` method
+    (``_str``, ``_bool``, ``_expression``, ``_attributes``) that reads a plain value, or ``""``
+    when the object's reader converts it by hand (selectors, cross-checked names, ...).
+    """
+
+    key: str
+    type: Mapping[str, Any]
+    required: bool = False
+    default: str | None = None
+    description: str = ""
+    convert: str = ""
+
+    def schema(self) -> dict[str, Any]:
+        return {**self.type, "description": self.description} if self.description else dict(self.type)
+
+
+Table = tuple[Field, ...]
+
+
+def keys(table: Table) -> tuple[str, ...]:
+    return tuple(f.key for f in table)
+
+
+def required(table: Table) -> list[str]:
+    return [f.key for f in table if f.required]
+
+
+def by_key(table: Table) -> dict[str, Field]:
+    return {f.key: f for f in table}
+
+
+def properties(table: Table) -> dict[str, dict[str, Any]]:
+    return {f.key: f.schema() for f in table}
+
+
+# JSON Schema fragments shared by the tables and schema.py
+STR: dict[str, Any] = {"type": "string"}
+BOOL: dict[str, Any] = {"type": "boolean"}
+NAME: dict[str, Any] = {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"}
+PY_FILE: dict[str, Any] = {"type": "string", "pattern": r"^[^/].*\.py$"}
+FUNCTION: dict[str, Any] = {
+    "type": "string",
+    "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+}
+EXPRESSIONS: dict[str, Any] = {
+    "type": "object",
+    "propertyNames": {"pattern": NAME["pattern"]},
+    "additionalProperties": {"type": ["string", "number", "boolean"]},
+}
+NAMES: dict[str, Any] = {"type": "array", "items": NAME}
+RELEASES: dict[str, Any] = {
+    "description": "The megatron-core releases the entry applies to: a specifier such as '>=0.19', "
+    "or {versions: SPECIFIER, reason: TEXT}.",
+    "anyOf": [
+        {"type": "string"},
+        {
+            "type": "object",
+            "properties": {key: STR for key in RELEASES_KEYS},
+            "additionalProperties": False,
+            "required": ["versions"],
+        },
+    ],
+}
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/definitions/{name}"}
+
+
+SPAN_FIELDS: Table = (
+    Field("name", NAME, True, None, "The span name (dotted identifiers)."),
+    Field("group", STR, True, None, "The span group (declared under groups:) that turns it on."),
+    Field(
+        "file", PY_FILE, False, "the spec file's file:", "The instrumented file, relative to the source root."
+    ),
+    Field("function", FUNCTION, True, None, "The instrumented function: name or Class.method."),
+    Field(
+        "around", ref("region"), False, "the whole body", "The covered statements (default: the whole body)."
+    ),
+    Field(
+        "attributes",
+        EXPRESSIONS,
+        False,
+        "{}",
+        "Attribute key -> Python expression, evaluated when recording.",
+        "_attributes",
+    ),
+    Field(
+        "end_attributes",
+        EXPRESSIONS,
+        False,
+        "{}",
+        "Attributes set once the covered statements complete.",
+        "_attributes",
+    ),
+    Field("goodput", BOOL, False, "false", "Whether the span counts towards goodput.", "_bool"),
+    Field("note", STR, False, '""', "A note for the generated docs.", "_str"),
+    Field(
+        "when",
+        STR,
+        False,
+        "always",
+        "An extra condition (Python expression), evaluated while the group records.",
+        "_expression",
+    ),
+    Field("names", NAMES, False, None, "The other names name_expr may choose."),
+    Field("name_expr", STR, False, None, "A Python expression choosing the name at run time."),
+    Field(
+        "form",
+        {"enum": list(SPAN_FORMS)},
+        False,
+        "the spec file's form:, else try",
+        "try (default), flat or decorator.",
+    ),
+    Field(
+        "parents",
+        {"anyOf": [NAMES, {"type": "object", "additionalProperties": NAMES}]},
+        False,
+        None,
+        "Spans of other functions this one runs inside (per name when the span has several).",
+    ),
+    Field("releases", RELEASES, False, "every release"),
+)
+
+HOOK_FIELDS: Table = (
+    Field("file", PY_FILE, False, "the spec file's file:", "The file, relative to the source root."),
+    Field("function", FUNCTION, True, None, "The function: name or Class.method."),
+    Field("entry", {"const": True}, False, None, "Insert at function entry."),
+    Field("before", ref("selector"), False, None, "Insert before this statement."),
+    Field("after", ref("selector"), False, None, "Insert after this statement."),
+    Field("around", ref("region"), False, None, "enter before, exit in a finally: after these statements."),
+    Field("whole_function", {}, False, None, "enter/exit around the whole body."),
+    Field("call", STR, False, None, "The call expression to insert."),
+    Field("enter", STR, False, None, "The call before the covered statements."),
+    Field("exit", STR, False, None, "The call in the finally: after them."),
+    Field("guard", STR, False, None, "A group name (or metrics): the call runs only while it records."),
+    Field("record", EXPRESSIONS, False, None, "Metric name -> expression: a metric record site."),
+    Field("stamp", EXPRESSIONS, False, None, "Attribute key -> expression, set on the current span."),
+    Field("note", STR, False, '""', "A note for the generated docs."),
+    Field("wrap", ref("wrap"), False, None, "Rewrite one call: wrap an argument or its result."),
+    Field("releases", RELEASES, False, "every release"),
+)
+# A hook has exactly one of these.
+HOOK_PLACEMENTS = ("entry", "before", "after", "around", "whole_function", "wrap")
+
+WRAP_FIELDS: Table = (
+    Field("call", FUNCTION, True, None, "The called name."),
+    Field("within", ref("selector"), False, "anywhere in the function"),
+    Field("occurrence", {"type": "integer", "minimum": 1}, False, "the only call"),
+    Field("argument", {"type": ["integer", "string"]}, False, None, "The argument (position or keyword)."),
+    Field("result", STR, False, None, "Wrap the result, recorded under this attribute key."),
+    Field("with", STR, True, None, "The wrapper function, e.g. otel.in_context."),
+)
