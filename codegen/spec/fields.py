@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codegen.spec.model import SPAN_FORMS
-from codegen.spec.releases import RELEASES_KEYS
+from codegen.spec.vocabulary import METRIC_KINDS
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,10 @@ EXPRESSIONS: dict[str, Any] = {
     "additionalProperties": {"type": ["string", "number", "boolean"]},
 }
 NAMES: dict[str, Any] = {"type": "array", "items": NAME}
+RELEASES_FIELDS: Table = (
+    Field("versions", STR, True, None),
+    Field("reason", STR, False, None),
+)
 RELEASES: dict[str, Any] = {
     "description": "The megatron-core releases the entry applies to: a specifier such as '>=0.19', "
     "or {versions: SPECIFIER, reason: TEXT}.",
@@ -79,12 +83,24 @@ RELEASES: dict[str, Any] = {
         {"type": "string"},
         {
             "type": "object",
-            "properties": {key: STR for key in RELEASES_KEYS},
+            "properties": properties(RELEASES_FIELDS),
             "additionalProperties": False,
             "required": ["versions"],
         },
     ],
 }
+
+
+def object_schema(table: Table, **extra: Any) -> dict[str, Any]:
+    """The JSON Schema of an object allowing exactly the keys of ``table``, typed by it."""
+    needed = required(table)
+    return {
+        "type": "object",
+        "properties": properties(table),
+        "additionalProperties": False,
+        **({"required": needed} if needed else {}),
+        **extra,
+    }
 
 
 def ref(name: str) -> dict[str, str]:
@@ -174,4 +190,94 @@ WRAP_FIELDS: Table = (
     Field("argument", {"type": ["integer", "string"]}, False, None, "The argument (position or keyword)."),
     Field("result", STR, False, None, "Wrap the result, recorded under this attribute key."),
     Field("with", STR, True, None, "The wrapper function, e.g. otel.in_context."),
+)
+
+_WHL: dict[str, Any] = {"type": "string", "pattern": r"\.whl$"}
+_SHA256: dict[str, Any] = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+
+RUNTIME_FIELDS: Table = (
+    Field(
+        "package", STR, True, None, "The runtime package's path in the source tree, e.g. megatron/core/otel."
+    ),
+)
+SUPPORTED_FIELDS: Table = (
+    Field("version", STR, True, None, "Another megatron-core release the specs support."),
+    Field("filename", _WHL, True, None, "Its wheel's file name."),
+    Field("sha256", _SHA256, True, None, "Its wheel's sha256 (64 lowercase hex digits)."),
+)
+UPSTREAM_FIELDS: Table = (
+    Field("distribution", STR, True, None, "The upstream distribution, e.g. megatron-core."),
+    Field("version", STR, True, None, "The pinned release the specs are written against."),
+    Field("filename", _WHL, True, None, "Its wheel's file name."),
+    Field("sha256", _SHA256, True, None, "Its wheel's sha256 (64 lowercase hex digits)."),
+    Field(
+        "supported",
+        {"type": "array", "items": object_schema(SUPPORTED_FIELDS)},
+        False,
+        "none",
+        "Other releases the specs support, each with its wheel's sha256.",
+    ),
+)
+PRESET_FIELDS: Table = (
+    Field(
+        "groups", {"type": "array", "items": STR}, False, "[]", "The groups (or presets, or *) it turns on."
+    ),
+    Field("description", STR, False, '""', "What the preset is for."),
+)
+LIFECYCLE_SPAN_FIELDS: Table = (
+    Field("name", NAME, True, None, "The span name (dotted identifiers)."),
+    Field("group", STR, False, "job", "The span group that turns it on."),
+    Field("goodput", BOOL, False, "false", "Whether the span counts towards goodput."),
+    Field(
+        "start",
+        STR,
+        False,
+        None,
+        "The startup timestamp key it starts at (required for phases and pre_startup).",
+    ),
+    Field(
+        "end", STR, False, None, "The startup timestamp key it ends at (required for phases and pre_startup)."
+    ),
+    Field("description", STR, False, '""', "A description for the generated docs."),
+    Field(
+        "attributes",
+        {"type": "object", "additionalProperties": STR},
+        False,
+        "{}",
+        "Attributes of the span (key -> string).",
+    ),
+)
+METRIC_FIELDS: Table = (
+    Field("name", NAME, True, None, "The metric name (dotted identifiers)."),
+    Field("kind", {"enum": list(METRIC_KINDS)}, True, None, "histogram, gauge or counter."),
+    Field("unit", STR, True, None, "The unit (UCUM), e.g. s or By."),
+    Field("description", STR, False, '""', "A description for the generated docs."),
+)
+ENV_FIELDS: Table = (
+    Field("name", STR, True, None, "The environment variable's name."),
+    Field("default", {"type": ["string", "integer"]}, False, '""', "Its value when unset."),
+    Field("description", STR, False, '""', "A description for the generated docs."),
+    Field("choices", {"type": "array", "items": STR}, False, "any value", "The values it may take."),
+    Field("timestamp", STR, False, None, "The startup timestamp key it provides (epoch seconds)."),
+    Field("role", STR, False, "implied by the name", "What the runtime does with it."),
+)
+FLAG_FIELDS: Table = (
+    Field(
+        "option",
+        {"type": "string", "pattern": "^--[a-z0-9-]+$"},
+        True,
+        None,
+        "The option, e.g. --otel-enabled.",
+    ),
+    Field("action", STR, False, "takes a value", "store_true, or absent for an option taking a value."),
+    Field("metavar", STR, False, None, "The value's name in --help."),
+    Field("env", STR, False, None, "The declared environment variable the option sets."),
+    Field("help", STR, True, None, "The help text ({presets} and {groups} are filled in)."),
+)
+FLAGS_FIELDS: Table = (
+    Field("file", PY_FILE, True, None, "The file that builds the argument parser."),
+    Field("function", FUNCTION, True, None, "The function that builds it."),
+    Field("before", ref("selector"), True, None, "The statement the flags go before."),
+    Field("parser", STR, True, None, "The (dotted) name of the argparse parser or group."),
+    Field("options", {"type": "array", "items": object_schema(FLAG_FIELDS)}, False, "[]", "The flags."),
 )

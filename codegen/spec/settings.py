@@ -6,6 +6,18 @@ from __future__ import annotations
 import re
 
 from codegen.diagnostics import Pos
+from codegen.spec.fields import (
+    ENV_FIELDS,
+    FLAG_FIELDS,
+    FLAGS_FIELDS,
+    LIFECYCLE_SPAN_FIELDS,
+    METRIC_FIELDS,
+    PRESET_FIELDS,
+    RUNTIME_FIELDS,
+    UPSTREAM_FIELDS,
+    keys,
+    required,
+)
 from codegen.spec.model import (
     AddFlag,
     EnvVar,
@@ -44,7 +56,7 @@ class SettingsReader(SelectorReader):
         node = self._map(entry[1], "runtime")
         if node is None:
             return None
-        self._check_keys(node, ("package",), "runtime")
+        self._check_keys(node, keys(RUNTIME_FIELDS), "runtime")
         package = self._required_str(node, "package", "runtime")
         if package is None:
             return None
@@ -62,9 +74,10 @@ class SettingsReader(SelectorReader):
         node = self._map(entry[1], "upstream")
         if node is None:
             return None
-        keys = ("distribution", "version", "filename", "sha256")
-        self._check_keys(node, keys + ("supported",), "upstream")
-        distribution, version, filename, sha = (self._required_str(node, k, "upstream") for k in keys)
+        self._check_keys(node, keys(UPSTREAM_FIELDS), "upstream")
+        distribution, version, filename, sha = (
+            self._required_str(node, k, "upstream") for k in required(UPSTREAM_FIELDS)
+        )
         if distribution is None or version is None or filename is None or sha is None:
             return None
         if not re.fullmatch(r"[0-9a-f]{64}", sha):
@@ -113,7 +126,7 @@ class SettingsReader(SelectorReader):
             description = ""
             members_node: YNode = value
             if isinstance(value, YMap):
-                self._check_keys(value, ("groups", "description"), f"preset '{name}'")
+                self._check_keys(value, keys(PRESET_FIELDS), f"preset '{name}'")
                 description = self._str(value.get("description"), "description") or ""
                 members_node = value.get("groups") or YSeq((), value.pos)
             members: list[str] = []
@@ -155,8 +168,7 @@ class SettingsReader(SelectorReader):
         as_map = self._map(node, f"lifecycle {role}")
         if as_map is None:
             return None
-        keys = ("name", "group", "goodput", "start", "end", "description", "attributes")
-        self._check_keys(as_map, keys, f"lifecycle {role}")
+        self._check_keys(as_map, keys(LIFECYCLE_SPAN_FIELDS), f"lifecycle {role}")
         attributes: list[tuple[str, str]] = []
         attrs_node = as_map.get("attributes")
         if attrs_node is not None:
@@ -205,7 +217,7 @@ class SettingsReader(SelectorReader):
             as_map = self._map(item, "metric")
             if as_map is None:
                 continue
-            self._check_keys(as_map, ("name", "kind", "unit", "description"), "metric")
+            self._check_keys(as_map, keys(METRIC_FIELDS), "metric")
             name = self._required_str(as_map, "name", "metric")
             kind = self._required_str(as_map, "kind", "metric")
             unit = self._required_str(as_map, "unit", "metric")
@@ -236,9 +248,7 @@ class SettingsReader(SelectorReader):
             as_map = self._map(item, "environment variable")
             if as_map is None:
                 continue
-            self._check_keys(
-                as_map, ("name", "default", "description", "choices", "timestamp", "role"), "env"
-            )
+            self._check_keys(as_map, keys(ENV_FIELDS), "env")
             name = self._required_str(as_map, "name", "environment variable")
             default_node = as_map.get("default")
             default = ""
@@ -320,7 +330,7 @@ class SettingsReader(SelectorReader):
         node = self._map(entry[1], "flags")
         if node is None:
             return (), ()
-        self._check_keys(node, ("file", "function", "before", "parser", "options"), "flags")
+        self._check_keys(node, keys(FLAGS_FIELDS), "flags")
         file = self._required_str(node, "file", "flags")
         function = self._required_str(node, "function", "flags")
         parser = self._required_str(node, "parser", "flags")
@@ -369,7 +379,7 @@ class SettingsReader(SelectorReader):
         as_map = self._map(item, "flag")
         if as_map is None:
             return None
-        self._check_keys(as_map, ("option", "action", "metavar", "env", "help"), "flag")
+        self._check_keys(as_map, keys(FLAG_FIELDS), "flag")
         option = self._required_str(as_map, "option", "flag")
         help_text = self._required_str(as_map, "help", "flag")
         action = self._str(as_map.get("action"), "action") if "action" in as_map.entries else None
