@@ -73,8 +73,8 @@ EXPRESSIONS: dict[str, Any] = {
 }
 NAMES: dict[str, Any] = {"type": "array", "items": NAME}
 RELEASES_FIELDS: Table = (
-    Field("versions", STR, True, None),
-    Field("reason", STR, False, None),
+    Field("versions", STR, True, None, "A version specifier such as '>=0.19'."),
+    Field("reason", STR, False, None, "Why the entry is limited to those releases."),
 )
 RELEASES: dict[str, Any] = {
     "description": "The megatron-core releases the entry applies to: a specifier such as '>=0.19', "
@@ -281,3 +281,71 @@ FLAGS_FIELDS: Table = (
     Field("parser", STR, True, None, "The (dotted) name of the argparse parser or group."),
     Field("options", {"type": "array", "items": object_schema(FLAG_FIELDS)}, False, "[]", "The flags."),
 )
+
+# The README's "Spec keys" section: (heading, table) per spec object, in reading order.
+README_TABLES: tuple[tuple[str, Table], ...] = (
+    ("`spans:` entry", SPAN_FIELDS),
+    ("`hooks:` entry", HOOK_FIELDS),
+    ("`wrap:` of a hook", WRAP_FIELDS),
+    ("`releases:` (mapping form)", RELEASES_FIELDS),
+    ("`runtime:`", RUNTIME_FIELDS),
+    ("`upstream:`", UPSTREAM_FIELDS),
+    ("`upstream: supported:` entry", SUPPORTED_FIELDS),
+    ("`presets:` entry (mapping form)", PRESET_FIELDS),
+    ("`lifecycle:` span (startup, pre_startup, phases, interval)", LIFECYCLE_SPAN_FIELDS),
+    ("`metrics:` entry", METRIC_FIELDS),
+    ("`env:` entry", ENV_FIELDS),
+    ("`flags:`", FLAGS_FIELDS),
+    ("`flags: options:` entry", FLAG_FIELDS),
+)
+README_BEGIN = "<!-- spec keys: rendered from codegen/spec/fields.py (render_key_list); do not edit -->"
+README_END = "<!-- end of spec keys -->"
+
+
+def _type_text(schema: Mapping[str, Any]) -> str:
+    """A short name for a value's JSON Schema, for the README."""
+    if "$ref" in schema:
+        return str(schema["$ref"]).rsplit("/", 1)[1]
+    if "enum" in schema:
+        return " \\| ".join(str(v) for v in schema["enum"])
+    if "const" in schema:
+        return "true"
+    if "anyOf" in schema:
+        return " or ".join(_type_text(s) for s in schema["anyOf"])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " or ".join(kind)
+    if kind == "array":
+        return "list"
+    if kind == "object":
+        return "mapping"
+    return str(kind) if kind else "any"
+
+
+def render_key_list() -> str:
+    """The README's key list: one Markdown table per spec object, between the markers."""
+    lines = [README_BEGIN]
+    for heading, table in README_TABLES:
+        lines += [
+            "",
+            f"**{heading}**",
+            "",
+            "| key | type | required | default | description |",
+            "|---|---|---|---|---|",
+        ]
+        for f in table:
+            text = f.description or str(f.type.get("description", ""))
+            default = "" if f.required or f.default is None else f.default
+            cells = (f"`{f.key}`", _type_text(f.type), "yes" if f.required else "", default, text)
+            lines.append(
+                "| " + " | ".join(c.replace("|", "\\|") if i != 1 else c for i, c in enumerate(cells)) + " |"
+            )
+    lines += ["", README_END]
+    return "\n".join(lines)
+
+
+def update_readme(text: str) -> str:
+    """``text`` (the README) with its key list replaced by the current rendering."""
+    start = text.index(README_BEGIN)
+    end = text.index(README_END) + len(README_END)
+    return text[:start] + render_key_list() + text[end:]
