@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codegen.spec.model import SPAN_FORMS
-from codegen.spec.vocabulary import METRIC_KINDS
+from codegen.spec.vocabulary import ATTRIBUTE_TYPES, LIFECYCLE_KEYS, METRIC_KINDS
 
 
 @dataclass(frozen=True)
@@ -282,8 +282,99 @@ FLAGS_FIELDS: Table = (
     Field("options", {"type": "array", "items": object_schema(FLAG_FIELDS)}, False, "[]", "The flags."),
 )
 
+ATTRIBUTE_FIELDS: Table = (
+    Field(
+        "type", {"enum": list(ATTRIBUTE_TYPES)}, False, "inferred", "The attribute's type (semconv names)."
+    ),
+    Field("brief", STR, False, None, "A one-line description."),
+    Field("note", STR, False, None, "More description."),
+)
+_LIFECYCLE_TEXT = {
+    "startup": "The root of the startup trace, backdated to program start.",
+    "pre_startup": "A root of its own, backdated from its start to its end timestamp.",
+    "phases": "Backdated children of startup, each from its start to its end timestamp.",
+    "interval": "megatron.train: one root per save_interval iterations, linked to the previous one.",
+}
+LIFECYCLE_FIELDS: Table = tuple(
+    Field(
+        key,
+        {"type": "array", "items": ref("lifecycle_span")} if key == "phases" else ref("lifecycle_span"),
+        False,
+        None,
+        _LIFECYCLE_TEXT[key],
+    )
+    for key in LIFECYCLE_KEYS
+)
+TOP_FIELDS: Table = (
+    Field("runtime", object_schema(RUNTIME_FIELDS), False, None, "Where the generated runtime package goes."),
+    Field(
+        "upstream",
+        object_schema(UPSTREAM_FIELDS),
+        False,
+        None,
+        "The megatron-core wheel the specs are pinned to.",
+    ),
+    Field(
+        "groups",
+        {
+            "type": "object",
+            "propertyNames": {"pattern": "^[a-z][a-z0-9_]*$"},
+            "additionalProperties": {**STR, "description": "What the group covers."},
+        },
+        False,
+        None,
+        "Span groups: name -> what the group covers.",
+    ),
+    Field(
+        "presets",
+        {
+            "type": "object",
+            "additionalProperties": {
+                "anyOf": [{"type": "array", "items": STR}, object_schema(PRESET_FIELDS)]
+            },
+        },
+        False,
+        None,
+        "Named sets of groups (or presets) that --otel-span-groups accepts.",
+    ),
+    Field("lifecycle", object_schema(LIFECYCLE_FIELDS), False, None, "The spans the runtime opens itself."),
+    Field(
+        "metrics",
+        {"type": "array", "items": object_schema(METRIC_FIELDS)},
+        False,
+        None,
+        "The metrics hooks record.",
+    ),
+    Field(
+        "env",
+        {"type": "array", "items": object_schema(ENV_FIELDS)},
+        False,
+        None,
+        "The runtime's environment variables.",
+    ),
+    Field(
+        "flags", object_schema(FLAGS_FIELDS), False, None, "Command-line flags added to the argument parser."
+    ),
+    Field("file", PY_FILE, False, None, "Default file for this spec file's spans and hooks."),
+    Field("form", {"enum": list(SPAN_FORMS)}, False, "try", "Default form for this spec file's spans."),
+    Field("spans", {"type": "array", "items": ref("span")}, False, "[]", "This spec file's spans."),
+    Field("hooks", {"type": "array", "items": ref("hook")}, False, "[]", "This spec file's hooks."),
+    Field(
+        "attributes",
+        {
+            "type": "object",
+            "propertyNames": {"pattern": NAME["pattern"]},
+            "additionalProperties": object_schema(ATTRIBUTE_FIELDS),
+        },
+        False,
+        None,
+        "Span attribute declarations: key -> type, brief, note.",
+    ),
+)
+
 # The README's "Spec keys" section: (heading, table) per spec object, in reading order.
 README_TABLES: tuple[tuple[str, Table], ...] = (
+    ("spec file (top level)", TOP_FIELDS),
     ("`spans:` entry", SPAN_FIELDS),
     ("`hooks:` entry", HOOK_FIELDS),
     ("`wrap:` of a hook", WRAP_FIELDS),
@@ -293,10 +384,12 @@ README_TABLES: tuple[tuple[str, Table], ...] = (
     ("`upstream: supported:` entry", SUPPORTED_FIELDS),
     ("`presets:` entry (mapping form)", PRESET_FIELDS),
     ("`lifecycle:` span (startup, pre_startup, phases, interval)", LIFECYCLE_SPAN_FIELDS),
+    ("`lifecycle:`", LIFECYCLE_FIELDS),
     ("`metrics:` entry", METRIC_FIELDS),
     ("`env:` entry", ENV_FIELDS),
     ("`flags:`", FLAGS_FIELDS),
     ("`flags: options:` entry", FLAG_FIELDS),
+    ("`attributes:` entry", ATTRIBUTE_FIELDS),
 )
 README_BEGIN = "<!-- spec keys: rendered from codegen/spec/fields.py (render_key_list); do not edit -->"
 README_END = "<!-- end of spec keys -->"
