@@ -176,7 +176,7 @@ HOOK_FIELDS: Table = (
     Field("guard", STR, False, None, "A group name (or metrics): the call runs only while it records."),
     Field("record", EXPRESSIONS, False, None, "Metric name -> expression: a metric record site."),
     Field("stamp", EXPRESSIONS, False, None, "Attribute key -> expression, set on the current span."),
-    Field("note", STR, False, '""', "A note for the generated docs."),
+    Field("note", STR, False, '""', "A note for the generated docs.", convert="_str"),
     Field("wrap", ref("wrap"), False, None, "Rewrite one call: wrap an argument or its result."),
     Field("releases", RELEASES, False, "every release"),
 )
@@ -222,12 +222,12 @@ PRESET_FIELDS: Table = (
     Field(
         "groups", {"type": "array", "items": STR}, False, "[]", "The groups (or presets, or *) it turns on."
     ),
-    Field("description", STR, False, '""', "What the preset is for."),
+    Field("description", STR, False, '""', "What the preset is for.", convert="_str"),
 )
 LIFECYCLE_SPAN_FIELDS: Table = (
     Field("name", NAME, True, None, "The span name (dotted identifiers)."),
-    Field("group", STR, False, "job", "The span group that turns it on."),
-    Field("goodput", BOOL, False, "false", "Whether the span counts towards goodput."),
+    Field("group", STR, False, "job", "The span group that turns it on.", convert="_str"),
+    Field("goodput", BOOL, False, "false", "Whether the span counts towards goodput.", convert="_bool"),
     Field(
         "start",
         STR,
@@ -238,7 +238,7 @@ LIFECYCLE_SPAN_FIELDS: Table = (
     Field(
         "end", STR, False, None, "The startup timestamp key it ends at (required for phases and pre_startup)."
     ),
-    Field("description", STR, False, '""', "A description for the generated docs."),
+    Field("description", STR, False, '""', "A description for the generated docs.", convert="_str"),
     Field(
         "attributes",
         {"type": "object", "additionalProperties": STR},
@@ -251,15 +251,22 @@ METRIC_FIELDS: Table = (
     Field("name", NAME, True, None, "The metric name (dotted identifiers)."),
     Field("kind", {"enum": list(METRIC_KINDS)}, True, None, "histogram, gauge or counter."),
     Field("unit", STR, True, None, "The unit (UCUM), e.g. s or By."),
-    Field("description", STR, False, '""', "A description for the generated docs."),
+    Field("description", STR, False, '""', "A description for the generated docs.", convert="_str"),
 )
 ENV_FIELDS: Table = (
     Field("name", STR, True, None, "The environment variable's name."),
     Field("default", {"type": ["string", "integer"]}, False, '""', "Its value when unset."),
-    Field("description", STR, False, '""', "A description for the generated docs."),
+    Field("description", STR, False, '""', "A description for the generated docs.", convert="_str"),
     Field("choices", {"type": "array", "items": STR}, False, "any value", "The values it may take."),
-    Field("timestamp", STR, False, None, "The startup timestamp key it provides (epoch seconds)."),
-    Field("role", STR, False, "implied by the name", "What the runtime does with it."),
+    Field(
+        "timestamp",
+        STR,
+        False,
+        None,
+        "The startup timestamp key it provides (epoch seconds).",
+        convert="_str",
+    ),
+    Field("role", STR, False, "implied by the name", "What the runtime does with it.", convert="_str"),
 )
 FLAG_FIELDS: Table = (
     Field(
@@ -269,9 +276,16 @@ FLAG_FIELDS: Table = (
         None,
         "The option, e.g. --otel-enabled.",
     ),
-    Field("action", STR, False, "takes a value", "store_true, or absent for an option taking a value."),
-    Field("metavar", STR, False, None, "The value's name in --help."),
-    Field("env", STR, False, None, "The declared environment variable the option sets."),
+    Field(
+        "action",
+        STR,
+        False,
+        "takes a value",
+        "store_true, or absent for an option taking a value.",
+        convert="_str",
+    ),
+    Field("metavar", STR, False, None, "The value's name in --help.", convert="_str"),
+    Field("env", STR, False, None, "The declared environment variable the option sets.", convert="_str"),
     Field("help", STR, True, None, "The help text ({presets} and {groups} are filled in)."),
 )
 FLAGS_FIELDS: Table = (

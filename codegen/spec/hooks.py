@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from codegen.diagnostics import Pos
-from codegen.spec.fields import HOOK_FIELDS, HOOK_PLACEMENTS, WRAP_FIELDS, keys
+from codegen.spec.fields import HOOK_FIELDS, HOOK_PLACEMENTS, WRAP_FIELDS, by_key, keys
 from codegen.spec.model import (
     AroundHook,
     Call,
@@ -27,6 +27,7 @@ from codegen.spec.selectors import SelectorReader
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar
 
 HOOK_KEYS = keys(HOOK_FIELDS)
+_HOOK = by_key(HOOK_FIELDS)
 WRAP_KEYS = keys(WRAP_FIELDS)
 
 
@@ -213,7 +214,7 @@ class HookReader(SelectorReader, ReleasesReader):
             "file": file,
             "function": function,
             "pos": node.pos,
-            "note": (self._str(node.get("note"), "note") or "") if "note" in node.entries else "",
+            "note": self._read(node, _HOOK["note"], "") or "",
             "file_pos": file_pos,
             "function_pos": node.value_pos("function"),
             "releases": self._releases(node),
