@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from codegen.spec.model import SPAN_FORMS
+from codegen.spec.model import ANY, SELECTOR_KINDS, SPAN_FORMS
 from codegen.spec.vocabulary import ATTRIBUTE_TYPES, LIFECYCLE_KEYS, METRIC_KINDS
 
 
@@ -106,6 +106,44 @@ def object_schema(table: Table, **extra: Any) -> dict[str, Any]:
 def ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/definitions/{name}"}
 
+
+_SELECTOR_TEXT = {
+    "call": "the statement that calls this dotted name, e.g. self._forward_mlp",
+    "assign": "the statement that assigns this variable",
+    "return": "the statement that returns this expression",
+    "if": "the if statement with this header (end it with ... to match a prefix)",
+    "for": "the for statement with this header",
+    "while": "the while statement with this header",
+    "with": "the with statement with this header",
+    "try": "the try statement whose body calls this name",
+}
+SELECTOR_MODIFIERS = ("within", "occurrence")
+# A selector has one kind (or any:), optionally narrowed by the modifiers.
+SELECTOR_FIELDS: Table = (
+    *(Field(kind, STR, False, None, _SELECTOR_TEXT[kind]) for kind in SELECTOR_KINDS),
+    Field(
+        "within", ref("selector"), False, "anywhere in the function", "Only inside this compound statement."
+    ),
+    Field(
+        "occurrence", {"type": "integer", "minimum": 1}, False, "the only match", "The Nth match (1-based)."
+    ),
+    Field(
+        ANY,
+        {"type": "array", "items": ref("selector"), "minItems": 2},
+        False,
+        None,
+        "Alternatives: the first that selects exactly one statement (alone in its selector).",
+    ),
+)
+# `around:` of a span or hook: a selector, or one of the run/rest/body forms.
+REGION_FIELDS: Table = (
+    *SELECTOR_FIELDS,
+    Field("from", ref("selector"), False, None, "First statement of a run of statements."),
+    Field("to", ref("selector"), False, None, "Last statement of that run."),
+    Field("after", ref("selector"), False, None, "The rest of the block after this statement."),
+    Field("body", ref("selector"), False, None, "The body of this compound statement."),
+    Field("branch", {"enum": ["body", "else"]}, False, "body", "With body: its else branch."),
+)
 
 SPAN_FIELDS: Table = (
     Field("name", NAME, True, None, "The span name (dotted identifiers)."),
@@ -392,6 +430,8 @@ README_TABLES: tuple[tuple[str, Table], ...] = (
     ("`spans:` entry", SPAN_FIELDS),
     ("`hooks:` entry", HOOK_FIELDS),
     ("`wrap:` of a hook", WRAP_FIELDS),
+    ("selector (`before:`, `after:`, `within:`, ...)", SELECTOR_FIELDS),
+    ("`around:` region", REGION_FIELDS),
     ("`releases:` (mapping form)", RELEASES_FIELDS),
     ("`runtime:`", RUNTIME_FIELDS),
     ("`upstream:`", UPSTREAM_FIELDS),
