@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
+import contextlib
+import shutil
+from pathlib import Path
 
+import pytest
+import yaml
+
+from codegen.diagnostics import Diagnostics, SpecError
 from codegen.spec import fields
 from codegen.spec import schema as spec_schema
 from codegen.spec.load import _Builder as ProjectReader
+from codegen.spec.load import load_project
+from tests.generator.support import FIXTURES
 from tests.target.conftest import REPO
 
 
@@ -52,3 +60,38 @@ def test_schema_objects_are_the_tables() -> None:
     ):
         assert definitions[name]["properties"] == fields.properties(table)
         assert definitions[name].get("required", []) == fields.required(table)
+
+
+# Each key a table reads through its converter: a wrong value gets the converter's own message,
+# at the value's position.
+_WRONG = [
+    ("spans", "goodput", '"yes"', "goodput must be true or false, not str"),
+    ("spans", "note", "[1]", "note must be a string, not a list"),
+    ("spans", "when", "{a: 1}", "when must be a string, not a mapping"),
+    ("spans", "attributes", "[1]", "attributes must be a mapping"),
+    ("hooks", "note", "[1]", "note must be a string, not a list"),
+]
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "message"), _WRONG, ids=[f"{w[0]}.{w[1]}" for w in _WRONG]
+)
+def test_converted_keys_report_at_the_value(
+    section: str, key: str, value: str, message: str, tmp_path: Path
+) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    shutil.copy(FIXTURES / "telemetry.yaml", specs / "telemetry.yaml")
+    group = next(iter(yaml.safe_load((FIXTURES / "telemetry.yaml").read_text(encoding="utf-8"))["groups"]))
+    entry = (
+        f"  - {{name: a.b, group: {group}, file: x.py, function: f, {key}: {value}}}\n"
+        if section == "spans"
+        else f"  - {{file: x.py, function: f, entry: true, call: otel.x(), {key}: {value}}}\n"
+    )
+    (specs / "probe.yaml").write_text(f"{section}:\n{entry}", encoding="utf-8")
+    diags = Diagnostics()
+    with contextlib.suppress(SpecError):
+        load_project(specs, diags)
+    column = entry.index(f"{key}: ") + len(key) + 3
+    found = [(d.pos.line, d.pos.col, d.message) for d in diags.items if d.message == message]
+    assert found == [(2, column, message)], [d.message for d in diags.items]
