@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import ast
 
+from codegen.spec.fields import ATTRIBUTE_FIELDS, keys
 from codegen.spec.model import AttributeDecl
 from codegen.spec.reader import SPAN_NAME, Reader
+from codegen.spec.vocabulary import ATTRIBUTE_TYPES
 from codegen.spec.yaml_nodes import YNode
 
-# Weaver's attribute types (semconv registry format v1), the ones a span attribute can hold.
-ATTRIBUTE_TYPES = ("string", "int", "double", "boolean", "string[]", "int[]", "double[]", "boolean[]")
-ATTRIBUTE_KEYS = ("type", "brief", "note")
+ATTRIBUTE_KEYS = keys(ATTRIBUTE_FIELDS)
 
 
 _CALL_TYPES = {"len": "int", "int": "int", "round": "int", "float": "double", "str": "string",

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from codegen.diagnostics import Pos
+from codegen.spec.fields import HOOK_FIELDS, HOOK_PLACEMENTS, WRAP_FIELDS, by_key, keys
 from codegen.spec.model import (
     AroundHook,
     Call,
@@ -25,25 +26,9 @@ from codegen.spec.releases import ReleasesReader
 from codegen.spec.selectors import SelectorReader
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar
 
-HOOK_KEYS = (
-    "file",
-    "function",
-    "entry",
-    "before",
-    "after",
-    "around",
-    "whole_function",
-    "call",
-    "enter",
-    "exit",
-    "guard",
-    "record",
-    "stamp",
-    "note",
-    "wrap",
-    "releases",
-)
-WRAP_KEYS = ("call", "within", "occurrence", "argument", "result", "with")
+HOOK_KEYS = keys(HOOK_FIELDS)
+_HOOK = by_key(HOOK_FIELDS)
+WRAP_KEYS = keys(WRAP_FIELDS)
 
 
 class HookReader(SelectorReader, ReleasesReader):
@@ -71,13 +56,9 @@ class HookReader(SelectorReader, ReleasesReader):
         function = self._required_str(node, "function", "hook")
         if function is None:
             return None
-        placements = [
-            k for k in ("entry", "before", "after", "around", "whole_function", "wrap") if k in node.entries
-        ]
+        placements = [k for k in HOOK_PLACEMENTS if k in node.entries]
         if len(placements) != 1:
-            self.diags.error(
-                node.pos, "a hook needs exactly one of: entry, before, after, around, whole_function, wrap"
-            )
+            self.diags.error(node.pos, f"a hook needs exactly one of: {', '.join(HOOK_PLACEMENTS)}")
             return None
         kind = placements[0]
         if kind == "wrap":
@@ -233,7 +214,7 @@ class HookReader(SelectorReader, ReleasesReader):
             "file": file,
             "function": function,
             "pos": node.pos,
-            "note": (self._str(node.get("note"), "note") or "") if "note" in node.entries else "",
+            "note": self._read(node, _HOOK["note"], "") or "",
             "file_pos": file_pos,
             "function_pos": node.value_pos("function"),
             "releases": self._releases(node),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from codegen.diagnostics import Diagnostics, Pos, SpecError
 from codegen.spec.attributes import AttributeReader
+from codegen.spec.fields import TOP_FIELDS, keys
 from codegen.spec.hooks import HookReader
 from codegen.spec.model import (
     LifecycleSpan,
@@ -25,21 +26,7 @@ from codegen.spec.spans import SpanReader
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq, load_yaml
 from codegen.upstream import UpstreamPin
 
-TOP_KEYS = (
-    "runtime",
-    "upstream",
-    "groups",
-    "presets",
-    "lifecycle",
-    "metrics",
-    "env",
-    "flags",
-    "file",
-    "form",
-    "spans",
-    "hooks",
-    "attributes",
-)
+TOP_KEYS = keys(TOP_FIELDS)
 # Keys that only one spec file of a project may declare: all but a file's own spans and hooks.
 SINGLETON_KEYS = tuple(key for key in TOP_KEYS if key not in ("file", "form", "spans", "hooks"))
 

@@ -7,12 +7,16 @@ import difflib
 import re
 from collections.abc import Callable
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
 
 from codegen.diagnostics import Diagnostics, Pos
 from codegen.spec.model import (
     Attribute,
 )
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
+
+if TYPE_CHECKING:
+    from codegen.spec.fields import Field
 
 SPAN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 GROUP_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -96,6 +100,14 @@ class Reader:
         )
         self.diags.error(node.pos, f"{what} must be {expected}, not {found}")
         return None
+
+    def _read(self, node: YMap, field: Field, absent: Any) -> Any:
+        """The value of ``field`` in ``node`` converted by its table's reader method (None and
+        a diagnostic when invalid), or ``absent`` when the key is not there."""
+        if field.key not in node.entries:
+            return absent
+        convert: Callable[[YNode | None, str], Any] = getattr(self, field.convert)
+        return convert(node.get(field.key), field.key)
 
     def _str(self, node: YNode | None, what: str) -> str | None:
         value = self._typed(node, what, lambda v: isinstance(v, str), "a string")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 
+from codegen.spec.fields import RELEASES_FIELDS, SUPPORTED_FIELDS, keys
 from codegen.spec.model import RELEASE_OPERATORS, VERSION, Releases, version_key
 from codegen.spec.reader import Reader
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
 from codegen.upstream import UpstreamPin
 
-RELEASES_KEYS = ("versions", "reason")
-SUPPORTED_KEYS = ("version", "filename", "sha256")
+RELEASES_KEYS = keys(RELEASES_FIELDS)
+SUPPORTED_KEYS = keys(SUPPORTED_FIELDS)
 _CLAUSE = re.compile(r"\s*(>=|<=|==|!=|>|<)\s*(\S+)\s*")
 
 

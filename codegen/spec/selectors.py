@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Literal
 
+from codegen.spec.fields import REGION_FIELDS, SELECTOR_MODIFIERS, keys
 from codegen.spec.model import (
     ANY,
     COMPOUND_KINDS,
@@ -15,8 +16,7 @@ from codegen.spec.model import (
 from codegen.spec.reader import DOTTED, IDENTIFIER, Reader
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
 
-SELECTOR_MODIFIERS = ("within", "occurrence")
-REGION_KEYS = SELECTOR_KINDS + SELECTOR_MODIFIERS + (ANY, "from", "to", "after", "body", "branch")
+REGION_KEYS = keys(REGION_FIELDS)
 
 
 def is_compound(selector: Selector) -> bool:

@@ -6,6 +6,19 @@ from __future__ import annotations
 import re
 
 from codegen.diagnostics import Pos
+from codegen.spec.fields import (
+    ENV_FIELDS,
+    FLAG_FIELDS,
+    FLAGS_FIELDS,
+    LIFECYCLE_SPAN_FIELDS,
+    METRIC_FIELDS,
+    PRESET_FIELDS,
+    RUNTIME_FIELDS,
+    UPSTREAM_FIELDS,
+    by_key,
+    keys,
+    required,
+)
 from codegen.spec.model import (
     AddFlag,
     EnvVar,
@@ -31,6 +44,11 @@ from codegen.spec.vocabulary import (
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
 from codegen.upstream import UpstreamPin
 
+_PRESET = by_key(PRESET_FIELDS)
+_LIFECYCLE_SPAN = by_key(LIFECYCLE_SPAN_FIELDS)
+_METRIC = by_key(METRIC_FIELDS)
+_ENV = by_key(ENV_FIELDS)
+_FLAG = by_key(FLAG_FIELDS)
 PRESET_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
@@ -44,7 +62,7 @@ class SettingsReader(SelectorReader):
         node = self._map(entry[1], "runtime")
         if node is None:
             return None
-        self._check_keys(node, ("package",), "runtime")
+        self._check_keys(node, keys(RUNTIME_FIELDS), "runtime")
         package = self._required_str(node, "package", "runtime")
         if package is None:
             return None
@@ -62,9 +80,10 @@ class SettingsReader(SelectorReader):
         node = self._map(entry[1], "upstream")
         if node is None:
             return None
-        keys = ("distribution", "version", "filename", "sha256")
-        self._check_keys(node, keys + ("supported",), "upstream")
-        distribution, version, filename, sha = (self._required_str(node, k, "upstream") for k in keys)
+        self._check_keys(node, keys(UPSTREAM_FIELDS), "upstream")
+        distribution, version, filename, sha = (
+            self._required_str(node, k, "upstream") for k in required(UPSTREAM_FIELDS)
+        )
         if distribution is None or version is None or filename is None or sha is None:
             return None
         if not re.fullmatch(r"[0-9a-f]{64}", sha):
@@ -113,8 +132,8 @@ class SettingsReader(SelectorReader):
             description = ""
             members_node: YNode = value
             if isinstance(value, YMap):
-                self._check_keys(value, ("groups", "description"), f"preset '{name}'")
-                description = self._str(value.get("description"), "description") or ""
+                self._check_keys(value, keys(PRESET_FIELDS), f"preset '{name}'")
+                description = self._read(value, _PRESET["description"], "") or ""
                 members_node = value.get("groups") or YSeq((), value.pos)
             members: list[str] = []
             for item in self._seq(members_node, f"groups of preset '{name}'"):
@@ -155,8 +174,7 @@ class SettingsReader(SelectorReader):
         as_map = self._map(node, f"lifecycle {role}")
         if as_map is None:
             return None
-        keys = ("name", "group", "goodput", "start", "end", "description", "attributes")
-        self._check_keys(as_map, keys, f"lifecycle {role}")
+        self._check_keys(as_map, keys(LIFECYCLE_SPAN_FIELDS), f"lifecycle {role}")
         attributes: list[tuple[str, str]] = []
         attrs_node = as_map.get("attributes")
         if attrs_node is not None:
@@ -168,7 +186,7 @@ class SettingsReader(SelectorReader):
                 elif text is not None:
                     attributes.append((key, text))
         name = self._required_str(as_map, "name", f"lifecycle {role}")
-        group = self._str(as_map.get("group"), "group") if "group" in as_map.entries else "job"
+        group = self._read(as_map, _LIFECYCLE_SPAN["group"], "job")
         if group is not None and group not in group_names:
             where = as_map.get("group")
             if where is not None:
@@ -183,12 +201,8 @@ class SettingsReader(SelectorReader):
         needs_times = role in ("phase", "pre_startup")
         start = self._required_str(as_map, "start", f"lifecycle {role}") if needs_times else None
         end = self._required_str(as_map, "end", f"lifecycle {role}") if needs_times else None
-        goodput = self._bool(as_map.get("goodput"), "goodput") if "goodput" in as_map.entries else False
-        description = (
-            self._str(as_map.get("description"), "description") or ""
-            if "description" in as_map.entries
-            else ""
-        )
+        goodput = self._read(as_map, _LIFECYCLE_SPAN["goodput"], False)
+        description = self._read(as_map, _LIFECYCLE_SPAN["description"], "") or ""
         if name is None or group is None or (needs_times and (start is None or end is None)):
             return None
         return LifecycleSpan(
@@ -205,11 +219,11 @@ class SettingsReader(SelectorReader):
             as_map = self._map(item, "metric")
             if as_map is None:
                 continue
-            self._check_keys(as_map, ("name", "kind", "unit", "description"), "metric")
+            self._check_keys(as_map, keys(METRIC_FIELDS), "metric")
             name = self._required_str(as_map, "name", "metric")
             kind = self._required_str(as_map, "kind", "metric")
             unit = self._required_str(as_map, "unit", "metric")
-            description = self._str(as_map.get("description"), "description") or ""
+            description = self._read(as_map, _METRIC["description"], "") or ""
             if kind is not None and kind not in METRIC_KINDS:
                 self._unknown(as_map.value_pos("kind"), "metric kind", kind, list(METRIC_KINDS))
                 continue
@@ -236,9 +250,7 @@ class SettingsReader(SelectorReader):
             as_map = self._map(item, "environment variable")
             if as_map is None:
                 continue
-            self._check_keys(
-                as_map, ("name", "default", "description", "choices", "timestamp", "role"), "env"
-            )
+            self._check_keys(as_map, keys(ENV_FIELDS), "env")
             name = self._required_str(as_map, "name", "environment variable")
             default_node = as_map.get("default")
             default = ""
@@ -251,7 +263,7 @@ class SettingsReader(SelectorReader):
                     default = str(default_node.value)
                 else:
                     self.diags.error(default_node.pos, "default must be a string or an integer")
-            description = self._str(as_map.get("description"), "description") or ""
+            description = self._read(as_map, _ENV["description"], "") or ""
             choices = (
                 tuple(
                     c
@@ -261,10 +273,8 @@ class SettingsReader(SelectorReader):
                 if "choices" in as_map.entries
                 else ()
             )
-            timestamp = (
-                self._str(as_map.get("timestamp"), "timestamp") if "timestamp" in as_map.entries else None
-            )
-            role = self._str(as_map.get("role"), "role") if "role" in as_map.entries else None
+            timestamp = self._read(as_map, _ENV["timestamp"], None)
+            role = self._read(as_map, _ENV["role"], None)
             if role is not None and role not in ENV_ROLES:
                 self._unknown(as_map.value_pos("role"), "env role", role, list(ENV_ROLES))
                 role = None
@@ -320,7 +330,7 @@ class SettingsReader(SelectorReader):
         node = self._map(entry[1], "flags")
         if node is None:
             return (), ()
-        self._check_keys(node, ("file", "function", "before", "parser", "options"), "flags")
+        self._check_keys(node, keys(FLAGS_FIELDS), "flags")
         file = self._required_str(node, "file", "flags")
         function = self._required_str(node, "function", "flags")
         parser = self._required_str(node, "parser", "flags")
@@ -369,12 +379,12 @@ class SettingsReader(SelectorReader):
         as_map = self._map(item, "flag")
         if as_map is None:
             return None
-        self._check_keys(as_map, ("option", "action", "metavar", "env", "help"), "flag")
+        self._check_keys(as_map, keys(FLAG_FIELDS), "flag")
         option = self._required_str(as_map, "option", "flag")
         help_text = self._required_str(as_map, "help", "flag")
-        action = self._str(as_map.get("action"), "action") if "action" in as_map.entries else None
-        metavar = self._str(as_map.get("metavar"), "metavar") if "metavar" in as_map.entries else None
-        env_name = self._str(as_map.get("env"), "env") if "env" in as_map.entries else None
+        action = self._read(as_map, _FLAG["action"], None)
+        metavar = self._read(as_map, _FLAG["metavar"], None)
+        env_name = self._read(as_map, _FLAG["env"], None)
         if option is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", option):
             self.diags.error(as_map.value_pos("option"), f"option '{option}' must look like --otel-enabled")
             return None

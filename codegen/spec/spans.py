@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from codegen.diagnostics import Pos
+from codegen.spec.fields import SPAN_FIELDS, by_key, keys
 from codegen.spec.model import (
     SPAN_FORMS,
     Region,
@@ -16,23 +17,8 @@ from codegen.spec.releases import ReleasesReader
 from codegen.spec.selectors import SelectorReader
 from codegen.spec.yaml_nodes import YMap, YNode, YSeq
 
-SPAN_KEYS = (
-    "name",
-    "group",
-    "file",
-    "function",
-    "around",
-    "attributes",
-    "end_attributes",
-    "goodput",
-    "note",
-    "when",
-    "names",
-    "name_expr",
-    "form",
-    "parents",
-    "releases",
-)
+SPAN_KEYS = keys(SPAN_FIELDS)
+_FIELD = by_key(SPAN_FIELDS)
 
 
 class SpanReader(SelectorReader, ReleasesReader):
@@ -87,11 +73,11 @@ class SpanReader(SelectorReader, ReleasesReader):
             ok = False
         around = node.get("around")
         region = self._region(around) if around is not None else Region("function", node.pos)
-        attributes = self._attributes(node.get("attributes"), "attributes")
-        end_attributes = self._attributes(node.get("end_attributes"), "end_attributes")
-        goodput = self._bool(node.get("goodput"), "goodput") if "goodput" in node.entries else False
-        note = self._str(node.get("note"), "note") or "" if "note" in node.entries else ""
-        when = self._expression(node.get("when"), "when") if "when" in node.entries else None
+        attributes = self._read(node, _FIELD["attributes"], ())
+        end_attributes = self._read(node, _FIELD["end_attributes"], ())
+        goodput = self._read(node, _FIELD["goodput"], False)
+        note = self._read(node, _FIELD["note"], "") or ""
+        when = self._read(node, _FIELD["when"], None)
         parents_ok, parents, name_parents = self._parents(node, name)
         form_ok, form = self._span_form(node)
         names_ok, names, name_expr = self._names_choice(node, name)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 METRIC_KINDS = ("histogram", "gauge", "counter")
 
+# Weaver's attribute types (semconv registry format v1), the ones a span attribute can hold.
+ATTRIBUTE_TYPES = ("string", "int", "double", "boolean", "string[]", "int[]", "double[]", "boolean[]")
+
 # `lifecycle:` keys in telemetry.yaml -> the role a LifecycleSpan carries.
 LIFECYCLE_KEYS = {
     "startup": "startup",

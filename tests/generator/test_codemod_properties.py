@@ -257,9 +257,11 @@ def _run(source: str, runtime: _Runtime | None, n: int) -> tuple[object, list[ob
 
         namespace[f"f_{k}"] = f
     package = types.ModuleType("megatron")
+    package.__path__ = []  # a package: the output imports `megatron.otel as _otel`
     package.otel = runtime  # type: ignore[attr-defined]
-    saved = sys.modules.get("megatron")
+    saved = {name: sys.modules.get(name) for name in ("megatron", "megatron.otel")}
     sys.modules["megatron"] = package
+    sys.modules["megatron.otel"] = runtime  # type: ignore[assignment]
     try:
         exec(compile(source, DEMO, "exec"), namespace)
         try:
@@ -267,10 +269,11 @@ def _run(source: str, runtime: _Runtime | None, n: int) -> tuple[object, list[ob
         except Exception as exc:  # noqa: BLE001 - compared between the runs
             result = ("raised", type(exc).__name__, exc.args)
     finally:
-        if saved is None:
-            del sys.modules["megatron"]
-        else:
-            sys.modules["megatron"] = saved
+        for name, module in saved.items():
+            if module is None:
+                del sys.modules[name]
+            else:
+                sys.modules[name] = module
     return result, log
 
 

@@ -13,8 +13,10 @@ import pytest
 import yaml
 
 from codegen.diagnostics import Diagnostics, SpecError
+from codegen.spec import fields
 from codegen.spec import schema as spec_schema
 from codegen.spec.load import load_project
+from codegen.spec.releases import RELEASES_KEYS
 from tests.generator.support import FIXTURES
 from tests.target.conftest import REPO, SPECS
 
@@ -112,23 +114,23 @@ def test_schema_rejects_structural_mistakes(document: dict, validator) -> None:
 # The loader's own list of valid keys, read from its "unknown key" message, for each object the
 # schema describes: they must be the same, so the schema never drifts from the loader.
 _PROBES = {
-    "spec file": ({"zzz": 1}, spec_schema.TOP_KEYS),
-    "span": ({"spans": [{"zzz": 1}]}, spec_schema.SPAN_KEYS),
-    "hook": ({"hooks": [{"zzz": 1}]}, spec_schema.HOOK_KEYS),
-    "runtime": ({"runtime": {"zzz": 1}}, spec_schema.RUNTIME_KEYS),
-    "upstream": ({"upstream": {"zzz": 1}}, spec_schema.UPSTREAM_KEYS),
-    "preset 'p'": ({"presets": {"p": {"zzz": 1}}}, spec_schema.PRESET_KEYS),
-    "lifecycle": ({"lifecycle": {"zzz": 1}}, tuple(spec_schema.LIFECYCLE_KEYS)),
+    "spec file": ({"zzz": 1}, fields.keys(fields.TOP_FIELDS)),
+    "span": ({"spans": [{"zzz": 1}]}, fields.keys(fields.SPAN_FIELDS)),
+    "hook": ({"hooks": [{"zzz": 1}]}, fields.keys(fields.HOOK_FIELDS)),
+    "runtime": ({"runtime": {"zzz": 1}}, fields.keys(fields.RUNTIME_FIELDS)),
+    "upstream": ({"upstream": {"zzz": 1}}, fields.keys(fields.UPSTREAM_FIELDS)),
+    "preset 'p'": ({"presets": {"p": {"zzz": 1}}}, fields.keys(fields.PRESET_FIELDS)),
+    "lifecycle": ({"lifecycle": {"zzz": 1}}, fields.keys(fields.LIFECYCLE_FIELDS)),
     "lifecycle startup": (
         {"lifecycle": {"startup": {"zzz": 1, "group": "layer"}}},
-        spec_schema.LIFECYCLE_SPAN_KEYS,
+        fields.keys(fields.LIFECYCLE_SPAN_FIELDS),
     ),
-    "metric": ({"metrics": [{"zzz": 1}]}, spec_schema.METRIC_KEYS),
-    "env": ({"env": [{"zzz": 1}]}, spec_schema.ENV_KEYS),
-    "flags": ({"flags": {"zzz": 1}}, spec_schema.FLAGS_KEYS),
-    "flag": ({"flags": {"options": [{"zzz": 1}]}}, spec_schema.FLAG_KEYS),
-    "attribute 'a.b'": ({"attributes": {"a.b": {"zzz": 1}}}, spec_schema.ATTRIBUTE_KEYS),
-    "releases": ({"spans": [{"releases": {"versions": ">=0.1", "zzz": 1}}]}, spec_schema.RELEASES_KEYS),
+    "metric": ({"metrics": [{"zzz": 1}]}, fields.keys(fields.METRIC_FIELDS)),
+    "env": ({"env": [{"zzz": 1}]}, fields.keys(fields.ENV_FIELDS)),
+    "flags": ({"flags": {"zzz": 1}}, fields.keys(fields.FLAGS_FIELDS)),
+    "flag": ({"flags": {"options": [{"zzz": 1}]}}, fields.keys(fields.FLAG_FIELDS)),
+    "attribute 'a.b'": ({"attributes": {"a.b": {"zzz": 1}}}, fields.keys(fields.ATTRIBUTE_FIELDS)),
+    "releases": ({"spans": [{"releases": {"versions": ">=0.1", "zzz": 1}}]}, RELEASES_KEYS),
 }
 
 
