@@ -98,8 +98,8 @@ def main() -> int:
 
     off = import_tree(args.off_tree)
     on = import_tree(args.on_tree)
-    assert off.otel is not on.otel, "the two fixture copies share a runtime"
-    enabled = on.otel.enable("recording", tracer_provider=provider)
+    assert off._otel is not on._otel, "the two fixture copies share a runtime"
+    enabled = on._otel.enable("recording", tracer_provider=provider)
     assert enabled == frozenset({"recording"}), enabled
 
     # Sanity: the generated code records exactly when its group is on, and computes the same result.
