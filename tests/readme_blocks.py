@@ -77,3 +77,19 @@ def run_block(
         f"README block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     )
     return result.stdout + result.stderr
+
+
+UPSTREAM_URL = "https://github.com/NVIDIA/Megatron-LM.git"
+
+
+def env_redirecting_clone(upstream: Path) -> dict[str, str]:
+    """The environment with git redirecting clones of Megatron-LM's URL to ``upstream`` (a local
+    repository), so a README block's ``git clone`` runs as written without the network."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        GIT_CONFIG_COUNT="1",
+        GIT_CONFIG_KEY_0=f"url.{upstream.as_uri()}.insteadOf",
+        GIT_CONFIG_VALUE_0=UPSTREAM_URL,
+        GIT_TERMINAL_PROMPT="0",
+    )
+    return env

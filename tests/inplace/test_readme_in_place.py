@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.inplace.conftest import IDENTITY, REPO, UPSTREAM_URL, clone, git
-from tests.readme_blocks import _BLOCK, README, workspace
+from tests.inplace.conftest import IDENTITY, REPO, clone, git
+from tests.readme_blocks import _BLOCK, README, env_redirecting_clone, workspace
 
 SECTION = "## Keep the specs in your Megatron-LM repository"
 MANIFEST = "megatron/core/otel/_in_place.json"
@@ -60,14 +60,7 @@ def run_block(name: str, cwd: Path, env: dict[str, str]) -> str:
 
 
 def _env(upstream: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | IDENTITY
-    env.update(
-        GIT_CONFIG_COUNT="1",
-        GIT_CONFIG_KEY_0=f"url.{upstream.as_uri()}.insteadOf",
-        GIT_CONFIG_VALUE_0=UPSTREAM_URL,
-        GIT_TERMINAL_PROMPT="0",
-    )
-    return env
+    return env_redirecting_clone(upstream) | IDENTITY
 
 
 @pytest.fixture(scope="module")

@@ -8,16 +8,14 @@ megatron-core 0.19.2 tree, tagged ``core_v0.19.2``.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
 from pathlib import Path
 
 from codegen.pipeline import Generation
-from tests.readme_blocks import REPO, blocks, run_block, workspace
+from tests.readme_blocks import REPO, UPSTREAM_URL, blocks, env_redirecting_clone, run_block, workspace
 
-UPSTREAM_URL = "https://github.com/NVIDIA/Megatron-LM.git"
 TAG = "core_v0.19.2"
 
 
@@ -41,17 +39,6 @@ def _upstream(generation: Generation, root: Path) -> Path:
     return upstream
 
 
-def _env_redirecting_clone(upstream: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(
-        GIT_CONFIG_COUNT="1",
-        GIT_CONFIG_KEY_0=f"url.{upstream.as_uri()}.insteadOf",
-        GIT_CONFIG_VALUE_0=UPSTREAM_URL,
-        GIT_TERMINAL_PROMPT="0",
-    )
-    return env
-
-
 def test_readme_names_the_tag_of_the_pinned_release() -> None:
     """Megatron-LM tags megatron-core X.Y.Z as core_vX.Y.Z: the tag follows the pinned version."""
     pinned = re.search(r"^  version: (\S+)$", (REPO / "specs" / "telemetry.yaml").read_text(), re.MULTILINE)
@@ -64,7 +51,7 @@ def test_patch_block_applies_the_patch_set_to_a_checkout_of_the_tag(
 ) -> None:
     upstream = _upstream(generation, tmp_path)
     root = workspace(tmp_path / "work")
-    run_block("patch", root, env=_env_redirecting_clone(upstream))
+    run_block("patch", root, env=env_redirecting_clone(upstream))
     checkout = root / "Megatron-LM"
     head = subprocess.run(
         ["git", "describe", "--tags"], cwd=checkout, capture_output=True, text=True, check=True
@@ -146,7 +133,7 @@ def test_patch_block_on_a_tree_it_does_not_fit_changes_nothing(tmp_path: Path) -
     result = subprocess.run(
         ["bash", "-e", "-c", block],
         cwd=root,
-        env=_env_redirecting_clone(upstream),
+        env=env_redirecting_clone(upstream),
         capture_output=True,
         text=True,
     )
