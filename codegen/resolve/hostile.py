@@ -17,7 +17,9 @@ from itertools import accumulate
 import libcst as cst
 
 _BRACKETS = re.compile(r"[()\[\]{}]")
-_SUSPECT = re.compile(r"[-+~]{100,}|(?:\bnot\s+){100,}|[^\n]{20000,}")
+_OPERATOR_RUN = re.compile(r"[-+~]{100}")
+_NOT_RUN = re.compile(r"(?:not\s+){100}")
+LONG_LINE = 20000
 MAX_BRACKET_DEPTH = 150  # CPython refuses 200 nested brackets
 LARGE = 1 << 20  # bytes of text above which CPython's parser always checks first
 
@@ -25,7 +27,13 @@ LARGE = 1 << 20  # bytes of text above which CPython's parser always checks firs
 def suspicious(source: str) -> bool:
     """Whether ``source`` may nest deeper than a parser's stack allows (cheap; false positives
     only cost a check by CPython's parser)."""
-    if len(source) > LARGE or _SUSPECT.search(source):
+    # this runs on every file the specs touch: patterns with a literal prefix, no regex per line
+    if (
+        len(source) > LARGE
+        or _OPERATOR_RUN.search(source)
+        or (source.count("not") >= 100 and _NOT_RUN.search(source))
+        or max(map(len, source.split("\n"))) >= LONG_LINE
+    ):
         return True
     steps = (1 if b in "([{" else -1 for b in _BRACKETS.findall(source))
     return max(accumulate(steps), default=0) > MAX_BRACKET_DEPTH

@@ -379,3 +379,35 @@ def test_patch_set_applies_in_series_order(tmp_path: Path) -> None:
     for name in (patch_dir / "series").read_text().splitlines():
         _git_apply(repo, patch_dir / name)
     assert {p: (repo / p).read_text() for p in paths} == new
+
+
+def test_head_tail_matching_is_a_valid_earliest_placement() -> None:
+    """Matching the common head and tail first must still give opcodes that turn old into new,
+    with every ambiguous insertion or deletion placed as early as it can go."""
+    import itertools
+    import random
+
+    from codegen.emit.patch import _HeadTailMatcher
+
+    rng = random.Random(20261203)
+    lines = ["\n", "a\n", "b\n", "c\n", "import x\n"]
+    for _ in range(2000):
+        old = [rng.choice(lines) for _ in range(rng.randint(0, 25))]
+        new = list(old)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randint(0, len(new))
+            if rng.random() < 0.5 or not new:
+                new[at:at] = [rng.choice(lines) for _ in range(rng.randint(1, 3))]
+            else:
+                del new[at : at + rng.randint(1, 2)]
+        codes = _HeadTailMatcher(old, new).get_opcodes()
+        rebuilt: list[str] = []
+        for tag, i1, i2, j1, j2 in codes:
+            if tag == "equal":
+                assert old[i1:i2] == new[j1:j2], (old, new, codes)
+            rebuilt += new[j1:j2]
+        assert rebuilt == new and (not codes or (codes[-1][2], codes[-1][4]) == (len(old), len(new)))
+        for before, (tag, i1, i2, j1, j2) in itertools.pairwise(codes):
+            if tag in ("insert", "delete") and before[0] == "equal":
+                last = new[j2 - 1] if tag == "insert" else old[i2 - 1]
+                assert last != old[i1 - 1], ("could move up", old, new, codes)
