@@ -44,10 +44,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from . import _ids
-from ._state import LOG, log_once, warn_once
+from ._state import LOG, PROCESS, log_once, warn_once
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from ._state import Run
 
 try:  # the API only: the SDK is imported when a recorder is installed (it may be missing)
@@ -73,18 +75,14 @@ _BY_PROVIDER: weakref.WeakKeyDictionary[Any, LeanRecorder] = weakref.WeakKeyDict
 _time_ns = time.time_ns
 _exc_info = sys.exc_info
 _is_finalizing = sys.is_finalizing
+# The exception being handled (sys.exception, Python >= 3.11: no tuple built per call).
+_exception: Callable[[], BaseException | None] = getattr(sys, "exception", lambda: _exc_info()[1])
+_new = object.__new__
 # Held while a LeanSpan's id is drawn (on first use, by the training or the export thread).
 _ID_LOCK = threading.Lock()
 # Attribute value types the SDK's validation keeps as they are.
 _PLAIN = frozenset((str, bool, int, float))
 _get_ident = threading.get_ident
-
-
-class SdkPath:
-    """``LeanTracer.open``'s answer when the SDK tracer records the span instead."""
-
-
-SDK_PATH = SdkPath()
 
 
 def usable(provider: Any) -> bool:
@@ -101,8 +99,11 @@ def usable(provider: Any) -> bool:
     return sampler is sampling.DEFAULT_ON or sampler is sampling.ALWAYS_ON
 
 
-class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installed
+class LeanSpan:
     """One span recorded on the lean path: what the training thread knows, nothing more.
+
+    An ``opentelemetry.trace.Span`` (registered as a virtual subclass: inheriting the API's class
+    would give every span an attribute dictionary).
 
     ``_trace`` is ``(trace_id, trace flags, trace state)``, shared by every span of a trace
     (a child takes its parent's); the span id is drawn on first use (``span_id``): by the export
@@ -148,10 +149,11 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
         self._events: list[tuple[str, Any, int]] | None = None
         self._links: list[Any] | None = None
         self._context: Any = None
-        # Set by LeanTracer.open for a span open on a thread's stack: the nesting's _LeanContext
-        # (None once closed), the context token its outermost span restores at its end, and the
-        # exception the caller was already handling at the start (its end is not an error).
-        self._state: _LeanContext | None = None
+        # Set by LeanTracer.open for a span open on a thread's stack (which makes them without
+        # calling this): its nesting (None once closed), the context token the outermost span of
+        # a nesting restores at its end, the exception the caller was already handling at the
+        # start (its end is not an error).
+        self._state: _Nesting | None = None
         self._token: Any = None
         self._handled: BaseException | None = None
 
@@ -288,23 +290,35 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
         Never raises."""
         if self._end is not None:
             return
-        state = self._state
-        if state is not None:
-            stack = state._stack
-            if stack and stack[-1] is self:  # the usual case: the innermost span ends
-                stack.pop()
-            elif any(s is self for s in stack):
-                try:
-                    while stack[-1] is not self:
-                        stack.pop().close()
-                    stack.pop()
-                except IndexError:  # emptied meanwhile by abort_open_spans() (SIGTERM)
-                    pass
-            self.close()
+        nesting = self._state
+        if nesting is None:  # a span of the API's start_span
+            self._end = _time_ns() if end_time is None else end_time
+            self._recorder.push(self)
             return
+        stack = nesting.stack
+        try:
+            last = stack.pop()
+        except IndexError:  # emptied meanwhile by abort_open_spans() (SIGTERM)
+            last = None
+        if last is not self:
+            if last is not None:
+                stack.append(last)
+            _unwind(stack, self)
+        # close(), inline: the hot path of every span
+        self._state = None
+        nesting.top = self._parent
+        if self._token is not None:
+            try:
+                nesting.tracer.detach(self._token)
+            except Exception:
+                if not _is_finalizing():
+                    warn_once(self._name, "restoring the context")
+        error = _exception()
+        if error is not None and error is not self._handled:
+            self._record_error(error)
         self._end = _time_ns() if end_time is None else end_time
         recorder = self._recorder
-        spans = recorder.local.spans
+        spans = nesting.spans
         if len(spans) < recorder.capacity and not recorder.done:
             spans.append(self)
             if len(spans) == recorder.batch_size:
@@ -313,52 +327,37 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
             recorder.push(self)  # full (dropped and counted) or shut down (ignored)
 
     def close(self) -> None:
-        """End a span ``open`` started, leaving its thread's stack alone: restore the context
-        its nesting replaced (the outermost span), record an escaping exception, queue it.
-
-        After interpreter shutdown began (a ``__del__`` at exit) the span is dropped: the
-        providers are shut down, and the context and SDK would only log warnings. Never raises.
-        """
-        state = self._state
-        if state is None or self._end is not None:
+        """End a span ``open`` started, leaving its thread's stack alone (``end`` without the
+        pop). Never raises; nothing is logged after interpreter shutdown began (a ``__del__``
+        at exit)."""
+        nesting = self._state
+        if nesting is None or self._end is not None:
             return
         self._state = None
-        if _is_finalizing():
-            self._end = 0
-            return
-        token = self._token
-        if token is not None:
+        nesting.top = self._parent
+        if self._token is not None:
             try:
-                state._tracer.detach(token)
+                nesting.tracer.detach(self._token)
             except Exception:
-                warn_once(self._name, "restoring the context")
-        error = _exc_info()[1]
+                if not _is_finalizing():
+                    warn_once(self._name, "restoring the context")
+        error = _exception()
         if error is not None and error is not self._handled:
-            try:
-                self.record_exception(error)
-                self.set_status(Status(StatusCode.ERROR, type(error).__name__))
-            except Exception:
-                warn_once(self._name, "recording the exception")
+            self._record_error(error)
         self._end = _time_ns()
-        recorder = self._recorder
-        spans = state._spans
-        if len(spans) < recorder.capacity and not recorder.done:
-            spans.append(self)
-            if len(spans) == recorder.batch_size:
-                recorder.wake.set()
-        else:
-            recorder.push(self)
+        self._recorder.push(self)
 
     def abort(self, description: str, restore: bool) -> None:
         """End a span ``open`` started with an ERROR status ``description`` (SIGTERM); restore
         the context only when ``restore`` (the span's own thread). Never raises."""
-        state = self._state
-        if state is None or self._end is not None:
+        nesting = self._state
+        if nesting is None or self._end is not None:
             return
         self._state = None
+        nesting.top = self._parent
         try:
             if restore and self._token is not None:
-                state._tracer.detach(self._token)
+                nesting.tracer.detach(self._token)
         except Exception:
             pass
         try:
@@ -368,8 +367,26 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
         except Exception:
             warn_once(self._name, "ending the span")
 
+    def _record_error(self, error: BaseException) -> None:
+        try:
+            self.record_exception(error)
+            self.set_status(Status(StatusCode.ERROR, type(error).__name__))
+        except Exception:
+            if not _is_finalizing():
+                warn_once(self._name, "recording the exception")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.end()
+
     def __repr__(self) -> str:
         return f"LeanSpan({self._name!r})"
+
+
+if _SpanBase is not object:
+    _SpanBase.register(LeanSpan)
 
 
 class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when installed
@@ -395,6 +412,10 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
         self.span_id: Any = _ids.span_id
         self.trace_id: Any = _ids.trace_id
         self.current, self.attach, self.detach, self.key = _context_access()
+        # _spans' SDK path, for pipeline transfers (their names: ``_ranks.P2P``) while the run
+        # has pipeline links, and children of sampled-out spans: _spans sets both
+        self.transfers: Mapping[str, Any] = {}
+        self.fallback: Callable[[Any, Run, str, Any], Any] = _no_fallback
 
     def choose_ids(self, ids: Any) -> None:
         """Draw ids from ``ids`` (an SDK ``IdGenerator``), as the SDK tracer does."""
@@ -446,102 +467,105 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
         return span
 
     def open(
-        self, name: str, attributes: Callable[[], Mapping[str, Any]] | None, run: Run
-    ) -> LeanSpan | SdkPath | None:
-        """``otel.start_span(name, attributes)`` on the lean path: a ``LeanSpan`` started as the
-        current one, on this thread's open-span stack; None when it cannot start; ``SDK_PATH``
-        when the SDK tracer must record it (a child of a sampled-out foreign span: its sampler
-        decides). Never raises.
+        self, name: str, attributes: Callable[[], Mapping[str, Any]] | None = None
+    ) -> LeanSpan | Any:
+        """``otel.start_span(name, attributes)`` on the lean path (the package's ``start_span``
+        is this method while the run records lean): a ``LeanSpan`` started as the current one, on
+        this thread's open-span stack; None when it cannot start. Never raises.
 
         ``attributes`` is the call site's, evaluated here and kept as given (validated, and the
-        span group attributes added, on export); a root span goes in trace ``run.trace_id`` when
-        that is set (the run's shared trace, ``_ranks``).
+        span group attributes added, on export). A pipeline transfer under a pipeline's links and
+        a child of a sampled-out foreign span go through ``_spans``' SDK path (``fallback``).
 
         No context is made per span: the outermost span of a nesting on a thread sets a
         ``_LeanContext`` as the current context, and the spans opened inside it only go on the
-        thread's stack; that context's current span is the innermost of them (see
-        ``_LeanContext``)."""
-        span: LeanSpan | SdkPath | None = None
+        thread's stack; that context's current span is the innermost of them (the rule is
+        ``_LeanContext``'s)."""
         try:
             current = self.current()
-            if (
-                type(current) is _LeanContext
-                and current._tracer is self
-                and current._ident == _get_ident()
-            ):
-                stack = current._stack
-                parent = stack[-1] if stack else None
-                if type(parent) is LeanSpan and parent._state is current:  # inside this nesting
-                    span = LeanSpan(
-                        self.recorder,
-                        name,
-                        parent,
-                        parent._trace,
-                        _evaluated(name, attributes),
-                        _time_ns(),
-                    )
-                    span._state = current
-                    span._handled = _exc_info()[1]
-                    stack.append(span)
+            if type(current) is _LeanContext and name not in self.transfers:
+                nesting = current._nesting
+                top = nesting.top
+                if (
+                    type(top) is LeanSpan
+                    and top._state is nesting
+                    and nesting.tracer is self
+                    and nesting.ident == _get_ident()
+                ):  # inside this thread's nesting: the common case, inline
+                    span = _new(LeanSpan)
+                    span._recorder = self.recorder
+                    span._name = name
+                    span._parent = top
+                    span._trace = top._trace
+                    span._extra = None if attributes is None else _evaluated(name, attributes)
+                    span._id = 0
+                    span._end = None
+                    span._status = None
+                    span._events = None
+                    span._links = None
+                    span._context = None
+                    span._state = nesting
+                    span._token = None
+                    span._handled = _exception()
+                    span._start = _time_ns()
+                    nesting.stack.append(span)
+                    nesting.top = span
                     return span
-            # the outermost span of a nesting: a root, or a child of a span another tracer started
-            parent = current.get(self.key)
-            if type(parent) is LeanSpan:
-                span = LeanSpan(
-                    self.recorder,
-                    name,
-                    parent,
-                    parent._trace,
-                    _evaluated(name, attributes),
-                    _time_ns(),
-                )
-            else:
-                span = self._start_other(name, parent, attributes, run.trace_id)
-                if isinstance(span, SdkPath):
-                    return span
-            stack = run.open_spans.stack
-            state = _LeanContext(current, self.key, span, self, stack, self.recorder.local.spans)
-            span._state = state
-            span._handled = _exc_info()[1]
-            span._token = self.attach(state)
-            stack.append(span)
-            return span
-        except Exception:  # RecursionError included: whatever started is ended, the context
-            _abandon(span)  # restored
+            return self._open_nesting(name, attributes, current)
+        except Exception:  # RecursionError included
             try:
                 warn_once(name, "starting the span")
             except Exception:  # logging at the recursion limit
                 pass
             return None
 
-    def _start_other(
-        self,
-        name: str,
-        parent: Any,
-        attributes: Callable[[], Mapping[str, Any]] | None,
-        trace_id: int,
-    ) -> Any:
-        """``open``'s span when the current span is not a LeanSpan: a root, or a child of a
-        foreign span; ``SDK_PATH`` for a child of a sampled-out foreign span."""
-        context = None
-        if parent is not None and isinstance(parent, _SpanBase):  # no ABC check for a root
-            context = parent.get_span_context()
-        if context is None or not context.is_valid:
-            # no id is ever chosen for open()'s spans: the per-process generator's, directly
-            trace = (trace_id or _ids.trace_id(), _SAMPLED | _RANDOM_TRACE_ID, None)
-            return LeanSpan(
-                self.recorder, name, None, trace, _evaluated(name, attributes), _time_ns()
-            )
-        if not context.trace_flags.sampled:
-            return SDK_PATH
-        return LeanSpan(
+    def _open_nesting(
+        self, name: str, attributes: Callable[[], Mapping[str, Any]] | None, current: Any
+    ) -> LeanSpan | Any:
+        """``open`` for the outermost span of a nesting: a root, a child of a span another
+        tracer started, or a span ``fallback`` records."""
+        run = PROCESS.run
+        if run.tracer is not self:  # a stale reference to a past run's tracer
+            return self.fallback(run.tracer, run, name, attributes)
+        if run.pipeline is not None and name in self.transfers:  # a pipeline transfer: linked ids
+            return self.fallback(self, run, name, attributes)
+        parent = current.get(self.key)
+        if type(parent) is LeanSpan:
+            trace = parent._trace
+        else:
+            context = None
+            if parent is not None and isinstance(parent, _SpanBase):  # no ABC check for a root
+                context = parent.get_span_context()
+            if context is None or not context.is_valid:
+                # no id is ever chosen for open()'s spans: the per-process generator's, directly
+                parent = None
+                trace = (run.trace_id or _ids.trace_id(), _SAMPLED | _RANDOM_TRACE_ID, None)
+            elif not context.trace_flags.sampled:  # the sampler decides
+                return self.fallback(self.sdk_tracer, run, name, attributes)
+            else:
+                parent = context
+                trace = _child_trace(context)
+        span = LeanSpan(
             self.recorder,
             name,
-            context,
-            _child_trace(context),
-            _evaluated(name, attributes),
+            parent,
+            trace,
+            None if attributes is None else _evaluated(name, attributes),
             _time_ns(),
         )
+        stack = run.open_spans.stack
+        nesting = _Nesting(self, stack, self.recorder.local.spans, span)
+        state = _LeanContext(current, self.key, nesting)
+        span._state = nesting
+        span._handled = _exception()
+        try:
+            span._token = self.attach(state)
+        except BaseException:
+            span._state = None
+            span.end()
+            raise
+        stack.append(span)
+        return span
 
     @contextmanager
     def start_as_current_span(
@@ -590,25 +614,21 @@ def _context_access() -> tuple[Any, Any, Any, str]:
     return api.get_current, api.attach, api.detach, key
 
 
-def _abandon(span: Any) -> None:
-    """Undo an ``open`` that failed half-way: take ``span`` off its stack, restore the context,
-    end it. Never raises."""
-    try:
-        if type(span) is LeanSpan and span._state is not None:
-            stack = span._state._stack
-            if stack and stack[-1] is span:
-                stack.pop()
-            span.close()
-        elif span is not None:
-            span.end()
-    except Exception:
-        pass
+def _no_fallback(tracer: Any, run: Any, name: str, attributes: Any) -> None:
+    """The SDK path until _spans sets it: nothing recorded."""
 
 
-def _evaluated(name: str, attributes: Callable[[], Mapping[str, Any]] | None) -> Any:
-    """A call site's attributes, evaluated (None when there are none or they fail: logged once)."""
-    if attributes is None:
-        return None
+def _unwind(stack: list[Any], span: LeanSpan) -> None:
+    """End the spans above ``span`` on ``stack`` (left open by an exception), innermost first,
+    and take ``span`` off it (not there: aborted meanwhile, nothing to do)."""
+    if any(s is span for s in stack):
+        while stack[-1] is not span:
+            stack.pop().close()
+        stack.pop()
+
+
+def _evaluated(name: str, attributes: Callable[[], Mapping[str, Any]]) -> Any:
+    """A call site's attributes, evaluated (None when they fail: logged once)."""
     try:
         extra = attributes()
     except Exception:
@@ -619,10 +639,26 @@ def _evaluated(name: str, attributes: Callable[[], Mapping[str, Any]] | None) ->
     return extra
 
 
+class _Nesting:
+    """Spans ``LeanTracer.open`` started on one thread under one context, open until the
+    outermost (``root``) ends: the thread's stack and buffer, the innermost span open (``top``)."""
+
+    __slots__ = ("ident", "root", "spans", "stack", "top", "tracer")
+
+    def __init__(
+        self, tracer: LeanTracer, stack: list[Any], spans: collections.deque[Any], root: LeanSpan
+    ) -> None:
+        self.tracer = tracer
+        self.stack = stack  # the thread's open spans (the run's ``open_spans.stack``)
+        self.spans = spans  # the thread's buffer of ended spans (the recorder's)
+        self.root = root
+        self.top: Any = root
+        self.ident = _get_ident()
+
+
 class _LeanContext(_ContextBase):  # type: ignore[misc]  # the API's Context when installed
-    """The current context while spans ``LeanTracer.open`` started are open on a thread: made
-    by the outermost of a nesting (the others only go on the thread's stack), its current span
-    is the innermost span of that nesting still open, looked up when someone asks for it.
+    """The current context while a nesting of spans ``LeanTracer.open`` started is open on a
+    thread (set by its outermost span): its current span is looked up when someone asks.
 
     The exact rule, for code that reads the current span (a foreign tracer's ``start_span``,
     ``get_current_span``, a propagator): on the thread that opened the nesting, the innermost
@@ -632,30 +668,18 @@ class _LeanContext(_ContextBase):  # type: ignore[misc]  # the API's Context whe
     the raw mapping (``dict(context)``, iteration) holds the outermost span.
     """
 
-    def __init__(
-        self,
-        base: Mapping[str, Any],
-        key: str,
-        root: LeanSpan,
-        tracer: LeanTracer,
-        stack: list[Any],
-        spans: collections.deque[Any],
-    ) -> None:
+    def __init__(self, base: Mapping[str, Any], key: str, nesting: _Nesting) -> None:
         dict.__init__(self, base)
-        dict.__setitem__(self, key, root)
+        dict.__setitem__(self, key, nesting.root)
         self._key = key
-        self._root = root
-        self._tracer = tracer
-        self._stack = stack  # the thread's open spans (the run's ``open_spans.stack``)
-        self._spans = spans  # the thread's buffer of ended spans (the recorder's)
-        self._ident = _get_ident()
+        self._nesting = nesting
 
     def _current(self) -> LeanSpan:
-        if _get_ident() == self._ident:
-            for span in reversed(self._stack):
-                if type(span) is LeanSpan and span._state is self:
-                    return span
-        return self._root
+        nesting = self._nesting
+        top = nesting.top
+        if type(top) is LeanSpan and top._state is nesting and _get_ident() == nesting.ident:
+            return top
+        return nesting.root
 
     def get(self, key: str, default: Any = None) -> Any:
         if key == self._key:

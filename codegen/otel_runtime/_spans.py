@@ -7,10 +7,10 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ._lean import LeanSpan, LeanTracer, SdkPath
+from ._lean import LeanSpan, LeanTracer
 from ._lean import tracer as _tracer_for
 from ._ranks import P2P, start_shared
-from ._state import LOG, NAMESPACE, PROCESS, log_once, set_flag, warn_once
+from ._state import LOG, NAMESPACE, PROCESS, PUBLISHED, log_once, set_flag, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from contextvars import Token
 
     from opentelemetry.context import Context
-    from opentelemetry.trace import Span, TracerProvider
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+    from ._state import Run
 
 try:
     from opentelemetry import context as otel_context
@@ -95,7 +97,11 @@ def select(
     sdk_tracer = otel_trace.get_tracer(
         SCOPE, VERSION, tracer_provider=tracer_provider, schema_url=SCHEMA_URL
     )
-    PROCESS.run.tracer = _tracer_for(tracer_provider, sdk_tracer)  # lean when the runtime built it
+    tracer = PROCESS.run.tracer = _tracer_for(tracer_provider, sdk_tracer)  # lean when ours
+    if type(tracer) is LeanTracer:
+        tracer.fallback, tracer.transfers = start_sdk, P2P
+    # the call sites reach a lean tracer's open() directly (one call less per span)
+    NAMESPACE["start_span"] = tracer.open if type(tracer) is LeanTracer else start_span
     for group in selected:
         set_flag(FLAGS[group], True)
     return selected
@@ -119,19 +125,26 @@ def start_span(
     """Start span ``name`` as the current span, or return None when it cannot. Never raises.
 
     The caller has already checked the span's group flag; ``attributes`` is evaluated here only.
+    While the run records on the lean path the package's ``start_span`` is its tracer's
+    ``open`` (one call less per span); this function then hands over to it.
     """
     run = PROCESS.run
     tracer = run.tracer
     if tracer is None:
         return None
-    if type(tracer) is LeanTracer and (run.pipeline is None or name not in P2P):
-        # the span group attributes are added on export; a root joins the shared trace
-        opened = tracer.open(name, attributes, run)
-        if not isinstance(opened, SdkPath):
-            return opened
-        tracer = tracer.sdk_tracer  # a child of a sampled-out foreign span: the sampler decides
+    if type(tracer) is LeanTracer:
+        return tracer.open(name, attributes)
+    return start_sdk(tracer, run, name, attributes)
+
+
+def start_sdk(
+    tracer: Tracer, run: Run, name: str, attributes: Callable[[], Mapping[str, Any]] | None
+) -> StartedSpan | None:
+    """``start_span`` through ``tracer``'s own ``start_span`` (the SDK path), the span group
+    attributes added; ids chosen for a root of the run's shared trace and a pipeline transfer."""
     span: Span | None = None
     token: Token[Context] | None = None
+    called = False  # the tracer was called: it may have started a span before failing
     try:
         extra = None
         if attributes is not None:
@@ -139,24 +152,31 @@ def start_span(
                 extra = attributes()
             except Exception:
                 warn_once(name, "evaluating attributes")
+        base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
+        values = {**base, **extra} if extra else base
+        called = True
         if run.ids is not None:  # a root joins the shared trace; a pipeline send gets its id
-            base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
-            span = start_shared(tracer, run, name, {**base, **extra} if extra else base)
+            span = start_shared(tracer, run, name, values)
         else:
-            base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
-            span = tracer.start_span(name, attributes={**base, **extra} if extra else base)
+            span = tracer.start_span(name, attributes=values)
         token = otel_context.attach(otel_trace.set_span_in_context(span))
         started = StartedSpan(span, token, name, _exc_info()[1])
         run.open_spans.stack.append(started)
         return started
     except Exception as error:  # RecursionError included: whatever started is ended, the
         # context restored; a span the tracer started before failing is found in the traceback
-        _abandon(span if span is not None else _started_in(error), token)
         try:
+            if span is None and called:
+                span = _started_in(error)
+            if span is not None or token is not None:
+                _abandon(span, token)
             warn_once(name, "starting the span")
-        except Exception:  # logging at the recursion limit
+        except Exception:  # at the recursion limit: calling the tracer failed, nothing started
             pass
         return None
+
+
+PUBLISHED["start_span"] = start_span  # what a new run's package attribute is again
 
 
 def _started_in(error: BaseException) -> Span | None:

@@ -10,7 +10,8 @@
 
 The group flags and ``METRICS`` are attributes of the package itself (a call site reads
 ``otel.LAYER``: one attribute read while the group is off): the published form of the run's
-groups, written only through ``set_flag`` and all cleared when the run is replaced.
+groups, written only through ``set_flag`` and all cleared when the run is replaced. So is
+``start_span`` while a run records on the lean path (``PUBLISHED``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__.rpartition(".")[0])
 NAMESPACE: dict[str, Any] = vars(sys.modules[__name__.rpartition(".")[0]])
+# Package functions a run may replace with its own (``start_span``: the lean tracer's ``open``):
+# what each is again when a run is replaced.
+PUBLISHED: dict[str, Any] = {}
 Recorder = Callable[[Any], Any]
 
 
@@ -131,6 +135,7 @@ def new_run(ended: bool = False) -> Run:
     for name in FLAGS.values():
         NAMESPACE[name] = False
     NAMESPACE["METRICS"] = False
+    NAMESPACE.update(PUBLISHED)
     run = PROCESS.run = Run(ended=ended)
     return run
 

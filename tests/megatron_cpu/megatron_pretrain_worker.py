@@ -122,17 +122,23 @@ class Telemetry:
         exporter = OtlpJsonSpanExporter(str(self.path))
         otel._export.otlp_exporter = lambda settings, signal, kind: exporter if signal == "trace" else None
         lean, open_spans = otel._lean, self.open_spans.open
-        made, ended = lean.LeanSpan.__init__, lean.LeanSpan.end
+        made, opened, ended = lean.LeanSpan.__init__, lean.LeanTracer.open, lean.LeanSpan.end
 
-        def init(span, *args, **kwargs) -> None:
+        def init(span, *args, **kwargs) -> None:  # spans of the API's start_span
             made(span, *args, **kwargs)
             open_spans[span.span_id] = span._name
+
+        def open_(tracer, name, attributes=None):  # the statement sites' (made without __init__)
+            span = opened(tracer, name, attributes)
+            if type(span) is lean.LeanSpan:
+                open_spans[span.span_id] = span._name
+            return span
 
         def end(span, end_time=None) -> None:
             open_spans.pop(span.span_id, None)
             ended(span, end_time)
 
-        lean.LeanSpan.__init__, lean.LeanSpan.end = init, end
+        lean.LeanSpan.__init__, lean.LeanTracer.open, lean.LeanSpan.end = init, open_, end
 
     def flush(self) -> None:
         self.tracer_provider.force_flush()
