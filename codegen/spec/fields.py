@@ -1,10 +1,14 @@
 """One field table per spec object: each key's JSON type, whether it is required, its default,
 its description and the reader method that converts its value.
 
-The located-diagnostic reader checks keys (and reads the simple ones) from these tables, the JSON
-Schema (``codegen/spec/schema.py``) types and describes the keys from them, and the README's
-"Spec keys" section is rendered from them (``render_key_list``; tests/unit/test_spec_fields.py
-checks it is current), so adding a key to a spec object is one edit here.
+The located-diagnostic reader reads every object through its table (``Reader._fields``: unknown
+keys, missing required keys, each key with a converter read by it; the keys whose reading depends
+on other keys are left to the object's reader), the JSON Schema (``codegen/spec/schema.py``)
+types, describes and requires the keys from them, and the README's "Spec keys" section is
+rendered from them (``render_key_list``), so adding a key to a spec object is one edit here.
+Everything looks the tables up when it runs (``fields.SPAN_FIELDS``, never a copy made at import).
+tests/unit/test_spec_fields.py checks the README is current, that every required key is enforced
+by the reader and the schema, and that a key added to a table is read, typed and listed.
 """
 
 from __future__ import annotations

@@ -129,7 +129,10 @@ _PROBES = {
     "flags": ({"flags": {"zzz": 1}}, fields.keys(fields.FLAGS_FIELDS)),
     "flag": ({"flags": {"options": [{"zzz": 1}]}}, fields.keys(fields.FLAG_FIELDS)),
     "attribute 'a.b'": ({"attributes": {"a.b": {"zzz": 1}}}, fields.keys(fields.ATTRIBUTE_FIELDS)),
-    "releases": ({"spans": [{"releases": {"versions": ">=0.1", "zzz": 1}}]}, fields.keys(fields.RELEASES_FIELDS)),
+    "releases": (
+        {"spans": [{"releases": {"versions": ">=0.1", "zzz": 1}}]},
+        fields.keys(fields.RELEASES_FIELDS),
+    ),
 }
 
 
