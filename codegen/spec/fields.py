@@ -30,8 +30,12 @@ class Field:
     reads the value (``_str``, ``_bool``, ``_expression``, ``_attributes``, ``_selector``,
     ``_region``, ``_call``, ``_form``, ...: called as ``method(value_node, key)``, it reports a
     wrong value at the value and returns None), or ``""`` when the object's reader reads it
-    by hand because its reading depends on other keys (a wrap's call/within/occurrence, a
-    releases mapping's versions, lists of names checked against declarations, ...).
+    by hand because its reading depends on other keys or objects: a span's or hook's ``file``
+    (the spec file's ``file:`` otherwise), a wrap's call/within/occurrence (one selector), a
+    releases mapping's versions (read as the string form is), ``parents`` (per name of the
+    span), lists checked against other declarations (a preset's groups, ``flags: options``,
+    ``upstream: supported``), a selector's or region's keys (which combine), ``whole_function``
+    (only its presence counts) and the top-level declarations (each read by its own reader).
 
     ``required``: the reader reports the key's absence (``Reader._fields``), the schema lists
     it under ``required``, the README says "yes". ``required_for``: the key is optional in
@@ -260,7 +264,9 @@ HOOK_FIELDS: Table = (
     Field("call", STR, False, None, "The call expression to insert.", "_call"),
     Field("enter", STR, False, None, "The call before the covered statements.", "_call"),
     Field("exit", STR, False, None, "The call in the finally: after them.", "_call"),
-    Field("guard", STR, False, None, "A group name (or metrics): the call runs only while it records."),
+    Field(
+        "guard", STR, False, None, "A group name (or metrics): the call runs only while it records.", "_str"
+    ),
     Field(
         "record", EXPRESSIONS, False, None, "Metric name -> expression: a metric record site.", "_attributes"
     ),
@@ -283,7 +289,14 @@ WRAP_FIELDS: Table = (
     Field("call", FUNCTION, True, None, "The called name."),
     Field("within", ref("selector"), False, "anywhere in the function"),
     Field("occurrence", {"type": "integer", "minimum": 1}, False, "the only call"),
-    Field("argument", {"type": ["integer", "string"]}, False, None, "The argument (position or keyword)."),
+    Field(
+        "argument",
+        {"type": ["integer", "string"]},
+        False,
+        None,
+        "The argument (position or keyword).",
+        "_argument",
+    ),
     Field("result", STR, False, None, "Wrap the result, recorded under this attribute key.", "_str"),
     Field("with", STR, True, None, "The wrapper function, e.g. otel.in_context.", "_str"),
 )
@@ -348,6 +361,7 @@ LIFECYCLE_SPAN_FIELDS: Table = (
         False,
         "{}",
         "Attributes of the span (key -> string).",
+        "_labels",
     ),
 )
 METRIC_FIELDS: Table = (
@@ -360,7 +374,9 @@ ENV_FIELDS: Table = (
     Field("name", STR, True, None, "The environment variable's name.", "_str"),
     Field("default", {"type": ["string", "integer"]}, False, '""', "Its value when unset.", "_str_or_int"),
     Field("description", STR, False, '""', "A description for the generated docs.", convert="_str"),
-    Field("choices", {"type": "array", "items": STR}, False, "any value", "The values it may take."),
+    Field(
+        "choices", {"type": "array", "items": STR}, False, "any value", "The values it may take.", "_choices"
+    ),
     Field(
         "timestamp",
         STR,

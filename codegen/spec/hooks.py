@@ -22,10 +22,10 @@ from codegen.spec.model import (
     WrapHook,
     WrapResult,
 )
-from codegen.spec.reader import DOTTED, IDENTIFIER
+from codegen.spec.reader import DOTTED
 from codegen.spec.releases import ReleasesReader
 from codegen.spec.selectors import SelectorReader
-from codegen.spec.yaml_nodes import YMap, YNode, YScalar
+from codegen.spec.yaml_nodes import YMap, YNode
 
 
 class HookReader(SelectorReader, ReleasesReader):
@@ -62,7 +62,7 @@ class HookReader(SelectorReader, ReleasesReader):
         if kind == "wrap":
             return self._wrap_hook(node, shared)
         payloads = [k for k in ("call", "record", "stamp") if k in node.entries]
-        ok, guard = self._guard(node, group_names)
+        ok, guard = self._guard(node, values, group_names)
         if not ok:
             return None
         if kind in ("around", "whole_function"):
@@ -79,11 +79,11 @@ class HookReader(SelectorReader, ReleasesReader):
             selector=values[kind], after=kind == "after", payload=payload, guard=guard, **shared
         )
 
-    def _guard(self, node: YMap, group_names: set[str]) -> tuple[bool, str | None]:
+    def _guard(self, node: YMap, values: dict[str, Any], group_names: set[str]) -> tuple[bool, str | None]:
         """(valid, the runtime flag the hook's call is conditional on, if any)."""
-        if "guard" not in node.entries:
+        if "guard" not in values:
             return True, None
-        guard_name = self._str(node.get("guard"), "guard")
+        guard_name = values["guard"]
         if guard_name is None:
             return False, None
         if guard_name not in group_names and guard_name != "metrics":
@@ -159,18 +159,10 @@ class HookReader(SelectorReader, ReleasesReader):
                 spec.pos, "wrap takes either 'argument' (an index) or 'result' (an attribute key)"
             )
             return None
-        if "argument" in spec.entries:
-            arg_node = spec.get("argument")
-            value = arg_node.value if isinstance(arg_node, YScalar) else None
-            valid = (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or (
-                isinstance(value, str) and IDENTIFIER.match(value)
-            )
-            if not valid:
-                self.diags.error(
-                    spec.value_pos("argument"), "argument must be a position (0, 1, ...) or a keyword name"
-                )
+        if "argument" in values:
+            value = values["argument"]
+            if value is None:
                 return None
-            assert isinstance(value, (int, str))  # checked just above
             target = WrapArgument(value)
         else:
             key = values["result"]

@@ -142,6 +142,35 @@ class Reader:
             self.diags.error(node.pos, f"{what} must be true")
         return None
 
+    def _argument(self, node: YNode | None, what: str) -> int | str | None:
+        """A call's argument: a position (0, 1, ...) or a keyword name."""
+        value = node.value if isinstance(node, YScalar) else None
+        if (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or (
+            isinstance(value, str) and IDENTIFIER.match(value)
+        ):
+            return value
+        if node is not None:
+            self.diags.error(node.pos, f"{what} must be a position (0, 1, ...) or a keyword name")
+        return None
+
+    def _choices(self, node: YNode | None, what: str) -> tuple[str, ...]:
+        """A list of strings (each reported as a "choice" when it is not one)."""
+        if node is None:
+            return ()
+        return tuple(c for c in (self._str(n, "choice") for n in self._seq(node, what)) if c)
+
+    def _labels(self, node: YNode | None, what: str) -> tuple[tuple[str, str], ...]:
+        """Fixed attributes: dotted key -> string (the valid ones; the others are reported)."""
+        as_map = self._map(node, what) if node is not None else None
+        labels: list[tuple[str, str]] = []
+        for key, (key_pos, value) in as_map.entries.items() if as_map else ():
+            text = self._str(value, f"attribute '{key}'")
+            if not SPAN_NAME.match(key):
+                self.diags.error(key_pos, f"attribute key '{key}' must be dotted identifiers")
+            elif text is not None:
+                labels.append((key, text))
+        return tuple(labels)
+
     def _str_or_int(self, node: YNode | None, what: str) -> str | None:
         """A string, or an integer as its text."""
         if node is None:

@@ -19,7 +19,7 @@ from codegen.spec.model import (
     Runtime,
     StatementHook,
 )
-from codegen.spec.reader import DOTTED, GROUP_NAME, SPAN_NAME
+from codegen.spec.reader import DOTTED, GROUP_NAME
 from codegen.spec.selectors import SelectorReader
 from codegen.spec.vocabulary import (
     ENV_ROLES,
@@ -158,16 +158,7 @@ class SettingsReader(SelectorReader):
         if as_map is None:
             return None
         values = self._fields(as_map, fields.LIFECYCLE_SPAN_FIELDS, f"lifecycle {role}", role)
-        attributes: list[tuple[str, str]] = []
-        attrs_node = as_map.get("attributes")
-        if attrs_node is not None:
-            attrs_map = self._map(attrs_node, "attributes")
-            for key, (key_pos, value) in attrs_map.entries.items() if attrs_map else ():
-                text = self._str(value, f"attribute '{key}'")
-                if not SPAN_NAME.match(key):
-                    self.diags.error(key_pos, f"attribute key '{key}' must be dotted identifiers")
-                elif text is not None:
-                    attributes.append((key, text))
+        attributes = values.get("attributes", ())
         name = values.get("name")
         group = values.get("group", "job")
         if group is not None and group not in group_names:
@@ -190,7 +181,7 @@ class SettingsReader(SelectorReader):
         if name is None or group is None or any(values.get(key) is None for key in timed):
             return None
         return LifecycleSpan(
-            role, name, group, as_map.pos, bool(goodput), start, end, description, tuple(attributes)
+            role, name, group, as_map.pos, bool(goodput), start, end, description, attributes
         )
 
     def _metrics(self) -> tuple[Metric, ...]:
@@ -236,15 +227,7 @@ class SettingsReader(SelectorReader):
             name = values.get("name")
             default = values.get("default") or ""
             description = values.get("description") or ""
-            choices = (
-                tuple(
-                    c
-                    for c in (self._str(n, "choice") for n in self._seq(as_map.value("choices"), "choices"))
-                    if c
-                )
-                if "choices" in as_map.entries
-                else ()
-            )
+            choices = values.get("choices", ())
             timestamp = values.get("timestamp")
             role = values.get("role")
             if role is not None and role not in ENV_ROLES:

@@ -71,6 +71,17 @@ _WRONG = [
     ("spans", "when", "{a: 1}", "when must be a string, not a mapping"),
     ("spans", "attributes", "[1]", "attributes must be a mapping"),
     ("hooks", "note", "[1]", "note must be a string, not a list"),
+    ("spans", "form", "[1]", "form must be a string, not a list"),
+    ("spans", "around", "1", "around must be a mapping"),
+    ("spans", "names", "3", "names must be a list"),
+    (
+        "spans",
+        "releases",
+        "[1]",
+        "releases must be a specifier such as '>=0.19', or {versions: ..., reason: ...}",
+    ),
+    ("hooks", "guard", "[1]", "guard must be a string, not a list"),
+    ("hooks", "stamp", "[1]", "stamp must be a mapping"),
 ]
 
 
