@@ -4,13 +4,14 @@ on the training thread and turned into SDK ``ReadableSpan`` objects on the expor
 Used only when the runtime builds the providers itself (no program- or distro-set global tracer
 provider, or ``MEGATRON_OTEL_OWN_PROVIDERS=1``) with the default sampler; a provider the program
 sets gets the SDK path, as before. On the training thread a statement site's span
-(``LeanTracer.open``) costs: the call site's attributes evaluated (a dict, not validated here), the
-current context read from the API's context variable, a ``LeanSpan`` (name, parent, the parent's
-trace, start time), a new context holding it set as the current one, a ``LeanStarted`` on the
-thread's open-span stack; at its end the context reset, the end time and an append to this
-thread's buffer. The span id (drawn on first use, normally by the export thread), the span group
-attribute, attribute validation and limits, ``SpanContext``/``ReadableSpan`` objects and the OTLP
-encoding are the export thread's work.
+(``LeanTracer.open``) costs: the call site's attributes evaluated (a dict, not validated here),
+the current context read from the API's context variable, one ``LeanSpan`` (name, parent, the
+parent's trace, start time) pushed on the thread's open-span stack; at its end the pop, the end
+time and an append to this thread's buffer. No context is made per span: the outermost span of a
+nesting sets one ``_LeanContext``, whose current span is looked up on the stack when someone asks
+(the exact rule is ``_LeanContext``'s). The span id (drawn on first use, normally by the export
+thread), the span group attribute, attribute validation and limits, ``SpanContext`` and
+``ReadableSpan`` objects and the OTLP encoding are the export thread's work.
 
 What a backend receives is what the SDK path sends: names, parents, attributes (validated and
 limited by the SDK's ``BoundedAttributes`` with the SDK's ``SpanLimits``), events (exceptions with
@@ -43,7 +44,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from . import _ids
-from ._state import LOG, PROCESS, log_once, warn_once
+from ._state import LOG, log_once, warn_once
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
 if TYPE_CHECKING:
@@ -51,14 +52,16 @@ if TYPE_CHECKING:
 
 try:  # the API only: the SDK is imported when a recorder is installed (it may be missing)
     from opentelemetry import trace as otel_trace
-    from opentelemetry.context import Context as _Context
+    from opentelemetry.context import Context
     from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 except ImportError:  # opentelemetry is optional: without it nothing here is used
     _SpanBase: Any = object
     _TracerBase: Any = object
+    _ContextBase: Any = dict
 else:
     _SpanBase = otel_trace.Span
     _TracerBase = otel_trace.Tracer
+    _ContextBase = Context
 
 # False: the runtime's own provider records through the SDK path too (the benchmarks flip it).
 ALLOWED = True
@@ -74,6 +77,14 @@ _is_finalizing = sys.is_finalizing
 _ID_LOCK = threading.Lock()
 # Attribute value types the SDK's validation keeps as they are.
 _PLAIN = frozenset((str, bool, int, float))
+_get_ident = threading.get_ident
+
+
+class SdkPath:
+    """``LeanTracer.open``'s answer when the SDK tracer records the span instead."""
+
+
+SDK_PATH = SdkPath()
 
 
 def usable(provider: Any) -> bool:
@@ -102,13 +113,16 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
         "_end",
         "_events",
         "_extra",
+        "_handled",
         "_id",
         "_links",
         "_name",
         "_parent",
         "_recorder",
         "_start",
+        "_state",
         "_status",
+        "_token",
         "_trace",
     )
 
@@ -134,6 +148,12 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
         self._events: list[tuple[str, Any, int]] | None = None
         self._links: list[Any] | None = None
         self._context: Any = None
+        # Set by LeanTracer.open for a span open on a thread's stack: the nesting's _LeanContext
+        # (None once closed), the context token its outermost span restores at its end, and the
+        # exception the caller was already handling at the start (its end is not an error).
+        self._state: _LeanContext | None = None
+        self._token: Any = None
+        self._handled: BaseException | None = None
 
     @property
     def span_id(self) -> int:
@@ -179,13 +199,28 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
                 self._extra = {}
             self._extra[key] = value
 
-    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
-        """Set attributes (validated on export)."""
-        if self._end is None:
-            if self._extra is None:
-                self._extra = dict(attributes)
-            else:
-                self._extra.update(attributes)
+    def set_attributes(
+        self, attributes: Mapping[str, Any] | Callable[[], Mapping[str, Any]]
+    ) -> None:
+        """Set attributes (validated on export). A call site passes a callable (as to
+        ``_spans.StartedSpan.set_attributes``): it is evaluated here, and its failure logged once,
+        never raised."""
+        if self._end is not None:
+            return
+        if callable(attributes):
+            try:
+                attributes = attributes()
+                if self._extra is None:
+                    self._extra = dict(attributes)
+                else:
+                    self._extra.update(attributes)
+            except Exception:
+                warn_once(self._name, "evaluating attributes")
+            return
+        if self._extra is None:
+            self._extra = dict(attributes)
+        else:
+            self._extra.update(attributes)
 
     def add_event(
         self, name: str, attributes: Mapping[str, Any] | None = None, timestamp: int | None = None
@@ -245,18 +280,93 @@ class LeanSpan(_SpanBase):  # type: ignore[misc]  # the API's Span when installe
         self.add_event("exception", values, timestamp)
 
     def end(self, end_time: int | None = None) -> None:
-        """End the span and queue it for export; a second call does nothing."""
+        """End the span and queue it for export; a second call does nothing.
+
+        A span ``LeanTracer.open`` started also leaves its thread's stack (spans opened after it
+        and still open were left by an exception, as the "flat" form has no ``finally``: they are
+        ended first, innermost first), stops being current and records an escaping exception.
+        Never raises."""
         if self._end is not None:
+            return
+        state = self._state
+        if state is not None:
+            stack = state._stack
+            if stack and stack[-1] is self:  # the usual case: the innermost span ends
+                stack.pop()
+            elif any(s is self for s in stack):
+                try:
+                    while stack[-1] is not self:
+                        stack.pop().close()
+                    stack.pop()
+                except IndexError:  # emptied meanwhile by abort_open_spans() (SIGTERM)
+                    pass
+            self.close()
             return
         self._end = _time_ns() if end_time is None else end_time
         recorder = self._recorder
-        spans = recorder.local.spans  # push(), inline: one call less on the training thread
+        spans = recorder.local.spans
         if len(spans) < recorder.capacity and not recorder.done:
             spans.append(self)
             if len(spans) == recorder.batch_size:
                 recorder.wake.set()
         else:
             recorder.push(self)  # full (dropped and counted) or shut down (ignored)
+
+    def close(self) -> None:
+        """End a span ``open`` started, leaving its thread's stack alone: restore the context
+        its nesting replaced (the outermost span), record an escaping exception, queue it.
+
+        After interpreter shutdown began (a ``__del__`` at exit) the span is dropped: the
+        providers are shut down, and the context and SDK would only log warnings. Never raises.
+        """
+        state = self._state
+        if state is None or self._end is not None:
+            return
+        self._state = None
+        if _is_finalizing():
+            self._end = 0
+            return
+        token = self._token
+        if token is not None:
+            try:
+                state._tracer.detach(token)
+            except Exception:
+                warn_once(self._name, "restoring the context")
+        error = _exc_info()[1]
+        if error is not None and error is not self._handled:
+            try:
+                self.record_exception(error)
+                self.set_status(Status(StatusCode.ERROR, type(error).__name__))
+            except Exception:
+                warn_once(self._name, "recording the exception")
+        self._end = _time_ns()
+        recorder = self._recorder
+        spans = state._spans
+        if len(spans) < recorder.capacity and not recorder.done:
+            spans.append(self)
+            if len(spans) == recorder.batch_size:
+                recorder.wake.set()
+        else:
+            recorder.push(self)
+
+    def abort(self, description: str, restore: bool) -> None:
+        """End a span ``open`` started with an ERROR status ``description`` (SIGTERM); restore
+        the context only when ``restore`` (the span's own thread). Never raises."""
+        state = self._state
+        if state is None or self._end is not None:
+            return
+        self._state = None
+        try:
+            if restore and self._token is not None:
+                state._tracer.detach(self._token)
+        except Exception:
+            pass
+        try:
+            self.set_status(Status(StatusCode.ERROR, description))
+            self._end = _time_ns()
+            self._recorder.push(self)
+        except Exception:
+            warn_once(self._name, "ending the span")
 
     def __repr__(self) -> str:
         return f"LeanSpan({self._name!r})"
@@ -337,57 +447,101 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
 
     def open(
         self, name: str, attributes: Callable[[], Mapping[str, Any]] | None, run: Run
-    ) -> LeanStarted | None:
-        """``otel.start_span(name, attributes)`` on the lean path: a span started as the current
-        one, on this thread's open-span stack; None when it cannot start. Never raises.
+    ) -> LeanSpan | SdkPath | None:
+        """``otel.start_span(name, attributes)`` on the lean path: a ``LeanSpan`` started as the
+        current one, on this thread's open-span stack; None when it cannot start; ``SDK_PATH``
+        when the SDK tracer must record it (a child of a sampled-out foreign span: its sampler
+        decides). Never raises.
 
         ``attributes`` is the call site's, evaluated here and kept as given (validated, and the
-        span group attributes added, on export); a root span goes in trace ``trace_id`` when it is
-        set (``run.trace_id``: the run's shared trace, ``_ranks``). A child of a sampled-out
-        foreign span is left to the SDK tracer (its sampler decides)."""
-        span: Any = None
-        token: Any = None
+        span group attributes added, on export); a root span goes in trace ``run.trace_id`` when
+        that is set (the run's shared trace, ``_ranks``).
+
+        No context is made per span: the outermost span of a nesting on a thread sets a
+        ``_LeanContext`` as the current context, and the spans opened inside it only go on the
+        thread's stack; that context's current span is the innermost of them (see
+        ``_LeanContext``)."""
+        span: LeanSpan | SdkPath | None = None
         try:
-            extra: Any = None
-            if attributes is not None:
-                try:
-                    extra = attributes()
-                except Exception:
-                    warn_once(name, "evaluating attributes")
-                if extra is not None and type(extra) is not dict:
-                    extra = dict(extra)  # as the SDK path: a span with what it cannot read fails
             current = self.current()
+            if (
+                type(current) is _LeanContext
+                and current._tracer is self
+                and current._ident == _get_ident()
+            ):
+                stack = current._stack
+                parent = stack[-1] if stack else None
+                if type(parent) is LeanSpan and parent._state is current:  # inside this nesting
+                    span = LeanSpan(
+                        self.recorder,
+                        name,
+                        parent,
+                        parent._trace,
+                        _evaluated(name, attributes),
+                        _time_ns(),
+                    )
+                    span._state = current
+                    span._handled = _exc_info()[1]
+                    stack.append(span)
+                    return span
+            # the outermost span of a nesting: a root, or a child of a span another tracer started
             parent = current.get(self.key)
             if type(parent) is LeanSpan:
-                span = LeanSpan(self.recorder, name, parent, parent._trace, extra, _time_ns())
+                span = LeanSpan(
+                    self.recorder,
+                    name,
+                    parent,
+                    parent._trace,
+                    _evaluated(name, attributes),
+                    _time_ns(),
+                )
             else:
-                span = self._start_other(name, parent, extra, run.trace_id)
-            token = self.attach(_Context({**current, self.key: span}))
-            started = LeanStarted(span, token, self.detach, _exc_info()[1])
-            run.open_spans.stack.append(started)
-            return started
+                span = self._start_other(name, parent, attributes, run.trace_id)
+                if isinstance(span, SdkPath):
+                    return span
+            stack = run.open_spans.stack
+            state = _LeanContext(current, self.key, span, self, stack, self.recorder.local.spans)
+            span._state = state
+            span._handled = _exc_info()[1]
+            span._token = self.attach(state)
+            stack.append(span)
+            return span
         except Exception:  # RecursionError included: whatever started is ended, the context
-            _abandon(span, token, self.detach)  # restored
+            _abandon(span)  # restored
             try:
                 warn_once(name, "starting the span")
             except Exception:  # logging at the recursion limit
                 pass
             return None
 
-    def _start_other(self, name: str, parent: Any, extra: Any, trace_id: int) -> Any:
-        """``open``'s span when the current span is not a LeanSpan: a root, a child of a
-        foreign span, or an SDK span (a child of a sampled-out foreign span)."""
+    def _start_other(
+        self,
+        name: str,
+        parent: Any,
+        attributes: Callable[[], Mapping[str, Any]] | None,
+        trace_id: int,
+    ) -> Any:
+        """``open``'s span when the current span is not a LeanSpan: a root, or a child of a
+        foreign span; ``SDK_PATH`` for a child of a sampled-out foreign span."""
         context = None
         if parent is not None and isinstance(parent, _SpanBase):  # no ABC check for a root
             context = parent.get_span_context()
         if context is None or not context.is_valid:
             # no id is ever chosen for open()'s spans: the per-process generator's, directly
             trace = (trace_id or _ids.trace_id(), _SAMPLED | _RANDOM_TRACE_ID, None)
-            return LeanSpan(self.recorder, name, None, trace, extra, _time_ns())
+            return LeanSpan(
+                self.recorder, name, None, trace, _evaluated(name, attributes), _time_ns()
+            )
         if not context.trace_flags.sampled:
-            values = {**self.recorder.base.get(name, {}), **(extra or {})}
-            return self.sdk_tracer.start_span(name, attributes=values)
-        return LeanSpan(self.recorder, name, context, _child_trace(context), extra, _time_ns())
+            return SDK_PATH
+        return LeanSpan(
+            self.recorder,
+            name,
+            context,
+            _child_trace(context),
+            _evaluated(name, attributes),
+            _time_ns(),
+        )
 
     @contextmanager
     def start_as_current_span(
@@ -436,133 +590,87 @@ def _context_access() -> tuple[Any, Any, Any, str]:
     return api.get_current, api.attach, api.detach, key
 
 
-def _abandon(span: Any, token: Any, detach: Callable[[Any], Any]) -> None:
-    """Undo an ``open`` that failed half-way: detach ``token``, end ``span``. Never raises."""
+def _abandon(span: Any) -> None:
+    """Undo an ``open`` that failed half-way: take ``span`` off its stack, restore the context,
+    end it. Never raises."""
     try:
-        if token is not None:
-            detach(token)
-    except Exception:
-        pass
-    try:
-        if span is not None:
+        if type(span) is LeanSpan and span._state is not None:
+            stack = span._state._stack
+            if stack and stack[-1] is span:
+                stack.pop()
+            span.close()
+        elif span is not None:
             span.end()
     except Exception:
         pass
 
 
-class LeanStarted:
-    """A span ``LeanTracer.open`` started, current until ``end()``: the lean path's
-    ``_spans.StartedSpan`` (the same interface: ``end``, ``set_attributes``, ``abort``,
-    ``close``)."""
+def _evaluated(name: str, attributes: Callable[[], Mapping[str, Any]] | None) -> Any:
+    """A call site's attributes, evaluated (None when there are none or they fail: logged once)."""
+    if attributes is None:
+        return None
+    try:
+        extra = attributes()
+    except Exception:
+        warn_once(name, "evaluating attributes")
+        return None
+    if extra is not None and type(extra) is not dict:
+        extra = dict(extra)  # as the SDK path: a span with what it cannot read fails
+    return extra
 
-    __slots__ = ("_detach", "_handled", "_span", "_token")
+
+class _LeanContext(_ContextBase):  # type: ignore[misc]  # the API's Context when installed
+    """The current context while spans ``LeanTracer.open`` started are open on a thread: made
+    by the outermost of a nesting (the others only go on the thread's stack), its current span
+    is the innermost span of that nesting still open, looked up when someone asks for it.
+
+    The exact rule, for code that reads the current span (a foreign tracer's ``start_span``,
+    ``get_current_span``, a propagator): on the thread that opened the nesting, the innermost
+    span of it still open, else its outermost; on another thread (a context carried over to a
+    worker), the nesting's outermost span, which was open when the context was taken. Reads
+    through ``get``, ``[]`` and ``copy()`` (which the API's ``set_value`` uses) follow the rule;
+    the raw mapping (``dict(context)``, iteration) holds the outermost span.
+    """
 
     def __init__(
-        self, span: Any, token: Any, detach: Callable[[Any], Any], handled: BaseException | None
+        self,
+        base: Mapping[str, Any],
+        key: str,
+        root: LeanSpan,
+        tracer: LeanTracer,
+        stack: list[Any],
+        spans: collections.deque[Any],
     ) -> None:
-        self._span = span
-        self._token = token
-        self._detach = detach
-        # The exception the caller was already handling at start: its end is not an error.
-        self._handled = handled
+        dict.__init__(self, base)
+        dict.__setitem__(self, key, root)
+        self._key = key
+        self._root = root
+        self._tracer = tracer
+        self._stack = stack  # the thread's open spans (the run's ``open_spans.stack``)
+        self._spans = spans  # the thread's buffer of ended spans (the recorder's)
+        self._ident = _get_ident()
 
-    def set_attributes(self, attributes: Callable[[], Mapping[str, Any]]) -> None:
-        """Evaluate ``attributes`` and set them on the span. Never raises."""
-        span = self._span
-        if span is None:
-            return
-        try:
-            span.set_attributes(attributes())
-        except Exception:
-            warn_once(_name_of(span), "evaluating attributes")
+    def _current(self) -> LeanSpan:
+        if _get_ident() == self._ident:
+            for span in reversed(self._stack):
+                if type(span) is LeanSpan and span._state is self:
+                    return span
+        return self._root
 
-    def end(self) -> None:
-        """Restore the previous context and end the span, recording an escaping exception.
+    def get(self, key: str, default: Any = None) -> Any:
+        if key == self._key:
+            return self._current()
+        return dict.get(self, key, default)
 
-        Spans started after this one and still open were left by an exception (the "flat" form
-        has no ``finally``): they are ended first, innermost first. Never raises; a second call
-        does nothing.
-        """
-        if self._span is None:
-            return
-        stack = PROCESS.run.open_spans.stack  # this thread's, in the current run
-        try:
-            if stack[-1] is self:  # the usual case: the innermost span ends
-                stack.pop()
-            elif any(s is self for s in stack):
-                while stack[-1] is not self:
-                    stack.pop().close()
-                stack.pop()
-        except IndexError:  # emptied meanwhile by abort_open_spans() (SIGTERM), or not there
-            pass
-        # close(), inline: one call less on the training thread
-        span = self._span
-        if span is None:
-            return
-        self._span = None
-        if _is_finalizing():
-            return
-        try:
-            self._detach(self._token)
-        except Exception:
-            warn_once(_name_of(span), "restoring the context")
-        error = _exc_info()[1]
-        if error is not None and error is not self._handled:
-            try:
-                span.record_exception(error)
-                span.set_status(Status(StatusCode.ERROR, type(error).__name__))
-            except Exception:
-                warn_once(_name_of(span), "recording the exception")
-        try:
-            span.end()
-        except Exception:
-            warn_once(_name_of(span), "ending the span")
+    def __getitem__(self, key: str) -> Any:
+        if key == self._key:
+            return self._current()
+        return dict.__getitem__(self, key)
 
-    def abort(self, description: str, restore: bool) -> None:
-        """End this span with an ERROR status ``description``; restore the context only when
-        ``restore`` (the span's own thread). Never raises."""
-        span = self._span
-        if span is None:
-            return
-        self._span = None
-        try:
-            if restore:
-                self._detach(self._token)
-        except Exception:
-            pass
-        try:
-            span.set_status(Status(StatusCode.ERROR, description))
-            span.end()
-        except Exception:
-            warn_once(_name_of(span), "ending the span")
-
-    def close(self) -> None:
-        """End this span only, leaving the open-span stack alone.
-
-        After interpreter shutdown began (a ``__del__`` at exit) the span is dropped: the
-        providers are shut down, and the context and SDK would only log warnings.
-        """
-        span = self._span
-        if span is None:
-            return
-        self._span = None
-        if _is_finalizing():
-            return
-        try:
-            self._detach(self._token)
-        except Exception:
-            warn_once(_name_of(span), "restoring the context")
-        error = _exc_info()[1]
-        if error is not None and error is not self._handled:
-            try:
-                span.record_exception(error)
-                span.set_status(Status(StatusCode.ERROR, type(error).__name__))
-            except Exception:
-                warn_once(_name_of(span), "recording the exception")
-        try:
-            span.end()
-        except Exception:
-            warn_once(_name_of(span), "ending the span")
+    def copy(self) -> dict[str, Any]:
+        values = dict(self)
+        values[self._key] = self._current()
+        return values
 
 
 def _name_of(span: Any) -> str:

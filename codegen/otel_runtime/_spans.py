@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ._lean import LeanStarted, LeanTracer
+from ._lean import LeanSpan, LeanTracer, SdkPath
 from ._lean import tracer as _tracer_for
 from ._ranks import P2P, start_shared
 from ._state import LOG, NAMESPACE, PROCESS, log_once, set_flag, warn_once
@@ -115,7 +115,7 @@ def enabled_groups() -> frozenset[str]:
 
 def start_span(
     name: str, attributes: Callable[[], Mapping[str, Any]] | None = None
-) -> StartedSpan | LeanStarted | None:
+) -> StartedSpan | LeanSpan | None:
     """Start span ``name`` as the current span, or return None when it cannot. Never raises.
 
     The caller has already checked the span's group flag; ``attributes`` is evaluated here only.
@@ -126,7 +126,10 @@ def start_span(
         return None
     if type(tracer) is LeanTracer and (run.pipeline is None or name not in P2P):
         # the span group attributes are added on export; a root joins the shared trace
-        return tracer.open(name, attributes, run)
+        opened = tracer.open(name, attributes, run)
+        if not isinstance(opened, SdkPath):
+            return opened
+        tracer = tracer.sdk_tracer  # a child of a sampled-out foreign span: the sampler decides
     span: Span | None = None
     token: Token[Context] | None = None
     try:

@@ -32,10 +32,10 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, Tracer
 
     from ._config import Settings
-    from ._lean import LeanStarted
+    from ._lean import LeanSpan
     from ._spans import StartedSpan
 
-    Opened: TypeAlias = StartedSpan | LeanStarted  # a span start_span started, open until it ends
+    Opened: TypeAlias = StartedSpan | LeanSpan  # a span start_span started, open until it ends
 
     LifecycleEntry = tuple[Span, Token[Context]]  # a lifecycle span and its context token
 
