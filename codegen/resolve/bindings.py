@@ -1,10 +1,12 @@
 """Every binding of the runtime's name that the generated code would see instead of the runtime.
 
-The generated code reads the runtime's name (``otel``) inside the instrumented function (or, for
-the decorator form, in the scope holding the ``def``). Python resolves it to the first scope that
-binds it: the function itself (any binding anywhere in it makes the name local, so a read before
-that binding raises ``UnboundLocalError``), the enclosing functions (class bodies are skipped),
-then the module. Each of these must leave the name to the module's ``from PARENT import ALIAS``.
+The generated code reads the runtime by the name instrumented files import it as
+(``Runtime.binding``, ``_otel``; the specs' own name for it, ``otel``, is rewritten to that and
+may be any other thing in the file) inside the instrumented function (or, for the decorator form,
+in the scope holding the ``def``). Python resolves it to the first scope that binds it: the
+function itself (any binding anywhere in it makes the name local, so a read before that binding
+raises ``UnboundLocalError``), the enclosing functions (class bodies are skipped), then the
+module. Each of these must leave the name to the module's ``import RUNTIME as _otel``.
 
 libcst's scope analysis records assignments, imports (``import otel.sub`` binds ``otel``),
 ``def``/``class`` names, ``with``/``except``/``for`` targets, walrus and annotated assignments,
@@ -47,9 +49,9 @@ class Bindings:
     """The scope analysis of one module, computed only when the module mentions the name at all
     (a module that never spells the name cannot bind it; the analysis costs about a parse)."""
 
-    def __init__(self, module: cst.Module, source: str, alias: str, parent: str) -> None:
-        self.alias = alias
-        self.parent = parent
+    def __init__(self, module: cst.Module, source: str, alias: str, runtime_module: str) -> None:
+        self.alias = alias  # the name the generated code reads the runtime by
+        self.runtime_module = runtime_module
         self.module = module
         self._scopes: dict[cst.CSTNode, Scope | None] | None = None
         self._extra: dict[Scope, list[cst.CSTNode]] = {}
@@ -76,13 +78,14 @@ class Bindings:
         return found + self._extra.get(scope, [])
 
     def _ours(self, node: cst.CSTNode) -> bool:
-        """The runtime import itself: ``from PARENT import ALIAS`` (absolute, no ``as``)."""
-        if not isinstance(node, cst.ImportFrom) or node.relative or node.module is None:
-            return False
-        if code_of(node.module) != self.parent or isinstance(node.names, cst.ImportStar):
+        """The runtime import itself: ``import RUNTIME as ALIAS``."""
+        if not isinstance(node, cst.Import):
             return False
         return any(
-            isinstance(a.name, cst.Name) and a.name.value == self.alias and a.asname is None
+            code_of(a.name) == self.runtime_module
+            and a.asname is not None
+            and isinstance(a.asname.name, cst.Name)
+            and a.asname.name.value == self.alias
             for a in node.names
         )
 

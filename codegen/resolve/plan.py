@@ -171,16 +171,19 @@ def _resolve_file(project: Project, plan: FilePlan, spans: list[Span | Hook], ou
     context = plan.context
     line_of = context.start
     functions = collect_functions(plan.module)
-    facts = Facts(project.runtime.alias, import_aliases(plan.module))
-    bindings = Bindings(plan.module, plan.source, project.runtime.alias, project.runtime.parent_module)
+    # the generated code reads the runtime as ``_otel`` (the specs' ``otel`` is rewritten to it):
+    # that is the name nothing else in the file may bind (``otel`` is the file's to use)
+    binding = project.runtime.binding
+    facts = Facts(binding, import_aliases(plan.module))
+    bindings = Bindings(plan.module, plan.source, binding, project.runtime.module)
     clash = bindings.module_shadow()
     seen: dict[int, list[cst.Call]] = {}  # each function's calls, for frame_refusal
     if clash is not None:
         outcomes.all(
             spans,
             spans[0].where_file,
-            f"{plan.path} already binds '{project.runtime.alias}' at line {line_of(clash)}; the runtime "
-            f"import (from {project.runtime.parent_module} import {project.runtime.alias}) would clash with it",
+            f"{plan.path} already binds '{binding}' at line {line_of(clash)}; the runtime "
+            f"import ({project.runtime.import_statement}) would clash with it",
         )
         return False
     for span in spans:
@@ -195,7 +198,7 @@ def _resolve_file(project: Project, plan: FilePlan, spans: list[Span | Hook], ou
             plan.chosen[id(span)] = chosen
             outcomes.owner[id(chosen)] = span
             span = chosen
-        reason = _refusal(span, func, facts, bindings, project.runtime.alias, line_of, context.column, seen)
+        reason = _refusal(span, func, facts, bindings, binding, line_of, context.column, seen)
         if reason is not None:
             diags.error(span.where_function, f"cannot instrument {span.function} in {span.file}: {reason}")
             continue
@@ -238,7 +241,7 @@ def _refusal(
     func: cst.FunctionDef,
     facts: Facts,
     bindings: Bindings,
-    alias: str,
+    binding: str,
     line_of: Callable[[cst.CSTNode], int],
     column_of: Callable[[cst.CSTNode], int],
     seen: dict[int, list[cst.Call]],
@@ -248,7 +251,7 @@ def _refusal(
     reason = facts.unsafe(func)
     if reason is None:
         decorator = isinstance(span, Span) and span.form == "decorator"
-        reason = _shadow_reason(bindings.shadow(func, decorator), alias, line_of)
+        reason = _shadow_reason(bindings.shadow(func, decorator), binding, line_of)
     if reason is None and isinstance(span, Span) and span.form != "decorator" and facts.taken_names(func):
         reason = f"it already uses the name(s) {', '.join(sorted(facts.taken_names(func)))} the spans need"
     return reason if reason is not None else frame_refusal(span, func, line_of, column_of, seen)
@@ -336,15 +339,16 @@ def _maybe_instrumented(source: str, alias: str, hooks: list[Hook]) -> bool:
     return False
 
 
-def _shadow_reason(shadow: Shadow | None, alias: str, line_of: Callable[[cst.CSTNode], int]) -> str | None:
+def _shadow_reason(shadow: Shadow | None, binding: str, line_of: Callable[[cst.CSTNode], int]) -> str | None:
+    """Why a binding of ``binding`` (the runtime's name in generated code) refuses a function."""
     if shadow is None:
         return None
     line = line_of(shadow.node)
     if shadow.where == "function":
-        return f"it binds the name '{alias}' itself (line {line}), which the generated code needs"
+        return f"it binds the name '{binding}' itself (line {line}), which the generated code needs"
     kind = "class" if shadow.where == "class" else "enclosing function"
     return (
-        f"the {kind} '{shadow.scope_name}' binds the name '{alias}' (line {line}), which the "
+        f"the {kind} '{shadow.scope_name}' binds the name '{binding}' (line {line}), which the "
         f"generated code would read instead of the runtime module"
     )
 

@@ -36,15 +36,15 @@ class Facts:
     """What resolution asks of each function, gathered in one walk: a function such as ``train``
     holds dozens of specs' statements, and each question is otherwise a walk over its whole tree."""
 
-    def __init__(self, alias: str, aliases: dict[str, str] | None = None) -> None:
-        self.alias = alias
+    def __init__(self, binding: str, aliases: dict[str, str] | None = None) -> None:
+        self.binding = binding  # the name generated code reads the runtime by (``_otel``)
         self.aliases = aliases or {}
         self._scans: dict[int, _Scan] = {}
 
     def _scan(self, func: cst.FunctionDef) -> _Scan:
         scan = self._scans.get(id(func))
         if scan is None:
-            scan = self._scans[id(func)] = _Scan(func, "_" + self.alias)
+            scan = self._scans[id(func)] = _Scan(func, self.binding)
         return scan
 
     def unsafe(self, func: cst.FunctionDef) -> str | None:

@@ -16,8 +16,11 @@ string literals, a start statement in black's parenthesized fallback), these are
 - the runtime import: ``ALIAS`` in ``from PARENT import ...`` (as releases before the private
   name wrote it: always) and ``import PARENT.ALIAS as _ALIAS`` (with ``imports=True``).
 
-``ALIAS`` is either spelling of the runtime: ``_otel`` (how the generated code imports it) or
-``otel`` (how releases before that imported it), so an old instrumented tree strips too.
+``ALIAS`` is either spelling of the runtime: ``_otel`` (how the generated code imports it) or,
+in a module that imports it so (``from PARENT import otel`` at its top level), ``otel`` (how
+releases before the private name imported it), so an old instrumented tree strips too. In any
+other module ``otel`` is the module's own name (the generated code leaves it alone): its
+``otel.f(...)`` calls stay.
 
 The pipeline strips a module that mentions the runtime's name before instrumenting it, so that
 applying the specs to an instrumented tree gives what applying them to the pristine tree gives
@@ -56,27 +59,27 @@ def _root(node: cst.BaseExpression) -> cst.BaseExpression:
     return node
 
 
-def _rooted_call(node: cst.BaseExpression, alias: str) -> TypeGuard[cst.Call]:
+def _rooted_call(node: cst.BaseExpression, names: Collection[str]) -> TypeGuard[cst.Call]:
     """``ALIAS.x.y(...)``."""
     return (
         isinstance(node, cst.Call)
         and isinstance(node.func, cst.Attribute)
-        and _runtime(_root(node.func), alias)
+        and _runtime(_root(node.func), names)
     )
 
 
-def _runtime(node: cst.BaseExpression, alias: str) -> bool:
-    """The runtime's name, either spelling: ``_otel`` (now) or ``otel`` (before)."""
-    return isinstance(node, cst.Name) and node.value in (alias, "_" + alias)
+def _runtime(node: cst.BaseExpression, names: Collection[str]) -> bool:
+    """The runtime's name: one of ``names`` (``_otel``, and ``otel`` in an old instrumented module)."""
+    return isinstance(node, cst.Name) and node.value in names
 
 
 def m_name(node: cst.BaseExpression, name: str) -> bool:
     return isinstance(node, cst.Name) and node.value == name
 
 
-def _flag(node: cst.BaseExpression, alias: str) -> bool:
+def _flag(node: cst.BaseExpression, names: Collection[str]) -> bool:
     """``ALIAS.FLAG``."""
-    return isinstance(node, cst.Attribute) and _runtime(node.value, alias)
+    return isinstance(node, cst.Attribute) and _runtime(node.value, names)
 
 
 def _operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -108,6 +111,40 @@ class _Stripper(cst.CSTTransformer):
         self.parent = parent
         self.hook_codes = hook_codes
         self.imports = imports
+        self.names: tuple[str, ...] = ("_" + alias,)  # with ``alias`` in an old instrumented module
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        if any(self._legacy_import(s) for s in _statements(node.body)):
+            self.names = ("_" + self.alias, self.alias)
+        return True
+
+    def _legacy_import(self, stmt: Statement) -> bool:
+        """``from PARENT import ALIAS`` (among other names, perhaps): how releases before the
+        private name imported the runtime."""
+        small = _single(stmt)
+        return (
+            isinstance(small, cst.ImportFrom)
+            and not small.relative
+            and small.module is not None
+            and code_of(small.module) == self.parent
+            and not isinstance(small.names, cst.ImportStar)
+            and any(m_name(a.name, self.alias) and a.asname is None for a in small.names)
+        )
+
+    def _foreign(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` reads the name ``ALIAS`` in a module where it is not the runtime."""
+        if self.alias in self.names:
+            return False
+        found = False
+
+        class _Find(cst.CSTVisitor):
+            def visit_Name(self, name: cst.Name) -> None:
+                nonlocal found
+                found = found or name.value == alias
+
+        alias = self.alias
+        node.visit(_Find())
+        return found
 
     # -- statements ---------------------------------------------------------------------------
 
@@ -121,10 +158,10 @@ class _Stripper(cst.CSTTransformer):
         last = operands[-1]
         return (
             len(operands) >= 2
-            and _flag(operands[0], self.alias)
+            and _flag(operands[0], self.names)
             and isinstance(last, cst.Call)
             and isinstance(last.func, cst.Attribute)
-            and _runtime(last.func.value, self.alias)
+            and _runtime(last.func.value, self.names)
             and last.func.attr.value == "start_span"
         )
 
@@ -146,7 +183,7 @@ class _Stripper(cst.CSTTransformer):
 
     def _result_wrap(self, small: cst.BaseSmallStatement | None) -> cst.BaseExpression | None:
         """The wrapped call of a statement ``ALIAS.f("key", call)`` (a wrap hook's result form)."""
-        if not isinstance(small, cst.Expr) or not _rooted_call(small.value, self.alias):
+        if not isinstance(small, cst.Expr) or not _rooted_call(small.value, self.names):
             return None
         unwrapped = self._unwrap(small.value)
         return unwrapped if isinstance(unwrapped, cst.Call) and unwrapped is not small.value else None
@@ -155,12 +192,12 @@ class _Stripper(cst.CSTTransformer):
         small = _single(stmt)
         if not isinstance(small, cst.Expr):
             return False
-        if self.hook_codes and compact(code_of(small)) in self.hook_codes:
+        if self.hook_codes and compact(code_of(small)) in self.hook_codes and not self._foreign(small):
             return True
         operands = _operands(small.value)
-        if len(operands) == 2 and not _flag(operands[0], self.alias):
+        if len(operands) == 2 and not _flag(operands[0], self.names):
             return False
-        if len(operands) > 2 or not _rooted_call(operands[-1], self.alias):
+        if len(operands) > 2 or not _rooted_call(operands[-1], self.names):
             return False
         return self._result_wrap(small) is None
 
@@ -260,7 +297,7 @@ class _Stripper(cst.CSTTransformer):
         return (
             isinstance(target, cst.Call)
             and isinstance(target.func, cst.Attribute)
-            and _runtime(target.func.value, self.alias)
+            and _runtime(target.func.value, self.names)
             and target.func.attr.value == "traced"
         )
 
@@ -282,7 +319,7 @@ class _Stripper(cst.CSTTransformer):
 
     def _unwrap(self, node: cst.Call) -> cst.BaseExpression:
         """``ALIAS.f(x)`` -> ``x``; ``ALIAS.f("key", x)`` -> ``x``; anything else unchanged."""
-        if not _rooted_call(node, self.alias):
+        if not _rooted_call(node, self.names):
             return node
         args = node.args
         if any(a.keyword is not None or a.star for a in args):

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import ast
 
-from codegen.spec.fields import ATTRIBUTE_FIELDS, keys
+from codegen.spec import fields
 from codegen.spec.model import AttributeDecl
 from codegen.spec.reader import SPAN_NAME, Reader
 from codegen.spec.vocabulary import ATTRIBUTE_TYPES
 from codegen.spec.yaml_nodes import YNode
-
-ATTRIBUTE_KEYS = keys(ATTRIBUTE_FIELDS)
-
 
 _CALL_TYPES = {"len": "int", "int": "int", "round": "int", "float": "double", "str": "string",
                "repr": "string", "bool": "boolean", "isinstance": "boolean"}  # fmt: skip
@@ -57,12 +54,11 @@ class AttributeReader(Reader):
             as_map = self._map(value, f"attribute '{key}'")
             if as_map is None:
                 continue
-            self._check_keys(as_map, ATTRIBUTE_KEYS, f"attribute '{key}'")
-            kind = self._str(as_map.get("type"), "type") if "type" in as_map.entries else None
+            values = self._fields(as_map, fields.ATTRIBUTE_FIELDS, f"attribute '{key}'")
+            kind = values.get("type")
             if kind is not None and kind not in ATTRIBUTE_TYPES:
                 self._unknown(as_map.value_pos("type"), "attribute type", kind, list(ATTRIBUTE_TYPES))
                 continue
-            brief = self._str(as_map.get("brief"), "brief") or "" if "brief" in as_map.entries else ""
-            note = self._str(as_map.get("note"), "note") or "" if "note" in as_map.entries else ""
+            brief, note = values.get("brief") or "", values.get("note") or ""
             out.append(AttributeDecl(key, kind, brief, key_pos, note))
         return tuple(out)

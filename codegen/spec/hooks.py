@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from codegen.diagnostics import Pos
-from codegen.spec.fields import HOOK_FIELDS, HOOK_PLACEMENTS, WRAP_FIELDS, by_key, keys
+from codegen.spec import fields
+from codegen.spec.fields import HOOK_PLACEMENTS
 from codegen.spec.model import (
     AroundHook,
     Call,
@@ -21,14 +22,10 @@ from codegen.spec.model import (
     WrapHook,
     WrapResult,
 )
-from codegen.spec.reader import DOTTED, IDENTIFIER
+from codegen.spec.reader import DOTTED
 from codegen.spec.releases import ReleasesReader
 from codegen.spec.selectors import SelectorReader
-from codegen.spec.yaml_nodes import YMap, YNode, YScalar
-
-HOOK_KEYS = keys(HOOK_FIELDS)
-_HOOK = by_key(HOOK_FIELDS)
-WRAP_KEYS = keys(WRAP_FIELDS)
+from codegen.spec.yaml_nodes import YMap, YNode
 
 
 class HookReader(SelectorReader, ReleasesReader):
@@ -49,11 +46,11 @@ class HookReader(SelectorReader, ReleasesReader):
         group_names: set[str],
         metric_names: set[str],
     ) -> Hook | None:
-        self._check_keys(node, HOOK_KEYS, "hook")
+        values = self._fields(node, fields.HOOK_FIELDS, "hook")
         file, file_pos = self._entry_file(node, default_file, "hook")
         if file is None:
             return None
-        function = self._required_str(node, "function", "hook")
+        function = values.get("function")
         if function is None:
             return None
         placements = [k for k in HOOK_PLACEMENTS if k in node.entries]
@@ -61,41 +58,32 @@ class HookReader(SelectorReader, ReleasesReader):
             self.diags.error(node.pos, f"a hook needs exactly one of: {', '.join(HOOK_PLACEMENTS)}")
             return None
         kind = placements[0]
+        shared = self._placement(node, values, file, file_pos, function)
         if kind == "wrap":
-            return self._wrap_hook(node, file, file_pos, function)
+            return self._wrap_hook(node, shared)
         payloads = [k for k in ("call", "record", "stamp") if k in node.entries]
-        ok, guard = self._guard(node, group_names)
+        ok, guard = self._guard(node, values, group_names)
         if not ok:
             return None
         if kind in ("around", "whole_function"):
-            return self._around_hook(node, kind == "around", file, file_pos, function, guard, payloads)
+            return self._around_hook(node, values, kind == "around", guard, payloads, shared)
         if len(payloads) != 1:
             self.diags.error(node.pos, "a hook needs exactly one of: call, record, stamp")
             return None
-        payload, guard = self._payload(node, payloads[0], metric_names, guard)
-        if payload is None:
+        payload, guard = self._payload(node, values, payloads[0], metric_names, guard)
+        if payload is None or values[kind] is None:  # entry: not true; before/after: a bad selector
             return None
         if kind == "entry":
-            if not (isinstance(entry := node.get("entry"), YScalar) and entry.value is True):
-                self.diags.error(node.value_pos("entry"), "entry must be true")
-                return None
-            return EntryHook(payload=payload, guard=guard, **self._placement(node, file, file_pos, function))
-        selector = self._selector(node.value(kind))
-        if selector is None:
-            return None
+            return EntryHook(payload=payload, guard=guard, **shared)
         return StatementHook(
-            selector=selector,
-            after=kind == "after",
-            payload=payload,
-            guard=guard,
-            **self._placement(node, file, file_pos, function),
+            selector=values[kind], after=kind == "after", payload=payload, guard=guard, **shared
         )
 
-    def _guard(self, node: YMap, group_names: set[str]) -> tuple[bool, str | None]:
+    def _guard(self, node: YMap, values: dict[str, Any], group_names: set[str]) -> tuple[bool, str | None]:
         """(valid, the runtime flag the hook's call is conditional on, if any)."""
-        if "guard" not in node.entries:
+        if "guard" not in values:
             return True, None
-        guard_name = self._str(node.get("guard"), "guard")
+        guard_name = values["guard"]
         if guard_name is None:
             return False, None
         if guard_name not in group_names and guard_name != "metrics":
@@ -108,45 +96,35 @@ class HookReader(SelectorReader, ReleasesReader):
     def _around_hook(
         self,
         node: YMap,
+        values: dict[str, Any],
         has_region: bool,
-        file: str,
-        file_pos: Pos | None,
-        function: str,
         guard: str | None,
         payloads: Sequence[str],
+        shared: dict[str, Any],
     ) -> Hook | None:
         """``around:`` (a region) or ``whole_function:``: ``enter`` before, ``exit`` in a finally."""
         if payloads:
             self.diags.error(node.pos, "an around hook takes 'enter' and/or 'exit', not " + payloads[0])
             return None
-        enter = self._call(node.get("enter"), "enter") if "enter" in node.entries else None
-        exit_ = self._call(node.get("exit"), "exit") if "exit" in node.entries else None
-        if ("enter" in node.entries and enter is None) or ("exit" in node.entries and exit_ is None):
+        enter, exit_ = values.get("enter"), values.get("exit")
+        if ("enter" in values and enter is None) or ("exit" in values and exit_ is None):
             return None
         if enter is None and exit_ is None:
             self.diags.error(node.pos, "an around hook needs 'enter' or 'exit'")
             return None
-        region = None
-        if has_region:
-            region = self._region(node.value("around"))
-            if region is None:
-                return None
-        return AroundHook(
-            region=region,
-            enter=enter,
-            exit=exit_,
-            guard=guard,
-            **self._placement(node, file, file_pos, function),
-        )
+        region = values["around"] if has_region else None
+        if has_region and region is None:
+            return None
+        return AroundHook(region=region, enter=enter, exit=exit_, guard=guard, **shared)
 
     def _payload(
-        self, node: YMap, payload: str, metric_names: set[str], guard: str | None
+        self, node: YMap, values: dict[str, Any], payload: str, metric_names: set[str], guard: str | None
     ) -> tuple[Payload | None, str | None]:
         """What a ``call:``, ``record:`` or ``stamp:`` hook inserts (None if invalid), and its
         guard (a ``record:`` hook is guarded by METRICS unless it names another)."""
         if payload == "call":
-            return self._call(node.get("call"), "call"), guard
-        attrs = self._attributes(node.get(payload), payload)
+            return values["call"], guard
+        attrs = values[payload]
         if attrs is None:
             return None, guard
         where = node.value_pos(payload)
@@ -158,15 +136,18 @@ class HookReader(SelectorReader, ReleasesReader):
             return Record(tuple(attrs), where), guard or "METRICS"
         return Stamp(tuple(attrs), where), guard
 
-    def _wrap_hook(self, node: YMap, file: str, file_pos: Pos | None, function: str) -> Hook | None:
+    def _wrap_hook(self, node: YMap, shared: dict[str, Any]) -> Hook | None:
         spec = self._map(node.value("wrap"), "wrap")
         if spec is None:
             return None
-        self._check_keys(spec, WRAP_KEYS, "wrap")
+        values = self._fields(spec, fields.WRAP_FIELDS, "wrap")
+        if "call" not in spec.entries:  # reported by _fields
+            return None
+        # call, within and occurrence are a call selector
         selector = self._selector(
             YMap({k: v for k, v in spec.entries.items() if k in ("call", "within", "occurrence")}, spec.pos)
         )
-        wrapper = self._required_str(spec, "with", "wrap")
+        wrapper = values.get("with")
         if wrapper is not None and not DOTTED.match(wrapper):
             self.diags.error(
                 spec.value_pos("with"), "'with' must be a dotted callable such as otel.in_context"
@@ -178,21 +159,13 @@ class HookReader(SelectorReader, ReleasesReader):
                 spec.pos, "wrap takes either 'argument' (an index) or 'result' (an attribute key)"
             )
             return None
-        if "argument" in spec.entries:
-            arg_node = spec.get("argument")
-            value = arg_node.value if isinstance(arg_node, YScalar) else None
-            valid = (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or (
-                isinstance(value, str) and IDENTIFIER.match(value)
-            )
-            if not valid:
-                self.diags.error(
-                    spec.value_pos("argument"), "argument must be a position (0, 1, ...) or a keyword name"
-                )
+        if "argument" in values:
+            value = values["argument"]
+            if value is None:
                 return None
-            assert isinstance(value, (int, str))  # checked just above
             target = WrapArgument(value)
         else:
-            key = self._str(spec.get("result"), "result")
+            key = values["result"]
             target = WrapResult(key) if key is not None else None
         if selector is None or wrapper is None or target is None:
             return None
@@ -204,20 +177,22 @@ class HookReader(SelectorReader, ReleasesReader):
             wrapper=wrapper,
             target=target,
             wrapper_pos=node.value_pos("wrap"),
-            **self._placement(node, file, file_pos, function),
+            **shared,
         )
 
-    def _placement(self, node: YMap, file: str, file_pos: Pos | None, function: str) -> dict[str, Any]:
+    def _placement(
+        self, node: YMap, values: dict[str, Any], file: str, file_pos: Pos | None, function: str
+    ) -> dict[str, Any]:
         """The keyword arguments every hook shares: where it is declared, its file, function,
         note and releases."""
         return {
             "file": file,
             "function": function,
             "pos": node.pos,
-            "note": self._read(node, _HOOK["note"], "") or "",
+            "note": values.get("note") or "",
             "file_pos": file_pos,
             "function_pos": node.value_pos("function"),
-            "releases": self._releases(node),
+            "releases": values.get("releases"),
         }
 
     def _call(self, node: YNode | None, what: str) -> Call | None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from codegen.diagnostics import Diagnostics, Pos, SpecError
+from codegen.spec import fields
 from codegen.spec.attributes import AttributeReader
-from codegen.spec.fields import TOP_FIELDS, keys
 from codegen.spec.hooks import HookReader
 from codegen.spec.model import (
     LifecycleSpan,
@@ -26,9 +26,13 @@ from codegen.spec.spans import SpanReader
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq, load_yaml
 from codegen.upstream import UpstreamPin
 
-TOP_KEYS = keys(TOP_FIELDS)
-# Keys that only one spec file of a project may declare: all but a file's own spans and hooks.
-SINGLETON_KEYS = tuple(key for key in TOP_KEYS if key not in ("file", "form", "spans", "hooks"))
+# Top-level keys of a spec file that are the file's own; every other one only one spec file of a
+# project may declare.
+PER_FILE_KEYS = ("file", "form", "spans", "hooks")
+
+
+def singleton_keys() -> tuple[str, ...]:
+    return tuple(key for key in fields.keys(fields.TOP_FIELDS) if key not in PER_FILE_KEYS)
 
 
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -133,8 +137,8 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, Attribute
                 root.pos, "empty spec file: it declares nothing (spans, hooks or the project settings)"
             )
             return
-        self._check_keys(root, TOP_KEYS, "spec file")
-        for key in SINGLETON_KEYS:
+        values = self._fields(root, fields.TOP_FIELDS, "spec file")
+        for key in singleton_keys():
             node = root.get(key)
             if node is None:
                 continue
@@ -146,13 +150,9 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, Attribute
                 self.ambiguous.add(key)  # which one is meant is unknown: no follow-on errors
                 continue
             self.singletons[key] = (path, node)
-        default_file = None
-        if "file" in root.entries:
-            name = self._str(root.get("file"), "file")
-            default_file = (name, root.value_pos("file")) if name is not None else None
-        default_form: SpanForm = "try"
-        if "form" in root.entries:
-            default_form = self._form(root.value("form")) or "try"
+        name = values.get("file")
+        default_file = (name, root.value_pos("file")) if name is not None else None
+        default_form: SpanForm = values.get("form") or "try"
         spans_node = root.get("spans")
         if isinstance(spans_node, YSeq):
             for item in spans_node.items:
@@ -169,10 +169,10 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, Attribute
 
     def finish(self, files: tuple[str, ...]) -> Project | None:
         if self.broken:
-            missing = {key for key in SINGLETON_KEYS if key not in self.singletons}
+            missing = {key for key in singleton_keys() if key not in self.singletons}
             self.incomplete = frozenset({"spans", *missing})
         self.incomplete |= self.ambiguous
-        for key in ("runtime", "upstream", "groups"):
+        for key in fields.required(fields.TOP_FIELDS, fields.PROJECT):
             if key not in self.singletons and not self.broken:
                 self.diags.error(Pos(files[0], 1, 1), f"missing '{key}': declare it in one spec file")
         runtime = self._runtime()

@@ -7,16 +7,14 @@ import difflib
 import re
 from collections.abc import Callable
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from codegen.diagnostics import Diagnostics, Pos
+from codegen.spec.fields import Field, Table, keys
 from codegen.spec.model import (
     Attribute,
 )
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
-
-if TYPE_CHECKING:
-    from codegen.spec.fields import Field
 
 SPAN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 GROUP_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -101,6 +99,26 @@ class Reader:
         self.diags.error(node.pos, f"{what} must be {expected}, not {found}")
         return None
 
+    def _fields(
+        self, node: YMap, table: Table, what: str, variant: str | None = None, keys_of: str | None = None
+    ) -> dict[str, Any]:
+        """Read ``node`` as an object of ``table``: each key not in the table and each key the
+        table requires (of ``variant``, e.g. a lifecycle role) that is absent is reported, and each
+        present key with a converter is read by it. Returns key -> converted value (None when
+        invalid, reported at the value) for those keys; keys without a converter are the
+        caller's to read. ``keys_of`` names the object in the unknown-key message when it is
+        not ``what``."""
+        self._check_keys(node, keys(table), keys_of or what)
+        values: dict[str, Any] = {}
+        for field in table:
+            if field.key not in node.entries:
+                if field.required or (variant is not None and variant in field.required_for):
+                    self.diags.error(node.pos, f"{what} is missing '{field.key}'{field.missing}")
+                continue
+            if field.convert:
+                values[field.key] = self._read(node, field, None)
+        return values
+
     def _read(self, node: YMap, field: Field, absent: Any) -> Any:
         """The value of ``field`` in ``node`` converted by its table's reader method (None and
         a diagnostic when invalid), or ``absent`` when the key is not there."""
@@ -117,11 +135,54 @@ class Reader:
         value = self._typed(node, what, lambda v: isinstance(v, bool), "true or false")
         return value if isinstance(value, bool) else None
 
-    def _required_str(self, node: YMap, key: str, what: str) -> str | None:
-        if key not in node.entries:
-            self.diags.error(node.pos, f"{what} is missing '{key}'")
+    def _true(self, node: YNode | None, what: str) -> bool | None:
+        if isinstance(node, YScalar) and node.value is True:
+            return True
+        if node is not None:
+            self.diags.error(node.pos, f"{what} must be true")
+        return None
+
+    def _argument(self, node: YNode | None, what: str) -> int | str | None:
+        """A call's argument: a position (0, 1, ...) or a keyword name."""
+        value = node.value if isinstance(node, YScalar) else None
+        if (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or (
+            isinstance(value, str) and IDENTIFIER.match(value)
+        ):
+            return value
+        if node is not None:
+            self.diags.error(node.pos, f"{what} must be a position (0, 1, ...) or a keyword name")
+        return None
+
+    def _choices(self, node: YNode | None, what: str) -> tuple[str, ...]:
+        """A list of strings (each reported as a "choice" when it is not one)."""
+        if node is None:
+            return ()
+        return tuple(c for c in (self._str(n, "choice") for n in self._seq(node, what)) if c)
+
+    def _labels(self, node: YNode | None, what: str) -> tuple[tuple[str, str], ...]:
+        """Fixed attributes: dotted key -> string (the valid ones; the others are reported)."""
+        as_map = self._map(node, what) if node is not None else None
+        labels: list[tuple[str, str]] = []
+        for key, (key_pos, value) in as_map.entries.items() if as_map else ():
+            text = self._str(value, f"attribute '{key}'")
+            if not SPAN_NAME.match(key):
+                self.diags.error(key_pos, f"attribute key '{key}' must be dotted identifiers")
+            elif text is not None:
+                labels.append((key, text))
+        return tuple(labels)
+
+    def _str_or_int(self, node: YNode | None, what: str) -> str | None:
+        """A string, or an integer as its text."""
+        if node is None:
             return None
-        return self._str(node.get(key), key)
+        if (
+            isinstance(node, YScalar)
+            and isinstance(node.value, (str, int))
+            and not isinstance(node.value, bool)
+        ):
+            return str(node.value)
+        self.diags.error(node.pos, f"{what} must be a string or an integer")
+        return None
 
     def _map(self, node: YNode, what: str) -> YMap | None:
         if isinstance(node, YMap):

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import re
 
-from codegen.spec.fields import RELEASES_FIELDS, SUPPORTED_FIELDS, keys
+from codegen.spec import fields
 from codegen.spec.model import RELEASE_OPERATORS, VERSION, Releases, version_key
 from codegen.spec.reader import Reader
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
 from codegen.upstream import UpstreamPin
 
-RELEASES_KEYS = keys(RELEASES_FIELDS)
-SUPPORTED_KEYS = keys(SUPPORTED_FIELDS)
 _CLAUSE = re.compile(r"\s*(>=|<=|==|!=|>|<)\s*(\S+)\s*")
 
 
@@ -35,21 +33,18 @@ class ReleasesReader(Reader):
     # the versions of every supported release, once `upstream:` is read (None: unknown)
     supported_versions: tuple[str, ...] | None = None
 
-    def _releases(self, node: YMap) -> Releases | None:
-        """The entry's `releases:` (a specifier string, or {versions: SPEC, reason: TEXT})."""
-        value = node.get("releases")
+    def _releases(self, value: YNode | None, what: str = "releases") -> Releases | None:
+        """An entry's `releases:` (a specifier string, or {versions: SPEC, reason: TEXT})."""
         if value is None:
             return None
         reason = ""
         spec_node: YNode | None = value
         if isinstance(value, YMap):
-            self._check_keys(value, RELEASES_KEYS, "releases")
+            # `versions` is read below, with the string form, as "releases"
+            reason = self._fields(value, fields.RELEASES_FIELDS, what).get("reason") or ""
             spec_node = value.get("versions")
             if spec_node is None:
-                self.diags.error(value.pos, "releases is missing 'versions' (a specifier such as '>=0.19')")
                 return None
-            if "reason" in value.entries:
-                reason = self._str(value.get("reason"), "reason") or ""
         elif not isinstance(value, YScalar):
             self.diags.error(
                 value.pos, "releases must be a specifier such as '>=0.19', or {versions: ..., reason: ...}"
@@ -84,12 +79,10 @@ class ReleasesReader(Reader):
             entry = self._map(item, "each of 'supported'")
             if entry is None:
                 continue
-            self._check_keys(entry, SUPPORTED_KEYS, "supported release")
-            values = [self._required_str(entry, key, "supported release") for key in SUPPORTED_KEYS]
-            if any(v is None for v in values):
+            values = self._fields(entry, fields.SUPPORTED_FIELDS, "supported release")
+            version, filename, sha = (values.get(key) for key in ("version", "filename", "sha256"))
+            if version is None or filename is None or sha is None:
                 continue
-            version, filename, sha = values
-            assert version is not None and filename is not None and sha is not None
             where = entry.value_pos("version")
             if version_key(version) is None or not re.fullmatch(r"\d+\.\d+\.\d+", version):
                 self.diags.error(where, f"supported release '{version}' must be a version X.Y.Z")

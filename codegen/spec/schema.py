@@ -1,10 +1,10 @@
 """The JSON Schema of the spec files, built from the loader's own field tables.
 
-Every spec object but the selectors is a field table of ``codegen/spec/fields.py`` (key, type,
-required, default, description), the same tables the loader checks keys against, so a key added
-there appears here on the next ``codegen apply``. Selectors and regions still come from the
-loader's ``SELECTOR_KINDS``/``REGION_KEYS`` with their descriptions here. The schema checks structure (keys, types, enumerations); what needs the other files or the
-sources (group names, selectors matching statements, expressions parsing) is ``codegen validate``'s.
+Every spec object is a field table of ``codegen/spec/fields.py`` (key, type, required, default,
+description, converter), the same tables the loader reads objects with, so a key added there
+appears here on the next ``codegen apply``. The schema checks structure (keys, types, required
+keys, enumerations); what needs the other files or the sources (group names, selectors matching
+statements, expressions parsing) is ``codegen validate``'s.
 
 Written to ``generated/schema/spec.schema.json``; each spec file points at it with a
 ``# yaml-language-server: $schema=../generated/schema/spec.schema.json`` first line.
@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from codegen.spec import fields
-from codegen.spec.fields import HOOK_FIELDS, HOOK_PLACEMENTS, SPAN_FIELDS, WRAP_FIELDS
+from codegen.spec.fields import HOOK_PLACEMENTS
 from codegen.spec.model import ANY
 
 SCHEMA_PATH = "schema/spec.schema.json"  # under generated/
@@ -59,14 +59,14 @@ def spec_schema() -> dict[str, Any]:
         **_table(fields.TOP_FIELDS),
         "definitions": {
             "span": _table(
-                SPAN_FIELDS,
+                fields.SPAN_FIELDS,
                 dependencies={"names": ["name_expr"], "name_expr": ["names"]},
             ),
             "hook": _table(
-                HOOK_FIELDS,
+                fields.HOOK_FIELDS,
                 oneOf=[{"required": [key]} for key in HOOK_PLACEMENTS],
             ),
-            "wrap": _table(WRAP_FIELDS),
+            "wrap": _table(fields.WRAP_FIELDS),
             "selector": selector,
             "region": region,
             "lifecycle_span": lifecycle_span,

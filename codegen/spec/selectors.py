@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 from typing import Literal
 
-from codegen.spec.fields import REGION_FIELDS, SELECTOR_MODIFIERS, keys
+from codegen.spec import fields
+from codegen.spec.fields import SELECTOR_MODIFIERS, keys
 from codegen.spec.model import (
     ANY,
     COMPOUND_KINDS,
@@ -16,8 +17,6 @@ from codegen.spec.model import (
 from codegen.spec.reader import DOTTED, IDENTIFIER, Reader
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
 
-REGION_KEYS = keys(REGION_FIELDS)
-
 
 def is_compound(selector: Selector) -> bool:
     """Whether the selector picks a compound statement (every alternative of an ``any`` does)."""
@@ -27,29 +26,30 @@ def is_compound(selector: Selector) -> bool:
 
 
 class SelectorReader(Reader):
-    def _region(self, node: YNode) -> Region | None:
-        as_map = self._map(node, "around")
+    def _region(self, node: YNode, what: str = "around") -> Region | None:
+        """``around:`` of a span or hook (``what``, the key, is always ``around``)."""
+        as_map = self._map(node, what)
         if as_map is None:
             return None
-        self._check_keys(as_map, REGION_KEYS, "around")
-        keys = set(as_map.entries)
-        if "from" in keys or "to" in keys:
-            if not {"from", "to"} <= keys or keys - {"from", "to"}:
+        self._check_keys(as_map, keys(fields.REGION_FIELDS), what)
+        present = set(as_map.entries)
+        if "from" in present or "to" in present:
+            if not {"from", "to"} <= present or present - {"from", "to"}:
                 self.diags.error(as_map.pos, "a range takes exactly 'from' and 'to' selectors")
                 return None
             first, last = self._selector(as_map.value("from")), self._selector(as_map.value("to"))
             return Region("range", as_map.pos, first, last) if first and last else None
-        if "after" in keys:
-            if keys != {"after"}:
+        if "after" in present:
+            if present != {"after"}:
                 self.diags.error(as_map.pos, "'after' takes no other keys")
                 return None
             first = self._selector(as_map.value("after"))
             return Region("after", as_map.pos, first) if first else None
-        if "body" in keys:
-            if keys - {"body", "branch"}:
+        if "body" in present:
+            if present - {"body", "branch"}:
                 self.diags.error(as_map.pos, "'body' takes only 'branch'")
                 return None
-            branch = self._str(as_map.get("branch"), "branch") if "branch" in keys else "body"
+            branch = self._str(as_map.get("branch"), "branch") if "branch" in present else "body"
             if branch not in ("body", "else"):
                 self.diags.error(as_map.value_pos("branch"), "branch must be 'body' or 'else'")
                 return None
@@ -61,13 +61,15 @@ class SelectorReader(Reader):
                 return None
             which: Literal["body", "else"] = "else" if branch == "else" else "body"  # checked above
             return Region("body", as_map.pos, first, branch=which) if first else None
-        if "branch" in keys:
+        if "branch" in present:
             self.diags.error(as_map.key_pos("branch"), "'branch' is only valid with 'body'")
             return None
         first = self._selector(as_map)
         return Region("statement", as_map.pos, first) if first else None
 
-    def _selector(self, node: YNode) -> Selector | None:
+    def _selector(self, node: YNode, what: str = "selector") -> Selector | None:
+        """A statement selector (``what``: the key it is the value of; messages say "selector")."""
+        del what
         as_map = self._map(node, "selector")
         if as_map is None:
             return None

@@ -6,19 +6,7 @@ from __future__ import annotations
 import re
 
 from codegen.diagnostics import Pos
-from codegen.spec.fields import (
-    ENV_FIELDS,
-    FLAG_FIELDS,
-    FLAGS_FIELDS,
-    LIFECYCLE_SPAN_FIELDS,
-    METRIC_FIELDS,
-    PRESET_FIELDS,
-    RUNTIME_FIELDS,
-    UPSTREAM_FIELDS,
-    by_key,
-    keys,
-    required,
-)
+from codegen.spec import fields
 from codegen.spec.model import (
     AddFlag,
     EnvVar,
@@ -31,7 +19,7 @@ from codegen.spec.model import (
     Runtime,
     StatementHook,
 )
-from codegen.spec.reader import DOTTED, GROUP_NAME, SPAN_NAME
+from codegen.spec.reader import DOTTED, GROUP_NAME
 from codegen.spec.selectors import SelectorReader
 from codegen.spec.vocabulary import (
     ENV_ROLES,
@@ -41,14 +29,9 @@ from codegen.spec.vocabulary import (
     RESERVED_GROUP_NAMES,
     env_role,
 )
-from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
+from codegen.spec.yaml_nodes import YMap, YNode, YSeq
 from codegen.upstream import UpstreamPin
 
-_PRESET = by_key(PRESET_FIELDS)
-_LIFECYCLE_SPAN = by_key(LIFECYCLE_SPAN_FIELDS)
-_METRIC = by_key(METRIC_FIELDS)
-_ENV = by_key(ENV_FIELDS)
-_FLAG = by_key(FLAG_FIELDS)
 PRESET_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
@@ -62,8 +45,7 @@ class SettingsReader(SelectorReader):
         node = self._map(entry[1], "runtime")
         if node is None:
             return None
-        self._check_keys(node, keys(RUNTIME_FIELDS), "runtime")
-        package = self._required_str(node, "package", "runtime")
+        package = self._fields(node, fields.RUNTIME_FIELDS, "runtime").get("package")
         if package is None:
             return None
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)+", package):
@@ -80,9 +62,9 @@ class SettingsReader(SelectorReader):
         node = self._map(entry[1], "upstream")
         if node is None:
             return None
-        self._check_keys(node, keys(UPSTREAM_FIELDS), "upstream")
+        values = self._fields(node, fields.UPSTREAM_FIELDS, "upstream")
         distribution, version, filename, sha = (
-            self._required_str(node, k, "upstream") for k in required(UPSTREAM_FIELDS)
+            values.get(k) for k in ("distribution", "version", "filename", "sha256")
         )
         if distribution is None or version is None or filename is None or sha is None:
             return None
@@ -132,8 +114,9 @@ class SettingsReader(SelectorReader):
             description = ""
             members_node: YNode = value
             if isinstance(value, YMap):
-                self._check_keys(value, keys(PRESET_FIELDS), f"preset '{name}'")
-                description = self._read(value, _PRESET["description"], "") or ""
+                description = (
+                    self._fields(value, fields.PRESET_FIELDS, f"preset '{name}'").get("description") or ""
+                )
                 members_node = value.get("groups") or YSeq((), value.pos)
             members: list[str] = []
             for item in self._seq(members_node, f"groups of preset '{name}'"):
@@ -174,19 +157,10 @@ class SettingsReader(SelectorReader):
         as_map = self._map(node, f"lifecycle {role}")
         if as_map is None:
             return None
-        self._check_keys(as_map, keys(LIFECYCLE_SPAN_FIELDS), f"lifecycle {role}")
-        attributes: list[tuple[str, str]] = []
-        attrs_node = as_map.get("attributes")
-        if attrs_node is not None:
-            attrs_map = self._map(attrs_node, "attributes")
-            for key, (key_pos, value) in attrs_map.entries.items() if attrs_map else ():
-                text = self._str(value, f"attribute '{key}'")
-                if not SPAN_NAME.match(key):
-                    self.diags.error(key_pos, f"attribute key '{key}' must be dotted identifiers")
-                elif text is not None:
-                    attributes.append((key, text))
-        name = self._required_str(as_map, "name", f"lifecycle {role}")
-        group = self._read(as_map, _LIFECYCLE_SPAN["group"], "job")
+        values = self._fields(as_map, fields.LIFECYCLE_SPAN_FIELDS, f"lifecycle {role}", role)
+        attributes = values.get("attributes", ())
+        name = values.get("name")
+        group = values.get("group", "job")
         if group is not None and group not in group_names:
             where = as_map.get("group")
             if where is not None:
@@ -198,15 +172,16 @@ class SettingsReader(SelectorReader):
                     f"(declared: {', '.join(sorted(group_names)) or 'none'})",
                 )
             return None
-        needs_times = role in ("phase", "pre_startup")
-        start = self._required_str(as_map, "start", f"lifecycle {role}") if needs_times else None
-        end = self._required_str(as_map, "end", f"lifecycle {role}") if needs_times else None
-        goodput = self._read(as_map, _LIFECYCLE_SPAN["goodput"], False)
-        description = self._read(as_map, _LIFECYCLE_SPAN["description"], "") or ""
-        if name is None or group is None or (needs_times and (start is None or end is None)):
+        # the timestamps a role requires (its spans are backdated); others have none
+        timed = fields.required(fields.LIFECYCLE_SPAN_FIELDS, role)
+        start = values.get("start") if "start" in timed else None
+        end = values.get("end") if "end" in timed else None
+        goodput = values.get("goodput", False)
+        description = values.get("description") or ""
+        if name is None or group is None or any(values.get(key) is None for key in timed):
             return None
         return LifecycleSpan(
-            role, name, group, as_map.pos, bool(goodput), start, end, description, tuple(attributes)
+            role, name, group, as_map.pos, bool(goodput), start, end, description, attributes
         )
 
     def _metrics(self) -> tuple[Metric, ...]:
@@ -219,11 +194,9 @@ class SettingsReader(SelectorReader):
             as_map = self._map(item, "metric")
             if as_map is None:
                 continue
-            self._check_keys(as_map, keys(METRIC_FIELDS), "metric")
-            name = self._required_str(as_map, "name", "metric")
-            kind = self._required_str(as_map, "kind", "metric")
-            unit = self._required_str(as_map, "unit", "metric")
-            description = self._read(as_map, _METRIC["description"], "") or ""
+            values = self._fields(as_map, fields.METRIC_FIELDS, "metric")
+            name, kind, unit = values.get("name"), values.get("kind"), values.get("unit")
+            description = values.get("description") or ""
             if kind is not None and kind not in METRIC_KINDS:
                 self._unknown(as_map.value_pos("kind"), "metric kind", kind, list(METRIC_KINDS))
                 continue
@@ -250,31 +223,13 @@ class SettingsReader(SelectorReader):
             as_map = self._map(item, "environment variable")
             if as_map is None:
                 continue
-            self._check_keys(as_map, keys(ENV_FIELDS), "env")
-            name = self._required_str(as_map, "name", "environment variable")
-            default_node = as_map.get("default")
-            default = ""
-            if default_node is not None:
-                if (
-                    isinstance(default_node, YScalar)
-                    and isinstance(default_node.value, (str, int))
-                    and not isinstance(default_node.value, bool)
-                ):
-                    default = str(default_node.value)
-                else:
-                    self.diags.error(default_node.pos, "default must be a string or an integer")
-            description = self._read(as_map, _ENV["description"], "") or ""
-            choices = (
-                tuple(
-                    c
-                    for c in (self._str(n, "choice") for n in self._seq(as_map.value("choices"), "choices"))
-                    if c
-                )
-                if "choices" in as_map.entries
-                else ()
-            )
-            timestamp = self._read(as_map, _ENV["timestamp"], None)
-            role = self._read(as_map, _ENV["role"], None)
+            values = self._fields(as_map, fields.ENV_FIELDS, "environment variable", keys_of="env")
+            name = values.get("name")
+            default = values.get("default") or ""
+            description = values.get("description") or ""
+            choices = values.get("choices", ())
+            timestamp = values.get("timestamp")
+            role = values.get("role")
             if role is not None and role not in ENV_ROLES:
                 self._unknown(as_map.value_pos("role"), "env role", role, list(ENV_ROLES))
                 role = None
@@ -330,20 +285,15 @@ class SettingsReader(SelectorReader):
         node = self._map(entry[1], "flags")
         if node is None:
             return (), ()
-        self._check_keys(node, keys(FLAGS_FIELDS), "flags")
-        file = self._required_str(node, "file", "flags")
-        function = self._required_str(node, "function", "flags")
-        parser = self._required_str(node, "parser", "flags")
+        values = self._fields(node, fields.FLAGS_FIELDS, "flags")
+        file, function, parser = values.get("file"), values.get("function"), values.get("parser")
         if parser is not None and not DOTTED.match(parser):
             where = node.value_pos("parser")
             self.diags.error(
                 where, f"parser '{parser}' must be the (dotted) name of the argparse parser or group"
             )
             parser = None
-        before_node = node.get("before")
-        before = self._selector(before_node) if before_node is not None else None
-        if before_node is None:
-            self.diags.error(node.pos, "flags is missing 'before' (the statement the flags go before)")
+        before = values.get("before")
         env_names = {e.name for e in env}
         flags: list[Flag] = []
         options: dict[str, Pos] = {}
@@ -379,12 +329,9 @@ class SettingsReader(SelectorReader):
         as_map = self._map(item, "flag")
         if as_map is None:
             return None
-        self._check_keys(as_map, keys(FLAG_FIELDS), "flag")
-        option = self._required_str(as_map, "option", "flag")
-        help_text = self._required_str(as_map, "help", "flag")
-        action = self._read(as_map, _FLAG["action"], None)
-        metavar = self._read(as_map, _FLAG["metavar"], None)
-        env_name = self._read(as_map, _FLAG["env"], None)
+        values = self._fields(as_map, fields.FLAG_FIELDS, "flag")
+        option, help_text = values.get("option"), values.get("help")
+        action, metavar, env_name = values.get("action"), values.get("metavar"), values.get("env")
         if option is not None and not re.fullmatch(r"--[a-z][a-z0-9-]*", option):
             self.diags.error(as_map.value_pos("option"), f"option '{option}' must look like --otel-enabled")
             return None

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from codegen.diagnostics import Pos
-from codegen.spec.fields import SPAN_FIELDS, by_key, keys
+from codegen.spec import fields
 from codegen.spec.model import (
     SPAN_FORMS,
     Region,
@@ -16,9 +17,6 @@ from codegen.spec.reader import DOTTED, SPAN_NAME
 from codegen.spec.releases import ReleasesReader
 from codegen.spec.selectors import SelectorReader
 from codegen.spec.yaml_nodes import YMap, YNode, YSeq
-
-SPAN_KEYS = keys(SPAN_FIELDS)
-_FIELD = by_key(SPAN_FIELDS)
 
 
 class SpanReader(SelectorReader, ReleasesReader):
@@ -52,41 +50,38 @@ class SpanReader(SelectorReader, ReleasesReader):
         return tuple(spans)
 
     def _span(self, node: YMap, default_file: tuple[str, Pos] | None, group_names: set[str]) -> Span | None:
-        self._check_keys(node, SPAN_KEYS, "span")
+        values = self._fields(node, fields.SPAN_FIELDS, "span")
         ok = True
-        name = self._required_str(node, "name", "span")
+        name = values.get("name")
         if name is not None and not SPAN_NAME.match(name):
             self.diags.error(node.value_pos("name"), f"span name '{name}' must be dotted identifiers")
             ok = False
-        group = self._required_str(node, "group", "span")
+        group = values.get("group")
         if group is not None and group not in group_names:
             self._unknown(node.value_pos("group"), "group", group, sorted(group_names), "groups")
             ok = False
         file, file_pos = self._entry_file(node, default_file, "span")
         if file is None:
             ok = False
-        function = self._required_str(node, "function", "span")
+        function = values.get("function")
         if function is not None and not DOTTED.match(function):
             self.diags.error(
                 node.value_pos("function"), f"function '{function}' must be 'name' or 'Class.method'"
             )
             ok = False
-        around = node.get("around")
-        region = self._region(around) if around is not None else Region("function", node.pos)
-        attributes = self._read(node, _FIELD["attributes"], ())
-        end_attributes = self._read(node, _FIELD["end_attributes"], ())
-        goodput = self._read(node, _FIELD["goodput"], False)
-        note = self._read(node, _FIELD["note"], "") or ""
-        when = self._read(node, _FIELD["when"], None)
+        region = values.get("around", Region("function", node.pos))
+        attributes = values.get("attributes", ())
+        end_attributes = values.get("end_attributes", ())
+        goodput = values.get("goodput", False)
+        note = values.get("note") or ""
+        when = values.get("when")
         parents_ok, parents, name_parents = self._parents(node, name)
-        form_ok, form = self._span_form(node)
-        names_ok, names, name_expr = self._names_choice(node, name)
+        form_ok, form = self._span_form(node, values)
+        names_ok, names, name_expr = self._names_choice(node, name, values)
         ok = ok and parents_ok and form_ok and names_ok
-        releases = self._releases(node)
-        if "releases" in node.entries and releases is None:
-            ok = False
-        if ("when" in node.entries and when is None) or ("name_expr" in node.entries and name_expr is None):
-            ok = False
+        releases = values.get("releases")
+        # a key that is there but read as None was invalid (and reported)
+        ok = ok and all(values[key] is not None for key in ("releases", "when", "name_expr") if key in values)
         if (
             not ok
             or name is None
@@ -145,13 +140,9 @@ class SpanReader(SelectorReader, ReleasesReader):
             parents = self._names(parents_node, "parents")
         return ok, parents, name_parents
 
-    def _span_form(self, node: YMap) -> tuple[bool, SpanForm | None]:
+    def _span_form(self, node: YMap, values: dict[str, Any]) -> tuple[bool, SpanForm | None]:
         """(valid, the span's form: its own ``form:`` or its file's default)."""
-        form = (
-            self._form(node.value("form"))
-            if "form" in node.entries
-            else self.default_forms.get(id(node), "try")
-        )
+        form = values["form"] if "form" in values else self.default_forms.get(id(node), "try")
         if form is None:
             return False, None
         if form == "decorator":
@@ -165,7 +156,9 @@ class SpanReader(SelectorReader, ReleasesReader):
                 return False, form
         return True, form
 
-    def _names_choice(self, node: YMap, name: str | None) -> tuple[bool, tuple[str, ...], str | None]:
+    def _names_choice(
+        self, node: YMap, name: str | None, values: dict[str, Any]
+    ) -> tuple[bool, tuple[str, ...], str | None]:
         """(valid, every name of a span with several, the ``name_expr`` choosing among them)."""
         names: tuple[str, ...] = ()
         name_expr = None
@@ -173,9 +166,8 @@ class SpanReader(SelectorReader, ReleasesReader):
             self.diags.error(node.pos, "'names' (the other names) and 'name_expr' (the choice) go together")
             return False, names, name_expr
         if "names" in node.entries and name is not None:
-            others = [self._str(n, "name") for n in self._seq(node.value("names"), "names")]
-            names = (name, *(o for o in others if o))
-            name_expr = self._expression(node.get("name_expr"), "name_expr")
+            names = (name, *values["names"])
+            name_expr = values["name_expr"]
             if name_expr is not None:
                 literals = {
                     n.value
@@ -191,9 +183,9 @@ class SpanReader(SelectorReader, ReleasesReader):
                     return False, names, name_expr
         return True, names, name_expr
 
-    def _form(self, node: YNode) -> SpanForm | None:
-        form = self._str(node, "form")
-        if form is None:
+    def _form(self, node: YNode | None, what: str = "form") -> SpanForm | None:
+        form = self._str(node, what)
+        if form is None or node is None:
             return None
         for known in SPAN_FORMS:
             if form == known:

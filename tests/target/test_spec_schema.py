@@ -16,7 +16,6 @@ from codegen.diagnostics import Diagnostics, SpecError
 from codegen.spec import fields
 from codegen.spec import schema as spec_schema
 from codegen.spec.load import load_project
-from codegen.spec.releases import RELEASES_KEYS
 from tests.generator.support import FIXTURES
 from tests.target.conftest import REPO, SPECS
 
@@ -130,7 +129,10 @@ _PROBES = {
     "flags": ({"flags": {"zzz": 1}}, fields.keys(fields.FLAGS_FIELDS)),
     "flag": ({"flags": {"options": [{"zzz": 1}]}}, fields.keys(fields.FLAG_FIELDS)),
     "attribute 'a.b'": ({"attributes": {"a.b": {"zzz": 1}}}, fields.keys(fields.ATTRIBUTE_FIELDS)),
-    "releases": ({"spans": [{"releases": {"versions": ">=0.1", "zzz": 1}}]}, RELEASES_KEYS),
+    "releases": (
+        {"spans": [{"releases": {"versions": ">=0.1", "zzz": 1}}]},
+        fields.keys(fields.RELEASES_FIELDS),
+    ),
 }
 
 
