@@ -77,7 +77,6 @@ _exc_info = sys.exc_info
 _is_finalizing = sys.is_finalizing
 # The exception being handled (sys.exception, Python >= 3.11: no tuple built per call).
 _exception: Callable[[], BaseException | None] = getattr(sys, "exception", lambda: _exc_info()[1])
-_new = object.__new__
 # Held while a LeanSpan's id is drawn (on first use, by the training or the export thread).
 _ID_LOCK = threading.Lock()
 # Attribute value types the SDK's validation keeps as they are.
@@ -101,6 +100,8 @@ def usable(provider: Any) -> bool:
 
 class LeanSpan:
     """One span recorded on the lean path: what the training thread knows, nothing more.
+    Made by ``_lean_span`` (or inline, the same way), never with arguments: without an
+    ``__init__`` making one costs least.
 
     An ``opentelemetry.trace.Span`` (registered as a virtual subclass: inheriting the API's class
     would give every span an attribute dictionary).
@@ -126,36 +127,24 @@ class LeanSpan:
         "_token",
         "_trace",
     )
-
-    def __init__(
-        self,
-        recorder: LeanRecorder,
-        name: str,
-        parent: Any,  # a LeanSpan, a SpanContext or None
-        trace: tuple[int, int, Any],  # trace id, trace flags, trace state
-        extra: dict[str, Any] | None,
-        start: int,
-        span_id: int = 0,  # 0: drawn on first use
-    ) -> None:
-        self._recorder = recorder
-        self._name = name
-        self._parent = parent
-        self._trace = trace
-        self._extra = extra
-        self._start = start
-        self._id = span_id
-        self._end: int | None = None
-        self._status: Any = None
-        self._events: list[tuple[str, Any, int]] | None = None
-        self._links: list[Any] | None = None
-        self._context: Any = None
-        # Set by LeanTracer.open for a span open on a thread's stack (which makes them without
-        # calling this): its nesting (None once closed), the context token the outermost span of
-        # a nesting restores at its end, the exception the caller was already handling at the
-        # start (its end is not an error).
-        self._state: _Nesting | None = None
-        self._token: Any = None
-        self._handled: BaseException | None = None
+    _recorder: LeanRecorder
+    _name: str
+    _parent: Any  # a LeanSpan, a SpanContext or None
+    _trace: tuple[int, int, Any]  # trace id, trace flags, trace state (shared by a trace's spans)
+    _extra: dict[str, Any] | None  # the attributes set (validated on export)
+    _id: int  # 0 until drawn
+    _start: int
+    _end: int | None
+    _status: Any
+    _events: list[tuple[str, Any, int]] | None
+    _links: list[Any] | None
+    _context: Any
+    # Set by LeanTracer.open for a span open on a thread's stack: its nesting (None once closed),
+    # the context token the outermost span of a nesting restores at its end, the exception the
+    # caller was already handling at the start (its end is not an error).
+    _state: _Nesting | None
+    _token: Any
+    _handled: BaseException | None
 
     @property
     def span_id(self) -> int:
@@ -319,12 +308,12 @@ class LeanSpan:
         self._end = _time_ns() if end_time is None else end_time
         recorder = self._recorder
         spans = nesting.spans
-        if len(spans) < recorder.capacity and not recorder.done:
+        if len(spans) < recorder.capacity:  # after shutdown: kept, never exported, bounded
             spans.append(self)
             if len(spans) == recorder.batch_size:
                 recorder.wake.set()
         else:
-            recorder.push(self)  # full (dropped and counted) or shut down (ignored)
+            recorder.push(self)  # full: dropped and counted
 
     def close(self) -> None:
         """End a span ``open`` started, leaving its thread's stack alone (``end`` without the
@@ -387,6 +376,35 @@ class LeanSpan:
 
 if _SpanBase is not object:
     _SpanBase.register(LeanSpan)
+
+
+def _lean_span(
+    recorder: LeanRecorder,
+    name: str,
+    parent: Any,  # a LeanSpan, a SpanContext or None
+    trace: tuple[int, int, Any],  # trace id, trace flags, trace state
+    extra: dict[str, Any] | None,
+    start: int,
+    span_id: int = 0,  # 0: drawn on first use
+) -> LeanSpan:
+    """A started LeanSpan (``LeanTracer.open`` makes its children inline, the same way)."""
+    span = LeanSpan()
+    span._recorder = recorder
+    span._name = name
+    span._parent = parent
+    span._trace = trace
+    span._extra = extra
+    span._id = span_id
+    span._end = None
+    span._status = None
+    span._events = None
+    span._links = None
+    span._context = None
+    span._state = None
+    span._token = None
+    span._handled = None
+    span._start = start
+    return span
 
 
 class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when installed
@@ -452,7 +470,7 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
             else:
                 parent = None
                 trace = (self.trace_id(), _SAMPLED | _RANDOM_TRACE_ID, None)
-        span = LeanSpan(
+        span = _lean_span(
             self.recorder,
             name,
             parent,
@@ -482,7 +500,8 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
         thread's stack; that context's current span is the innermost of them (the rule is
         ``_LeanContext``'s)."""
         try:
-            current = self.current()
+            get_current = self.current  # an attribute, not a method: no method lookup
+            current = get_current()
             if type(current) is _LeanContext and name not in self.transfers:
                 nesting = current._nesting
                 top = nesting.top
@@ -492,7 +511,7 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                     and nesting.tracer is self
                     and nesting.ident == _get_ident()
                 ):  # inside this thread's nesting: the common case, inline
-                    span = _new(LeanSpan)
+                    span = LeanSpan()
                     span._recorder = self.recorder
                     span._name = name
                     span._parent = top
@@ -545,7 +564,7 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
             else:
                 parent = context
                 trace = _child_trace(context)
-        span = LeanSpan(
+        span = _lean_span(
             self.recorder,
             name,
             parent,
@@ -667,6 +686,8 @@ class _LeanContext(_ContextBase):  # type: ignore[misc]  # the API's Context whe
     through ``get``, ``[]`` and ``copy()`` (which the API's ``set_value`` uses) follow the rule;
     the raw mapping (``dict(context)``, iteration) holds the outermost span.
     """
+
+    __slots__ = ("_key", "_nesting")  # read as slots: a dict subclass's own attributes are not
 
     def __init__(self, base: Mapping[str, Any], key: str, nesting: _Nesting) -> None:
         dict.__init__(self, base)

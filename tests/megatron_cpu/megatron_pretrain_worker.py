@@ -122,13 +122,14 @@ class Telemetry:
         exporter = OtlpJsonSpanExporter(str(self.path))
         otel._export.otlp_exporter = lambda settings, signal, kind: exporter if signal == "trace" else None
         lean, open_spans = otel._lean, self.open_spans.open
-        made, opened, ended = lean.LeanSpan.__init__, lean.LeanTracer.open, lean.LeanSpan.end
+        made, opened, ended = lean._lean_span, lean.LeanTracer.open, lean.LeanSpan.end
 
-        def init(span, *args, **kwargs) -> None:  # spans of the API's start_span
-            made(span, *args, **kwargs)
+        def make(*args, **kwargs):  # spans of the API's start_span and each nesting's outermost
+            span = made(*args, **kwargs)
             open_spans[span.span_id] = span._name
+            return span
 
-        def open_(tracer, name, attributes=None):  # the statement sites' (made without __init__)
+        def open_(tracer, name, attributes=None):  # the statement sites' (children made inline)
             span = opened(tracer, name, attributes)
             if type(span) is lean.LeanSpan:
                 open_spans[span.span_id] = span._name
@@ -138,7 +139,7 @@ class Telemetry:
             open_spans.pop(span.span_id, None)
             ended(span, end_time)
 
-        lean.LeanSpan.__init__, lean.LeanTracer.open, lean.LeanSpan.end = init, open_, end
+        lean._lean_span, lean.LeanTracer.open, lean.LeanSpan.end = make, open_, end
 
     def flush(self) -> None:
         self.tracer_provider.force_flush()
