@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from . import _ids
-from ._state import LOG, PROCESS, log_once, warn_once
+from ._state import LOG, PROCESS, PUBLISHED, log_once, warn_once
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
 if TYPE_CHECKING:
@@ -544,8 +544,8 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
         """``open`` for the outermost span of a nesting: a root, a child of a span another
         tracer started, or a span ``fallback`` records."""
         run = PROCESS.run
-        if run.tracer is not self:  # a stale reference to a past run's tracer
-            return self.fallback(run.tracer, run, name, attributes)
+        if run.tracer is not self:  # a past run's open(), kept: the current run records it
+            return PUBLISHED["start_span"](name, attributes)
         if run.pipeline is not None and name in self.transfers:  # a pipeline transfer: linked ids
             return self.fallback(self, run, name, attributes)
         parent = current.get(self.key)

@@ -218,3 +218,22 @@ def test_sigterm_ends_the_open_lean_spans_of_every_thread(
     spans = finished(otel, lean)
     assert len(spans) == 4
     assert all(s.status.status_code is trace.StatusCode.ERROR for s in spans.values())
+
+
+def test_a_past_runs_start_span_records_in_the_current_run(
+    otel: ModuleType, lean: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package's start_span is the run's LeanTracer.open while it records lean; code that
+    kept it (``from otel import start_span`` after configure) records in whatever run is current."""
+    kept = otel.start_span
+    assert kept.__func__ is otel._lean.LeanTracer.open
+    otel.reset()
+    assert otel.start_span is otel._spans.start_span  # a new run: the package's own again
+    assert kept("megatron.layer.forward") is None  # no run records now
+    exporter = own_provider_exporting_to(otel, monkeypatch, lean=True)
+    otel.configure()
+    span = kept("megatron.layer.forward")
+    assert span is not None and trace.get_current_span() is span
+    span.end()
+    spans = finished(otel, exporter)
+    assert list(spans) == ["megatron.layer.forward"]
