@@ -114,7 +114,7 @@ def main() -> None:
         os.environ.update(
             MEGATRON_OTEL_ENABLED="1", MEGATRON_OTEL_SPAN_GROUPS="all", MEGATRON_OTEL_EXPORTER="otlp",
             MEGATRON_OTEL_METRICS_ENABLED="0", MEGATRON_OTEL_OWN_PROVIDERS="1",
-            OTEL_BSP_MAX_QUEUE_SIZE=str(4 * options.spans),
+            OTEL_BSP_MAX_QUEUE_SIZE=str(max(4 * options.spans, 2048)),
         )  # fmt: skip
         import codegen.otel_runtime as otel
 
