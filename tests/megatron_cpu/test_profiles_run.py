@@ -1,4 +1,7 @@
-"""The benchmarks README's per-span profile commands still run (nothing timed here)."""
+"""The benchmarks README's per-span profile commands still run (nothing timed here).
+
+Here, in the ``runtime`` environment: span_profile exports to the tests' OTLP receiver, which
+decodes protobuf (not installed in the ``test`` environment)."""
 
 from __future__ import annotations
 
