@@ -7,15 +7,20 @@ the caches are cold after torch's kernels, so what a span touches matters more t
 instructions it runs. Timers on a shared machine cannot resolve that; valgrind's cachegrind counts
 it exactly. A worker records ``N`` layer-shaped spans (``layer.forward`` with two children, the
 statement sites' ``start_span``/``end``) through the runtime configured as a job configures it,
-each span call after copying a 4 MiB buffer (which evicts the simulated 32 KiB L1 and 1 MiB
-last-level caches, as torch's kernels evict the real ones); the same worker with the span groups
-off is the baseline (both freeze the start-up heap out of the garbage collector's way). Reported per span: instructions (Ir), instruction and data reads missing the
-last-level cache (ILmr, DLmr), for the lean path and the SDK path. Needs ``valgrind`` on PATH.
+each span call after copying a 4 MiB buffer into another (which evicts the simulated 32 KiB L1
+and 1 MiB last-level caches, as torch's kernels evict the real ones); the same worker with the
+span groups off is the baseline. Both freeze the start-up heap out of the garbage collector's way,
+run with ``PYTHONHASHSEED=0`` and copy between the same two buffers every time: with a random hash
+seed, or a fresh allocation per copy (whose alignment changes memcpy's instruction count), runs of
+the same worker differ by thousands of instructions per span at a small ``--spans``. Reported
+per span: instructions (Ir), instruction and data reads missing the last-level cache (ILmr,
+DLmr), for the lean path and the SDK path. Needs ``valgrind`` on PATH.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -43,7 +48,7 @@ class Null(SpanExporter):
 null = Null()
 otel._export.otlp_exporter = lambda settings, signal, kind: null if signal == "trace" else None
 otel._lean.ALLOWED = {lean}
-buffer = bytearray(4 << 20)
+buffer, sink = bytearray(4 << 20), bytearray(4 << 20)
 otel.configure()
 if not {on}:
     otel.disable()
@@ -52,12 +57,12 @@ gc.collect()
 gc.freeze()  # start-up garbage: a collection of it in one run and not the other is not a span's
 root = otel.STEP and otel.start_span("megatron.train.iteration")
 for i in range({rounds}):
-    bytes(buffer); layer = otel.LAYER and otel.start_span("megatron.layer.forward", lambda: {{"megatron.layer_number": i}})
-    bytes(buffer); child = otel.LAYER and otel.start_span("megatron.layer.self_attention")
-    bytes(buffer); child and child.end()
-    bytes(buffer); child = otel.LAYER and otel.start_span("megatron.layer.mlp")
-    bytes(buffer); child and child.end()
-    bytes(buffer); layer and layer.end()
+    sink[:] = buffer; layer = otel.LAYER and otel.start_span("megatron.layer.forward", lambda: {{"megatron.layer_number": i}})
+    sink[:] = buffer; child = otel.LAYER and otel.start_span("megatron.layer.self_attention")
+    sink[:] = buffer; child and child.end()
+    sink[:] = buffer; child = otel.LAYER and otel.start_span("megatron.layer.mlp")
+    sink[:] = buffer; child and child.end()
+    sink[:] = buffer; layer and layer.end()
 root and root.end()
 os._exit(0)  # the buffered spans are not exported: only recording is counted
 """
@@ -82,6 +87,7 @@ def count(lean: bool, on: bool, rounds: int, folder: Path) -> dict[str, int]:
         ["valgrind", "--tool=cachegrind", "--cache-sim=yes", *CACHES, f"--cachegrind-out-file={out}",
          sys.executable, str(script)],
         check=True, capture_output=True, timeout=1800,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
     )  # fmt: skip
     return summary(out)
 
@@ -96,7 +102,7 @@ def main() -> None:
     rounds = options.spans // 3
     spans = 3 * rounds + 1
     lines = [
-        "# per span on the training thread, counted by cachegrind (each span call after a 4 MiB copy)",
+        "# per span on the training thread, counted by cachegrind (each after a 4 MiB copy)",
         f"# command: .tox/runtime/bin/python -m benchmarks.cache_profile --spans {options.spans}"
         + (f" --out {options.out}" if options.out else ""),
         f"# python {sys.version.split()[0]}; simulated caches {' '.join(CACHES)}",
