@@ -7,6 +7,7 @@ runtime import's rename to ``_otel`` did). One round of the per-call rows, nothi
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -22,3 +23,51 @@ def test_benchmark_runtime_rows_run_on_the_generated_fixture() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert "function span, group disabled / uninstrumented" in result.stdout
     assert "enabled span, recording / SDK start_as_current_span" in result.stdout
+
+
+def _step_data(default_scale: float, spread: float) -> dict[str, object]:
+    """A step worker's report: ``off`` steps of 20 ms varying by ``spread`` from round to round,
+    ``default`` the same steps times ``default_scale``, the other arms like ``off``."""
+    draw = random.Random(1)
+    off = [0.020 * (1 + spread * draw.uniform(-1, 1)) for _ in range(60)]
+    arms = {"off": off, "off2": off, "default": [t * default_scale for t in off], "all": off}
+    rounds = {arm: list(values) for arm, values in arms.items()}
+    medians = {arm: sorted(values)[30] for arm, values in arms.items()}
+    sizes = dict(NUM_LAYERS=2, HIDDEN=64, HEADS=4, SEQ=16, VOCAB=128, MICRO_BATCH=2, NUM_MICROBATCHES=2)
+    return {
+        "shape": "tiny", "sizes": sizes, "rounds": 60, "torch": "-", "threads": 1,
+        "median_s": medians, "cpu_s": medians, "export_cpu_s": dict.fromkeys(arms, 0.0),
+        "times_s": rounds, "cpu_times_s": rounds, "sdk_span_s": 5e-5,
+        "spans_per_step": {"off": 0, "off2": 0, "default": 0, "all": 18},
+    }  # fmt: skip
+
+
+def _default_status(data: dict[str, object]) -> str:
+    from benchmarks.run import step_rows
+
+    (row,) = (
+        r for r in step_rows(data) if r.label.startswith("train_step training-thread CPU, telemetry default")
+    )
+    assert "95% interval" in row.label
+    return row.status
+
+
+def test_a_step_goal_over_its_bound_is_noise_only_when_its_interval_reaches_the_bound() -> None:
+    # paired by round: a steady 3% is measured exactly whatever the rounds' spread
+    assert _default_status(_step_data(1.03, 0.25)) == "NOT MET"
+    assert _default_status(_step_data(1.0, 0.25)) == "met"
+
+
+def test_the_step_interval_is_the_spread_of_the_per_round_ratios() -> None:
+    from benchmarks.run import _interval, _status_within
+
+    draw = random.Random(2)
+    noisy = [1.02 + 0.5 * draw.uniform(-1, 1) for _ in range(60)]
+    low, high = _interval(noisy)
+    assert low < 1.01 < high
+    assert _status_within(1.02, low, ("<=", 1.01)) == "met (within noise)"
+    steady = [1.03 + 0.001 * draw.uniform(-1, 1) for _ in range(60)]
+    low, high = _interval(steady)
+    assert 1.02 < low <= high < 1.04
+    assert _status_within(1.03, low, ("<=", 1.01)) == "NOT MET"
+    assert _interval([5.0] * 10) == (5.0, 5.0)
