@@ -274,11 +274,9 @@ def build_fork(tmp: Path) -> Path:
 
 
 def run_step_worker(fork: Path, shape: str, rounds: int) -> dict:
-    import socket
+    from tests.megatron_cpu.otlp_receiver import free_port
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
     env.update(PYTHONPATH=str(fork), OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", TORCHDYNAMO_DISABLE="1")
     command = [

@@ -11,7 +11,6 @@ state (process groups), so neither is ever imported into the pytest process.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -28,12 +27,7 @@ if str(REPO) not in sys.path:
 
 from codegen.emit.tree import write_tree
 from codegen.pipeline import generate
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.megatron_cpu.otlp_receiver import free_port
 
 
 def _env(root: Path) -> dict[str, str]:
