@@ -345,7 +345,7 @@ def step_rows(data: dict) -> list[Row]:
             if goal is not None and rounds:
                 # A step's time varies by a quarter from round to round on a shared machine, more
                 # than the goal: a ratio over it whose interval reaches it is noise, not a result.
-                low, high = _interval([a / o for a, o in zip(rounds[arm], rounds["off"], strict=True)])
+                low, high = _interval(_per_round_ratios(rounds, arm))
                 label = f"{label} (95% interval {low:.3f}-{high:.3f}x)"
                 status = _status_within(ratio, low, goal)
             rows.append(Row(s, f"train_step {clock}, {label}", _ms(values[arm]), _ms(values["off"]),
@@ -429,8 +429,12 @@ def step_rows(data: dict) -> list[Row]:
     return rows
 
 
+def _per_round_ratios(rounds: dict[str, list[float]], arm: str) -> list[float]:
+    return [a / o for a, o in zip(rounds[arm], rounds["off"], strict=True)]
+
+
 def _paired_ratio(rounds: dict[str, list[float]], arm: str) -> float:
-    return median([a / o for a, o in zip(rounds[arm], rounds["off"], strict=True)])
+    return median(_per_round_ratios(rounds, arm))
 
 
 def _paired_differences(data: dict, key: str, arm: str) -> list[float]:
@@ -458,10 +462,8 @@ def _status_within(value: float, low: float, goal) -> str:
 def _paired_added(data: dict, key: str, medians: dict[str, float], arm: str) -> float:
     """Seconds ``arm`` adds to a step: the median of the per-round differences to ``off`` (the
     difference of the medians when the worker did not report rounds)."""
-    rounds = data.get(key)
-    if not rounds:
-        return medians[arm] - medians["off"]
-    return median([a - o for a, o in zip(rounds[arm], rounds["off"], strict=True)])
+    differences = _paired_differences(data, key, arm)
+    return median(differences) if differences else medians[arm] - medians["off"]
 
 
 def _net(probe: dict) -> dict:
