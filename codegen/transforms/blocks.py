@@ -268,6 +268,12 @@ def _leading(body: Sequence[cst.BaseStatement], functions: set[int]) -> set[int]
         here = (*path, id(current))
         if id(current) in functions:
             leading.update(here)
+        if isinstance(current, cst.If) and isinstance(current.orelse, cst.If):
+            # an ``elif`` is an If node of its own between the chain's head and its body: the
+            # visit passes through it, so it leads to what its branches define
+            stack.extend((stmt, here) for stmt in getattr(current.body, "body", ()))
+            stack.append((current.orelse, here))
+            continue
         if isinstance(current, cst.BaseCompoundStatement):
             for block in child_blocks(current):
                 stack.extend((stmt, here) for stmt in getattr(block, "body", ()))
