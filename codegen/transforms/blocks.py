@@ -216,7 +216,7 @@ class BlockEditor(cst.CSTTransformer):
         entry = wrap.entry
         if isinstance(entry, Span) and entry.form == "flat":
             var = span_variable(self.depths[id(wrap)])
-            start = statement(span_start(self.project, entry, var, indent, self.step), indent)
+            start = statement(span_start(self.project, entry, var, indent, self.step, _at_exit(wrap)), indent)
             start = start.with_changes(leading_lines=_leading_lines(body[0]))
             body[0] = body[0].with_changes(leading_lines=())
             setter = span_setter(self.project, entry, var, indent, self.step)
@@ -227,7 +227,9 @@ class BlockEditor(cst.CSTTransformer):
         body = [fit(stmt, inner, self.origin) if id(stmt) in self.originals else stmt for stmt in body]
         if isinstance(entry, Span):
             var = span_variable(self.depths[id(wrap)])
-            before.append(statement(span_start(self.project, entry, var, indent, self.step), indent))
+            before.append(
+                statement(span_start(self.project, entry, var, indent, self.step, _at_exit(wrap)), indent)
+            )
             setter = span_setter(self.project, entry, var, inner, self.step)
             if setter is not None:
                 _append_before_return(body, statement(setter, inner))
@@ -254,6 +256,11 @@ class BlockEditor(cst.CSTTransformer):
                 body=wrapped.body.with_changes(body=[body[0].with_changes(leading_lines=())] + body[1:])
             )
         return before + [wrapped]
+
+
+def _at_exit(wrap: Wrap) -> bool:
+    """A ``__del__`` may run while the interpreter clears the modules at exit."""
+    return wrap.function.name.value == "__del__"
 
 
 def _leading(body: Sequence[cst.BaseStatement], functions: set[int]) -> set[int]:
