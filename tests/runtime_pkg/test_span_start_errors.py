@@ -74,6 +74,12 @@ def _nothing_open(otel: ModuleType) -> None:
     assert not trace.get_current_span().is_recording()
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect (issue 27): on the SDK path the deepest span's end (the SDK's and its "
+    "processors' calls) can fail at the recursion limit, leaving it unended; raising the limit "
+    "for the clean-up (tried) breaks CPython 3.11's depth accounting",
+)
 @pytest.mark.parametrize("limit", LIMITS)
 @pytest.mark.parametrize("processor", ["simple", "batch"])
 def test_sdk_path_ends_every_span_it_started_at_the_recursion_limit(
