@@ -10,10 +10,11 @@ from typing import Any
 
 from . import _export, _metrics, _process, _ranks
 from ._config import ExportLimits, Settings, rank_and_world, read_settings
+from ._registry import GROUPS
 from ._resource import resource_attributes
 from ._spans import OTEL_INSTALLED, enabled_groups, select
 from ._state import PROCESS, flag, log_once, set_flag
-from ._taxonomy import GROUPS
+from ._taxonomy import ENV
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
 
@@ -58,12 +59,34 @@ def configure(
         values.update(_ranks.coordinate_attributes(rank, coordinates, args))
         values["megatron.run_id"] = run_id.hex()
         values["megatron.export_ranks"] = settings.export_ranks.text
+        values.update(upstream_labels(settings, rank))
         return values
+
+    for switch, what in (("sampler_enabled", "rank-aware sampler"), ("logs_enabled", "log bridge")):
+        if getattr(settings, switch):
+            log_once(
+                switch,
+                "%s=1: upstream's %s is not built here (accepted for compatibility)",
+                ENV[switch].name,
+                what,
+            )
 
     groups = _start(settings, attributes, tracer_provider, meter_provider)
     if run.tracer is not None:
         run.pipeline = _ranks.pipeline(rank, args)
     return groups
+
+
+def upstream_labels(settings: Settings, rank: int) -> dict[str, str]:
+    """Upstream Megatron-LM's run and user labels (PR #6438, through nemo-lens): ``nemo.run.id``
+    (MEGATRON_OTEL_RUN_ID, else $SLURM_JOB_ID) with ``service.instance.id`` (the label and the
+    rank), and ``nemo.user.id``, each when given. (Without a label upstream makes a random one per
+    process; here ``megatron.run_id``, agreed by the ranks, always identifies the run.)"""
+    label = settings.run_label or os.environ.get("SLURM_JOB_ID", "").strip()
+    values = {"nemo.run.id": label, "service.instance.id": f"{label}-rank{rank}"} if label else {}
+    if settings.user_id:
+        values["nemo.user.id"] = settings.user_id
+    return values
 
 
 def worker_bootstrap() -> dict[str, Any]:
