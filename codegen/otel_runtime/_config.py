@@ -59,7 +59,8 @@ class Settings:
     # Upstream's (PR #6438) labels and switches, accepted with the same meaning.
     run_label: str = ""  # nemo.run.id; empty: $SLURM_JOB_ID, else the agreed run id
     user_id: str = ""  # nemo.user.id; empty: none
-    sampler_enabled: bool = False  # accepted, no effect (logged once)
+    sampler_enabled: bool = False  # spans only on the ranks rank_sampled() picks
+    export_sample_rate: float = 1.0
     logs_enabled: bool = False  # accepted, not built (logged once)
 
     def exporter_for(self, signal: str) -> str:
@@ -121,6 +122,7 @@ def read_settings(args: Any = None, environ: Mapping[str, str] | None = None) ->
         run_label=raw["run_id"][0],
         user_id=raw["user_id"][0],
         sampler_enabled=_boolean(raw, "sampler_enabled"),
+        export_sample_rate=_sample_rate(raw),
         logs_enabled=_boolean(raw, "logs_enabled"),
     )
 
@@ -138,9 +140,26 @@ class UpstreamStrategy(ExportRanks):
 
     def selects(self, rank: int, world: int, coordinates: Mapping[str, int]) -> bool:
         if self.kind == "sampled":
-            digest = hashlib.md5(str(rank).encode(), usedforsecurity=False).hexdigest()
-            return (int(digest, 16) % 10000) / 10000.0 < self.rate
+            return rank_sampled(rank, self.rate)
         return _int_env("LOCAL_RANK", 0) == 0
+
+
+def rank_sampled(rank: int, rate: float) -> bool:
+    """Whether upstream's rank sampling picks ``rank`` at ``rate``: a hash of the rank's number
+    below the rate, so the same ranks on every run (the exporting strategy ``sampled`` and the
+    rank-aware span sampler, MEGATRON_OTEL_SAMPLER_ENABLED)."""
+    digest = hashlib.md5(str(rank).encode(), usedforsecurity=False).hexdigest()
+    return (int(digest, 16) % 10000) / 10000.0 < rate
+
+
+def _sample_rate(raw: Mapping[str, tuple[str, str]]) -> float:
+    value, where = raw["export_sample_rate"]
+    rate = _number(value, where, 0, False, "a fraction from 0.0 to 1.0")
+    if rate > 1.0:
+        raise ValueError(
+            f"{where}={value!r} is not valid; valid values: a fraction from 0.0 to 1.0"
+        )
+    return rate
 
 
 def _export_ranks(raw: Mapping[str, tuple[str, str]]) -> ExportRanks:
@@ -155,12 +174,7 @@ def _export_ranks(raw: Mapping[str, tuple[str, str]]) -> ExportRanks:
         raise ValueError(
             f"{where}={value!r} and {ranks_where}={ranks!r} are both given; valid: one of them"
         )
-    rate = _number(*raw["export_sample_rate"], 0, False, "a fraction from 0.0 to 1.0")
-    if rate > 1.0:
-        raise ValueError(
-            f"{raw['export_sample_rate'][1]}={raw['export_sample_rate'][0]!r} is not valid; "
-            "valid values: a fraction from 0.0 to 1.0"
-        )
+    rate = _sample_rate(raw)
     if strategy == "all_ranks":
         return parse_export_ranks("all", where)
     if strategy in ("sampled", "first_rank_per_node"):

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import _export, _metrics, _process, _ranks
-from ._config import ExportLimits, Settings, rank_and_world, read_settings
+from ._config import ExportLimits, Settings, rank_and_world, rank_sampled, read_settings
 from ._registry import GROUPS
 from ._resource import resource_attributes
 from ._spans import OTEL_INSTALLED, enabled_groups, select
@@ -62,14 +62,15 @@ def configure(
         values.update(upstream_labels(settings, rank))
         return values
 
-    for switch, what in (("sampler_enabled", "rank-aware sampler"), ("logs_enabled", "log bridge")):
-        if getattr(settings, switch):
-            log_once(
-                switch,
-                "%s=1: upstream's %s is not built here (accepted for compatibility)",
-                ENV[switch].name,
-                what,
-            )
+    if settings.sampler_enabled and not rank_sampled(rank, settings.export_sample_rate):
+        settings = dataclasses.replace(settings, traces=False)  # upstream's rank-aware sampler
+        run.settings = settings
+    if settings.logs_enabled:
+        log_once(
+            "logs_enabled",
+            "%s=1: upstream's bridge of Python logging to OpenTelemetry is not built here",
+            ENV["logs_enabled"].name,
+        )
 
     groups = _start(settings, attributes, tracer_provider, meter_provider)
     if run.tracer is not None:

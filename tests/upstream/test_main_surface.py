@@ -1,0 +1,47 @@
+"""#6438's user surface keeps working on an instrumented tree: every flag, variable, group and
+preset it accepts is accepted here with the same meaning; each difference is in
+``docs/main-compatibility.md`` with its reason (issue 25, item 3)."""
+
+from __future__ import annotations
+
+import os
+
+from tests.upstream import main_surface as surface
+from tests.upstream_main import snapshot
+
+
+def _surfaces() -> tuple[surface.Surface, surface.Surface]:
+    return surface.upstream_surface(snapshot("with")), surface.our_surface()
+
+
+def test_every_flag_of_6438_is_accepted_alike() -> None:
+    upstream, ours = _surfaces()
+    assert set(upstream.flags) == {"--otel-enabled", "--otel-service-name", "--otel-span-groups"}
+    for option, kind in upstream.flags.items():
+        assert ours.flags.get(option) == kind, option
+
+
+def test_every_variable_6438_reads_is_read() -> None:
+    upstream, ours = _surfaces()
+    assert {"MEGATRON_OTEL_ENABLED", "MEGATRON_OTEL_SPAN_GROUPS"} <= set(upstream.variables)
+    assert [v for v in upstream.variables if v not in ours.variables] == []
+
+
+def test_the_groups_and_presets_are_the_base_layers() -> None:
+    upstream, ours = _surfaces()
+    assert upstream.groups == ours.groups
+    assert upstream.presets == ours.presets
+
+
+def test_every_difference_has_a_reason() -> None:
+    upstream, ours = _surfaces()
+    keys = [key for key, _, _ in surface.differences(upstream, ours)]
+    assert [key for key in keys if key not in surface.REASONS] == []
+    assert [key for key in surface.REASONS if key not in keys] == [], "a reason for no difference"
+
+
+def test_the_compatibility_page_is_current() -> None:
+    text = surface.render(*_surfaces())
+    if os.environ.get("CODEGEN_REGENERATE"):
+        surface.PAGE.write_text(text)
+    assert surface.PAGE.read_text() == text, "stale: CODEGEN_REGENERATE=1 pytest tests/upstream"
