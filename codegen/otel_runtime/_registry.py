@@ -47,5 +47,10 @@ def adopt(
     return merged, {**declared, **upstream_presets}
 
 
-# The registry the runtime resolves span-group specs against (``resolve()``).
-GROUPS, PRESETS = adopt(DECLARED_GROUPS, DECLARED_PRESETS)
+def current_registry() -> tuple[tuple[str, ...], dict[str, frozenset[str]]]:
+    """The groups and presets ``resolve()`` reads, the tree's registry as it is now."""
+    return adopt(DECLARED_GROUPS, DECLARED_PRESETS)
+
+
+# The registry when the runtime was imported (the package's GROUPS and PRESETS).
+GROUPS, PRESETS = current_registry()
