@@ -45,3 +45,25 @@ def test_the_compatibility_page_is_current() -> None:
     if os.environ.get("CODEGEN_REGENERATE"):
         surface.PAGE.write_text(text)
     assert surface.PAGE.read_text() == text, "stale: CODEGEN_REGENERATE=1 pytest tests/upstream"
+
+
+def test_the_metric_instruments_are_the_base_layers_names() -> None:
+    """#6415's training_metrics names the eight instruments (MEGATRON_TRAINING_* constants); the
+    runtime records the same names (with the units the base layer leaves out)."""
+    import ast
+
+    from codegen.diagnostics import Diagnostics
+    from codegen.spec.load import load_project
+
+    source = (snapshot("with") / "megatron/core/telemetry/training_metrics.py").read_text()
+    names = {
+        node.value.value
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id.startswith("MEGATRON_TRAINING_")
+        and isinstance(node.value, ast.Constant)
+    }
+    project = load_project(surface.REPO / "specs", Diagnostics())
+    assert len(names) == 8
+    assert {m.name for m in project.metrics} == names
