@@ -21,18 +21,7 @@ import pytest
 for _module in ("torch", "triton", "numpy"):
     pytest.importorskip(_module, reason=f"{_module} is needed to import megatron")
 
-from tests.megatron_cpu.main_tree import instrument, run_python, shims
-from tests.upstream_main import snapshot
-
-
-@pytest.fixture(scope="session")
-def main_root(tmp_path_factory) -> Path:
-    return instrument(snapshot("minus"), tmp_path_factory.mktemp("main") / "megatron-lm")
-
-
-@pytest.fixture(scope="session")
-def shim_dir(tmp_path_factory) -> Path:
-    return shims(tmp_path_factory.mktemp("shims"))
+from tests.megatron_cpu.main_tree import run_python
 
 
 def _ok(result) -> str:
@@ -40,12 +29,14 @@ def _ok(result) -> str:
     return result.stdout
 
 
-def test_the_base_layers_own_unit_tests_pass_on_the_instrumented_tree(main_root: Path, shim_dir: Path) -> None:
+def test_the_base_layers_own_unit_tests_pass_on_the_instrumented_tree(
+    main_root: Path, main_shims: Path
+) -> None:
     code = (
         "import sys, pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '--noconftest', "
         "'-W', 'ignore', 'tests/unit_tests/telemetry']))"
     )
-    out = _ok(run_python(main_root, shim_dir, code))
+    out = _ok(run_python(main_root, main_shims, code))
     passed = re.search(r"(\d+) passed", out)
     assert passed is not None and int(passed.group(1)) >= 80, out[-2000:]
     assert "failed" not in out and "error" not in out.lower().split("passed")[-1], out[-2000:]
@@ -66,8 +57,8 @@ print(json.dumps({
 """
 
 
-def test_span_groups_resolve_against_the_trees_own_registry(main_root: Path, shim_dir: Path) -> None:
-    seen = json.loads(_ok(run_python(main_root, shim_dir, REGISTRY)).splitlines()[-1])
+def test_span_groups_resolve_against_the_trees_own_registry(main_root: Path, main_shims: Path) -> None:
+    seen = json.loads(_ok(run_python(main_root, main_shims, REGISTRY)).splitlines()[-1])
     assert seen["presets"] == seen["tree"]
     assert seen["presets"]["attention_only"] == ["layer"]
     assert seen["groups"] == seen["all_groups"] == seen["runtime_groups"]
@@ -90,7 +81,7 @@ print(json.dumps({
 """
 
 
-def test_the_flags_of_6438_configure_the_runtime(main_root: Path, shim_dir: Path) -> None:
-    seen = json.loads(_ok(run_python(main_root, shim_dir, FLAGS)).splitlines()[-1])
+def test_the_flags_of_6438_configure_the_runtime(main_root: Path, main_shims: Path) -> None:
+    seen = json.loads(_ok(run_python(main_root, main_shims, FLAGS)).splitlines()[-1])
     assert (seen["enabled"], seen["service"]) == (True, "svc")
     assert seen["groups"] == seen["expected"]
