@@ -435,6 +435,16 @@ ATTRIBUTE_FIELDS: Table = (
     ),
     Field("brief", STR, False, None, "A one-line description.", "_str"),
     Field("note", STR, False, None, "More description.", "_str"),
+    Field(
+        "compat",
+        STR,
+        False,
+        None,
+        "Why a name that breaks the semconv naming rules stays (e.g. \"#6438 emits it\"): "
+        "the naming warning is not given for it, the taxonomy docs list it with this reason; "
+        "on a name that breaks no rule it is a warning.",
+        "_str",
+    ),
 )
 _LIFECYCLE_TEXT = {
     "startup": "The root of the startup trace, backdated to program start.",
