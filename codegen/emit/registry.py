@@ -123,13 +123,8 @@ def spec_warnings(project: Project) -> list[tuple[Pos, str]]:
             )
         problem = naming_problem(entry.key, namespaced=True)
         if entry.compat and not problem and entry.compat_pos is not None:
-            found.append(
-                (
-                    entry.compat_pos,
-                    f"attribute '{entry.key}' has 'compat:' but its name breaks no semconv naming "
-                    "rule: remove 'compat:'",
-                )
-            )
+            unneeded = f"attribute '{entry.key}' has 'compat:' but its name breaks no semconv naming rule"
+            found.append((entry.compat_pos, unneeded + ": remove 'compat:'"))
         elif problem and not entry.compat and entry.pos is not None:
             found.append(
                 (entry.pos, f"attribute name '{entry.key}' breaks the semconv naming rules: {problem}")

@@ -440,7 +440,7 @@ ATTRIBUTE_FIELDS: Table = (
         STR,
         False,
         None,
-        "Why a name that breaks the semconv naming rules stays (e.g. \"#6438 emits it\"): "
+        'Why a name that breaks the semconv naming rules stays (e.g. "#6438 emits it"): '
         "the naming warning is not given for it, the taxonomy docs list it with this reason; "
         "on a name that breaks no rule it is a warning.",
         "_str",

@@ -123,7 +123,9 @@ def test_an_unnamespaced_name_warns_without_compat_and_errors_with_strict(capsys
 
     specs = _compat_specs(tmp_path, "  num_items: {type: int, brief: Items.}\n")
     warnings = [(str(pos), message) for pos, message in spec_warnings(load_project(specs))]
-    assert len(warnings) == 1 and "attribute name 'num_items' breaks the semconv naming rules" in warnings[0][1]
+    assert (
+        len(warnings) == 1 and "attribute name 'num_items' breaks the semconv naming rules" in warnings[0][1]
+    )
     source = FIXTURES / "src"  # validate needs no real tree for the warning: --strict stops first
     assert main(["validate", str(specs), "--strict", "--source", str(source)]) == 2
     err = capsys.readouterr().err
@@ -137,7 +139,7 @@ def test_compat_silences_only_the_naming_rule_of_its_attribute(tmp_path: Path) -
         tmp_path,
         '  num_items: {type: int, brief: Items., compat: "an old exporter emits it"}\n'
         '  demo.size: {type: int, brief: Size., compat: "no reason"}\n'
-        '  Demo.Bad: {type: int, brief: Unused.}\n',
+        "  Demo.Bad: {type: int, brief: Unused.}\n",
     )
     messages = [m for _, m in spec_warnings(load_project(specs))]
     assert not any("'num_items'" in m for m in messages)
