@@ -4,10 +4,11 @@ its description and the reader method that converts its value.
 The located-diagnostic reader reads every object through its table (``Reader._fields``: unknown
 keys, missing required keys, each key with a converter read by it; the keys whose reading depends
 on other keys are left to the object's reader), the JSON Schema (``codegen/spec/schema.py``)
-types, describes and requires the keys from them, and the README's "Spec keys" section is
-rendered from them (``render_key_list``), so adding a key to a spec object is one edit here.
+types, describes and requires the keys from them, and the manual's "Spec keys" section
+(docs/reference/spec.md; the README_* names below are from when it was in README.md) is rendered
+from them (``render_key_list``), so adding a key to a spec object is one edit here.
 Everything looks the tables up when it runs (``fields.SPAN_FIELDS``, never a copy made at import).
-tests/unit/test_spec_fields.py checks the README is current, that every required key is enforced
+tests/unit/test_spec_fields.py checks that page is current, that every required key is enforced
 by the reader and the schema, and that a key added to a table is read, typed and listed.
 """
 
