@@ -14,7 +14,15 @@ import subprocess
 from pathlib import Path
 
 from codegen.pipeline import Generation
-from tests.readme_blocks import PATCHES, REPO, UPSTREAM_URL, blocks, env_redirecting_clone, run_block, workspace
+from tests.readme_blocks import (
+    PATCHES,
+    REPO,
+    UPSTREAM_URL,
+    blocks,
+    env_redirecting_clone,
+    run_block,
+    workspace,
+)
 
 TAG = "core_v0.19.2"
 
