@@ -407,7 +407,15 @@ FLAG_FIELDS: Table = (
     ),
     Field("metavar", STR, False, None, "The value's name in --help.", convert="_str"),
     Field("env", STR, False, None, "The declared environment variable the option sets.", convert="_str"),
-    Field("help", STR, True, None, "The help text ({presets} and {groups} are filled in).", "_str"),
+    Field(
+        "help",
+        STR,
+        True,
+        None,
+        "The help text ({presets} and {groups} are filled in; {env} is the description of the "
+        "variable the flag overrides, so that its accepted values are stated once).",
+        "_str",
+    ),
 )
 FLAGS_FIELDS: Table = (
     Field("file", PY_FILE, True, None, "The file that builds the argument parser.", "_str"),

@@ -15,7 +15,9 @@ import pytest
 from tests.readme_blocks import REPO, SETUP, blocks
 
 pytestmark = pytest.mark.slow
-SKIP = shutil.ignore_patterns(".venv", ".tox", ".git", "build", "out", "__pycache__", "*.egg-info", "taxonomy")
+SKIP = shutil.ignore_patterns(
+    ".venv", ".tox", ".git", "build", "out", "__pycache__", "*.egg-info", "taxonomy"
+)
 
 
 def _differences(left: Path, right: Path) -> list[str]:
