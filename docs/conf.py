@@ -30,3 +30,5 @@ myst_heading_anchors = 3
 suppress_warnings: list[str] = []
 html_theme = "alabaster"
 html_title = "megatron-otel-codegen"
+# option names in prose (the parser's help: "with --source") stay as written, not en dashes
+smartquotes = False
