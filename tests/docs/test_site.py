@@ -62,6 +62,7 @@ def test_cli_page_lists_every_command(site: Path) -> None:
         from cli_page import commands
     finally:
         sys.path.remove(str(DOCS / "_ext"))
+    assert "with --source" in page  # option names in the help stay as written (no en dash)
     for name, sub in commands(_parser()).items():
         assert f"codegen {name}" in page, name
         for action in sub._actions:
