@@ -119,7 +119,8 @@ def test_page_renders_its_plots_without_console_errors(tmp_path, capsys):
         runs = 2 if name == "real" else 1
         lines = re.findall(r'<polyline[^>]*points="([^"]*)"[^>]*class="step-line" data-run="(\d+)"', dom)
         assert len(lines) == runs and len({run for _, run in lines}) == runs, (name, lines)
-        assert sum(len(points.split()) for points, _ in lines) == count(dom, r'<circle[^>]*class="step"'), name
+        drawn = sum(len(points.split()) for points, _ in lines)
+        assert drawn == count(dom, r'<circle[^>]*class="step"'), name
         assert count(dom, r'<line[^>]*class="run-break"') == runs - 1, name
         assert not re.search(r'<rect[^>]*width="0"', dom), name
         cells = count(dom, r'<rect[^>]*class="cell"')
