@@ -1,6 +1,6 @@
 """Trace for trace: Megatron-LM main's own ``pretrain()`` on CPU with upstream's hand-written
 telemetry (#6438, recording through nemo-lens) against the tree the specs instrument, same flags,
-``--otel-span-groups all`` (issue 25, item 4). Renders ``docs/main-comparison.md``.
+``--otel-span-groups all`` (issue 25, item 4). Renders ``docs/reference/main-comparison.md``.
 
 Each span name is compared on: its group, its parents' names, its attribute keys, how many spans
 of it per training iteration (count / iterations). The hand-written spans' groups are read from
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-PAGE = REPO / "docs" / "main-comparison.md"
+PAGE = REPO / "docs" / "reference" / "main-comparison.md"
 CALL = re.compile(r"""(?:managed_span|trace_fn|span_cm)\(\s*['"](\w+)['"]\s*,\s*['"]([\w.]+)['"]""")
 GATE = re.compile(r"""_otel_sg_enabled\(\s*['"](\w+)['"]\s*\)""")
 NAME = re.compile(

@@ -2,7 +2,7 @@
 
 Item 4, trace for trace: the with-#6438 snapshot (upstream's hand-written telemetry, recording
 through nemo-lens) and the snapshot without it instrumented by the specs, same flags,
-``--otel-span-groups all``; ``docs/main-comparison.md`` lists every difference with its reason
+``--otel-span-groups all``; ``docs/reference/main-comparison.md`` lists every difference with its reason
 (``main_comparison.py``), and no hand-written span is missing from the generated trace.
 
 Item 5, the follow-up issue's lifecycle tests, against the instrumented main tree: the startup

@@ -1,6 +1,6 @@
 """#6438's user surface, read from the Megatron-LM main snapshot, against this project's: the
 ``--otel-*`` flags, the ``MEGATRON_OTEL_*`` variables, the span groups and presets. Renders
-``docs/main-compatibility.md``, which lists every difference with its reason.
+``docs/reference/main-compatibility.md``, which lists every difference with its reason.
 
 Read from the trees as text and AST (never imported): the flags from ``arguments.py``, the
 variables the tree reads itself, the span groups from ``span_groups.py`` (executed alone: it needs
@@ -21,7 +21,7 @@ from codegen.diagnostics import Diagnostics
 from codegen.spec.load import load_project
 
 REPO = Path(__file__).resolve().parents[2]
-PAGE = REPO / "docs" / "main-compatibility.md"
+PAGE = REPO / "docs" / "reference" / "main-compatibility.md"
 ARGUMENTS = "megatron/training/arguments.py"
 GLOBAL_VARS = "megatron/training/global_vars.py"
 SPAN_GROUPS = "megatron/core/telemetry/span_groups.py"

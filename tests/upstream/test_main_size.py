@@ -1,5 +1,5 @@
 """Issue 25, item 7: what the change adds to Megatron-LM main, against #6438 (the figures a
-maintainer compares first). Renders ``docs/main-size.md``; CODEGEN_REGENERATE=1 rewrites it.
+maintainer compares first). Renders ``docs/reference/main-size.md``; CODEGEN_REGENERATE=1 rewrites it.
 
 Counted on ``.py`` files under ``megatron/`` and the entry scripts (the tree's root), against the
 snapshot without #6438: lines added (a ``difflib`` diff, as ``git diff --numstat`` counts them) and
@@ -16,7 +16,7 @@ from tests.megatron_cpu.main_tree import instrument
 from tests.upstream_main import snapshot
 
 REPO = Path(__file__).resolve().parents[2]
-PAGE = REPO / "docs" / "main-size.md"
+PAGE = REPO / "docs" / "reference" / "main-size.md"
 RUNTIME = "megatron/core/otel/"
 TAXONOMY = RUNTIME + "_taxonomy.py"
 TRAINING = "megatron/training/training.py"

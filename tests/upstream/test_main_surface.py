@@ -1,6 +1,6 @@
 """#6438's user surface keeps working on an instrumented tree: every flag, variable, group and
 preset it accepts is accepted here with the same meaning; each difference is in
-``docs/main-compatibility.md`` with its reason (issue 25, item 3)."""
+``docs/reference/main-compatibility.md`` with its reason (issue 25, item 3)."""
 
 from __future__ import annotations
 
