@@ -114,8 +114,9 @@ class HandWritten:
         return f"{self.path}:{self.line}:{self.column} ({what})"
 
 
-def _candidate_files(root: Path) -> Iterator[Path]:
+def candidate_files(root: Path) -> Iterator[Path]:
     telemetry = root / TELEMETRY_DIR
+    """The entry scripts beside ``megatron/`` and its modules, less #6415's base layer."""
     yield from sorted(root.glob("*.py"))
     for path in sorted((root / PACKAGE_DIR).rglob("*.py")):
         if telemetry not in path.parents:
@@ -128,7 +129,7 @@ def hand_written_sites(root: Path) -> list[HandWritten]:
     an unreadable file counts as carrying none. (This generator's own constructs are not listed:
     a fork it wrote is stripped of them and instrumented afresh, see ``resolve/strip.py``.)"""
     found: list[HandWritten] = []
-    for path in _candidate_files(root):
+    for path in candidate_files(root):
         try:
             data = path.read_bytes()
         except OSError:

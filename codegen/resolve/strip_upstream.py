@@ -35,13 +35,16 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codegen.runtime_calls import SPAN_VARIABLE_PATTERN
+from codegen.target import UnrecognisedInstrumentation
+from codegen.upstream import candidate_files
 
 _OTEL_NAME = re.compile(r"(?:^|_)otel_")
 GENERATOR_NAMES = frozenset({"_otel", "otel"})
@@ -74,12 +77,7 @@ ENTRY_SCRIPTS: dict[str, frozenset[str]] = {
 _DOC_BULLET = re.compile(r"^\s*-\s.*\btelemetry\b", re.IGNORECASE)
 
 
-class StripError(Exception):
-    """Hand-written instrumentation the strip does not recognise: one located line each."""
-
-    def __init__(self, lines: Sequence[str]) -> None:
-        super().__init__("\n".join(lines))
-        self.lines = tuple(lines)
+StripError = UnrecognisedInstrumentation  # one located line per site it does not recognise
 
 
 def mentions_upstream(text: str) -> bool:
@@ -87,6 +85,7 @@ def mentions_upstream(text: str) -> bool:
     return bool(
         re.search(r"otel_|nemo\.lens|opentelemetry|get_telemetry|contextvars\.copy_context", text)
         or any(name in text for name in TELEMETRY_NAMES)
+        or any(re.search(rf"\b{p}\s*=", text) for params in PARAMETERS.values() for p in params)
     )
 
 
@@ -213,7 +212,8 @@ class _Stripper(cst.CSTTransformer):
         self.scopes = scopes
         self.extra = extra
         self.stack = ["<module>"]
-        self.errors: list[tuple[tuple[int, int], str]] = []
+        self.errors: list[tuple[cst.CSTNode, str]] = []
+        self.marks: dict[int, int] = {}  # statement (by id) -> how many errors when it was entered
         self.removed_reads: dict[str, set[str]] = {}  # scope -> names that removed code read
         self.changed: set[str] = set()  # scopes whose code changed
         self.assign_target: list[str] = []
@@ -234,23 +234,26 @@ class _Stripper(cst.CSTTransformer):
     def removed(self, node: cst.CSTNode) -> None:
         self.removed_reads.setdefault(self.stack[-1], set()).update(_names(node))
         self.changed.add(self.stack[-1])
-        self._discard_within(node)
+        mark = self.marks.get(id(node))
+        if mark is not None:  # errors inside code that goes as a whole are no errors
+            del self.errors[mark:]
 
-    def _discard_within(self, original: cst.CSTNode) -> None:
-        """Errors inside code that goes as a whole are no errors."""
-        try:
-            where = self.get_metadata(PositionProvider, original)
-        except KeyError:  # not a node of the original module
-            return
-        start, end = (where.start.line, where.start.column), (where.end.line, where.end.column)
-        self.errors = [(pos, m) for pos, m in self.errors if not start <= pos <= end]
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement)):
+            self.marks[id(node)] = len(self.errors)
+        return super().on_visit(node)
 
     def error(self, original: cst.CSTNode, message: str) -> None:
-        pos = self.get_metadata(PositionProvider, original).start
-        self.errors.append(((pos.line, pos.column), f"{self.path}:{pos.line}:{pos.column + 1}: error: {message}"))
+        self.errors.append((original, message))
 
-    def located_errors(self) -> list[str]:
-        return [message for _, message in sorted(self.errors)]
+    def located_errors(self, module: cst.Module) -> list[str]:
+        """``path:line:col: error: ...``, positions read only now (they cost a pass)."""
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        found = []
+        for node, message in self.errors:
+            start = positions[node].start
+            found.append(((start.line, start.column), f"{self.path}:{start.line}:{start.column + 1}: error: {message}"))
+        return [m for _, m in sorted(found)]
 
     def unknown(self, original: cst.CSTNode, what: str) -> None:
         names = ", ".join(f"'{n}'" for n in self._otel_names(original))
@@ -650,11 +653,17 @@ class _Dead(cst.CSTTransformer):
         self.every_seed.update(names)
         self.changed = True
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.stack.append(node.name.value)
+    def _seeded_within(self) -> bool:
+        key = self._key()
+        return any(k == key or k.startswith(key + ".") for k, names in self.seeds.items() if names)
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         self.stack.append(node.name.value)
+        return self._seeded_within()  # nothing can die where nothing was removed
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.stack.append(node.name.value)
+        return self._seeded_within()
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         self.stack.pop()
@@ -715,9 +724,9 @@ def strip_upstream(module: cst.Module, path: str) -> cst.Module:
         if not taint.grew:
             break
     stripper = _Stripper(path, scopes, extra)
-    result = MetadataWrapper(module, unsafe_skip_copy=True).visit(stripper)
+    result = module.visit(stripper)
     if stripper.errors:
-        raise StripError(stripper.located_errors())
+        raise StripError(stripper.located_errors(module))
     if not stripper.changed:
         return module
     seeds = {k: set(v) for k, v in stripper.removed_reads.items()}
@@ -730,3 +739,36 @@ def strip_upstream(module: cst.Module, path: str) -> cst.Module:
         if not dead.changed:
             break
     return result
+
+
+def strip_tree(root: Path, runtime_package: str) -> dict[str, tuple[str, str]]:
+    """Every file of the tree at ``root`` that the strip changes: relative path -> (its text, the
+    text stripped). :class:`StripError` lists every site not recognised, in every file."""
+    changed: dict[str, tuple[str, str]] = {}
+    errors: list[str] = []
+    runtime = (root / runtime_package).resolve()
+    for path in candidate_files(root):
+        if runtime == path.resolve() or runtime in path.resolve().parents:
+            continue
+        rel = path.relative_to(root).as_posix()
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if rel not in ENTRY_SCRIPTS and not mentions_upstream(text):
+            continue
+        try:
+            module = cst.parse_module(text)
+        except cst.ParserSyntaxError as exc:
+            errors.append(f"{rel}:{exc.raw_line}:{exc.raw_column + 1}: error: cannot parse it: {exc.message}")
+            continue
+        try:
+            stripped = strip_upstream(module, rel).code
+        except UnrecognisedInstrumentation as exc:
+            errors.extend(exc.lines)
+            continue
+        if stripped != text:
+            changed[rel] = (text, stripped)
+    if errors:
+        raise UnrecognisedInstrumentation(errors)
+    return changed
