@@ -1,0 +1,101 @@
+"""Megatron-LM main (d98e8a64dd) as a source tree: with #6415's base layer alone (the snapshot
+with #6438 reverted) it instruments as a release does, every taxonomy row placed; with #6438's
+hand-written instrumentation it is refused, naming the sites and the replace flag, and with
+``--replace-upstream`` it instruments to the same code as the tree without #6438.
+
+The snapshots are read where they lie (``tests/upstream_main.py``). "Main before #6438" is a
+Megatron-LM commit no snapshot holds: the snapshot with #6438 reverted stands in for it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from codegen.cli import FORK_REPORT, main
+from codegen.pipeline import generate
+from codegen.spec.load import load_project
+from codegen.spec.model import Project
+from codegen.upstream import REPLACE_FLAG, TELEMETRY_DIR, hand_written_sites
+from tests.target.conftest import REPO, SPECS
+from tests.upstream_main import snapshot
+
+RELEASES_PAGE = REPO / "generated" / "docs" / "releases.md"
+
+
+def _rows(project: Project) -> int:
+    """Taxonomy rows: one per span name (a span with several names has a row each), one per
+    span the runtime opens: the rows of generated/docs/releases.md."""
+    return sum(len(s.names or (s.name,)) for s in project.spans) + len(project.lifecycle)
+
+
+def _table_rows() -> int:
+    text = RELEASES_PAGE.read_text(encoding="utf-8")
+    table = text[text.index("| Span |") : text.index("## Counts")]
+    return sum(1 for line in table.splitlines() if line.startswith("| `"))
+
+
+def test_the_base_layer_alone_is_not_instrumentation() -> None:
+    minus = snapshot("minus")
+    assert (minus / TELEMETRY_DIR / "span_groups.py").is_file(), "the snapshot carries #6415"
+    assert hand_written_sites(minus) == []
+
+
+def test_main_without_6438_instruments_every_taxonomy_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    minus = snapshot("minus")
+    out = tmp_path / "fork"
+    assert main(["apply", str(SPECS), "--source", str(minus), "--out", str(out)]) == 0, capsys.readouterr().err
+    generation = generate(SPECS, minus)
+    assert generation.tree is not None and generation.tree.release == "0.20.0"
+    placed, total = _rows(generation.project), _rows(load_project(SPECS))
+    print(f"Megatron-LM main without #6438: {placed}/{total} taxonomy rows placed")
+    assert placed == total == _table_rows() == 56
+    assert not generation.missing and not generation.absent and not generation.excluded
+    assert "Left out" in (out / FORK_REPORT).read_text() and "Nothing: every entry" in (out / FORK_REPORT).read_text()
+
+
+def test_main_with_6438_is_refused_naming_the_sites_and_the_replace_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with_6438 = snapshot("with")
+    out = tmp_path / "fork"
+    assert main(["apply", str(SPECS), "--source", str(with_6438), "--out", str(out)]) == 3
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, err
+    (line,) = errors
+    sites = hand_written_sites(with_6438)
+    total = sum(n for site in sites for _, n in site.counts)
+    assert f"{total} sites in {len(sites)} files" in line
+    assert re.search(r"megatron/training/training\.py:\d+:\d+ \(21 _otel_managed_span, ", line), line
+    assert f"add {REPLACE_FLAG}" in line and "would emit its spans twice" in line
+    assert "core/telemetry" not in line, "the base layer is not named"
+    assert not out.exists()
+
+
+def test_main_with_6438_replaced_instruments_like_main_without_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with_6438, minus = snapshot("with"), snapshot("minus")
+    replaced, plain = tmp_path / "replaced", tmp_path / "plain"
+    argv = ["apply", str(SPECS), "--source", str(with_6438), "--out", str(replaced), REPLACE_FLAG]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert main(["apply", str(SPECS), "--source", str(minus), "--out", str(plain)]) == 0
+    capsys.readouterr()
+    assert "Placed: 44 spans" in (replaced / FORK_REPORT).read_text()
+    assert hand_written_sites(replaced) == [], "nothing hand-written is left, nothing emits twice"
+    differing = []
+    compared = 0
+    for path in sorted(plain.rglob("*.py")):
+        rel = path.relative_to(plain)
+        compared += 1
+        ours = (replaced / rel).read_text(encoding="utf-8")
+        if ast.dump(ast.parse(ours)) != ast.dump(ast.parse(path.read_text(encoding="utf-8"))):
+            differing.append(rel.as_posix())
+    print(f"{compared} .py files of the two forks compared: {compared - len(differing)} AST-equal")
+    assert compared > 600 and differing == []
