@@ -128,7 +128,8 @@ def _refuse_instrumented(project: Project, root: Path, what: str) -> None:
     releases = ", ".join(p.version for p in project.releases())
     raise AlreadyInstrumented(
         f"{what} already carries hand-written OpenTelemetry instrumentation (Megatron-LM's own, "
-        f"PR #6438): {total} sites in {len(found)} files: {shown}{more}; instrumenting it as it is "
+        f"PR #6438): {total} site{'s' if total != 1 else ''} in {len(found)} file{'s' if len(found) != 1 else ''}: "
+        f"{shown}{more}; instrumenting it as it is "
         f"would emit its spans twice. Replace it with the specs' instrumentation: add {REPLACE_FLAG} "
         f"(with --out DIR, or --in-place in a git checkout); or use the instrumentation the tree has "
         f"(Megatron-LM's own, turned on with --otel-enabled); or instrument a release without it "

@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from codegen.cli import FORK_REPORT, main
+from codegen.emit.coverage import SOURCE_TREES
 from codegen.pipeline import generate
 from codegen.spec.load import load_project
 from codegen.spec.model import Project
 from codegen.upstream import REPLACE_FLAG, TELEMETRY_DIR, hand_written_sites
 from tests.target.conftest import REPO, SPECS
-from tests.upstream_main import snapshot
+from tests.upstream_main import WITH_6438, snapshot
 
 RELEASES_PAGE = REPO / "generated" / "docs" / "releases.md"
 
@@ -32,10 +33,16 @@ def _rows(project: Project) -> int:
     return sum(len(s.names or (s.name,)) for s in project.spans) + len(project.lifecycle)
 
 
-def _table_rows() -> int:
+def _table() -> tuple[list[str], list[list[str]]]:
+    """The header cells and the rows' cells of generated/docs/releases.md's coverage table."""
     text = RELEASES_PAGE.read_text(encoding="utf-8")
-    table = text[text.index("| Span |") : text.index("## Counts")]
-    return sum(1 for line in table.splitlines() if line.startswith("| `"))
+    table = text[text.index("| Span |") : text.index("## Counts")].splitlines()
+    cells = [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in table if line.startswith("|")]
+    return cells[0], [row for row in cells[2:] if row[0].startswith("`")]
+
+
+def _table_rows() -> int:
+    return len(_table()[1])
 
 
 def test_the_base_layer_alone_is_not_instrumentation() -> None:
@@ -56,6 +63,12 @@ def test_main_without_6438_instruments_every_taxonomy_row(
     print(f"Megatron-LM main without #6438: {placed}/{total} taxonomy rows placed")
     assert placed == total == _table_rows() == 56
     assert not generation.missing and not generation.absent and not generation.excluded
+    # the releases page has a column for main, and it says what this run placed
+    (label, version), = SOURCE_TREES
+    assert version == generation.tree.release and label.split()[2] in WITH_6438
+    header, rows = _table()
+    column = header.index(label)
+    assert all(row[column] in ("placed", "runtime") for row in rows), "main's column: every row there"
     assert "Left out" in (out / FORK_REPORT).read_text() and "Nothing: every entry" in (out / FORK_REPORT).read_text()
 
 
@@ -99,3 +112,28 @@ def test_main_with_6438_replaced_instruments_like_main_without_it(
             differing.append(rel.as_posix())
     print(f"{compared} .py files of the two forks compared: {compared - len(differing)} AST-equal")
     assert compared > 600 and differing == []
+
+
+@pytest.mark.parametrize("version", ["0.15.3", "0.16.1"])
+def test_core_only_wheels_give_one_message_each(
+    version: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The other trees a new user tries: megatron-core 0.15/0.16 wheels ship megatron/core alone."""
+    import zipfile
+
+    from codegen.upstream import UpstreamPin, download_wheel
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    download_wheel(UpstreamPin("megatron-core", version, "unused.whl", "0" * 64), wheels)
+    (wheel,) = wheels.glob("*.whl")
+    tree = tmp_path / "tree"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tree, [n for n in archive.namelist() if n.startswith("megatron/")])
+    out = tmp_path / "fork"
+    assert main(["apply", str(SPECS), "--source", str(tree), "--out", str(out)]) == 3
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1, err
+    assert f"megatron-core {version}" in errors[0] and "megatron/training/ is missing" in errors[0]
+    assert "--allow-missing" in errors[0] and not out.exists()
