@@ -13,8 +13,14 @@ from codegen.cache import load as load_cached
 from codegen.cache import store as store_cached
 from codegen.diagnostics import Diagnostics, SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
-from codegen.target import ReleaseError, SourceMismatch, UnrecognisedInstrumentation, mismatch_advice
-from codegen.upstream import PACKAGE_INFO, REPLACE_FLAG, UpstreamError, default_cache_dir
+from codegen.target import ReleaseError, SourceMismatch, mismatch_advice
+from codegen.upstream import (
+    PACKAGE_INFO,
+    REPLACE_FLAG,
+    UnrecognisedInstrumentation,
+    UpstreamError,
+    default_cache_dir,
+)
 
 EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
@@ -60,13 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         help="do not reuse or store the results of an identical earlier run",
     )
     _allow_missing(apply)
-    apply.add_argument(
-        REPLACE_FLAG,
-        action="store_true",
-        help="on a tree carrying Megatron-LM's hand-written OpenTelemetry instrumentation (PR #6438), "
-        "take it out (structurally; a site it does not recognise is an error) and put the specs' in: "
-        "with --out, the patch set (--generated) and --in-place",
-    )
+    _replace_upstream(apply)
     apply.add_argument(
         "--check",
         action="store_true",
@@ -112,7 +112,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     _common(validate)
     _allow_missing(validate)
+    _replace_upstream(validate)
     return parser
+
+
+def _replace_upstream(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        REPLACE_FLAG,
+        action="store_true",
+        help="on a tree carrying Megatron-LM's hand-written OpenTelemetry instrumentation (PR #6438), "
+        "take it out (structurally; a site it does not recognise is an error) and put the specs' in: "
+        "with --out, the patch set (--generated) and --in-place",
+    )
 
 
 def _in_place(parser: argparse.ArgumentParser) -> None:
@@ -232,7 +243,9 @@ def _run(args: argparse.Namespace, use_cache: bool) -> CachedRun:
     """The outputs of a run: from the result cache when every input is unchanged."""
     allow_missing = getattr(args, "allow_missing", False)
     replace = getattr(args, "replace_upstream", False)
-    options = f"release {args.release}\nallow_missing {allow_missing}" + (f"\n{REPLACE_FLAG}" if replace else "")
+    options = f"release {args.release}\nallow_missing {allow_missing}" + (
+        f"\n{REPLACE_FLAG}" if replace else ""
+    )
     key = run_key(args.specs, args.source, options) if use_cache else None
     cached = load_cached(key) if key else None
     if cached is None:

@@ -48,15 +48,6 @@ class AlreadyInstrumented(UpstreamError):
     would emit every span twice."""
 
 
-class UnrecognisedInstrumentation(Exception):
-    """Hand-written instrumentation ``--replace-upstream`` does not recognise (exit 3): one located
-    line per site (``path:line:col: error: ...``); nothing is written."""
-
-    def __init__(self, lines: tuple[str, ...] | list[str]) -> None:
-        super().__init__("\n".join(lines))
-        self.lines = tuple(lines)
-
-
 class PackagesMissing(UpstreamError):
     """A ``--source`` tree without a package the specs instrument (``megatron/training`` in a
     megatron-core wheel or sdist of 0.16 and older): one message for all its entries (exit 3)."""

@@ -41,6 +41,15 @@ class UpstreamError(Exception):
     """Failure to provide the upstream tree; the message is one line meant for users."""
 
 
+class UnrecognisedInstrumentation(Exception):
+    """Hand-written instrumentation ``--replace-upstream`` does not recognise (exit 3): one located
+    line per site (``path:line:col: error: ...``); nothing is written."""
+
+    def __init__(self, lines: tuple[str, ...] | list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = tuple(lines)
+
+
 def source_root(pin: UpstreamPin, source: Path | None = None, cache_dir: Path | None = None) -> Path:
     """Return a directory containing ``megatron/`` for ``pin``: ``source`` or the cached wheel tree."""
     if source is not None:

@@ -36,15 +36,14 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codegen.runtime_calls import SPAN_VARIABLE_PATTERN
-from codegen.target import UnrecognisedInstrumentation
-from codegen.upstream import candidate_files
+from codegen.upstream import UnrecognisedInstrumentation, candidate_files
 
 _OTEL_NAME = re.compile(r"(?:^|_)otel_")
 GENERATOR_NAMES = frozenset({"_otel", "otel"})
@@ -179,7 +178,10 @@ class _Taint(cst.CSTVisitor):
         self.stack.pop()
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if _dotted(node.value.func if isinstance(node.value, cst.Call) else None) == "contextvars.copy_context":
+        if (
+            _dotted(node.value.func if isinstance(node.value, cst.Call) else None)
+            == "contextvars.copy_context"
+        ):
             for t in node.targets:
                 if isinstance(t.target, cst.Name):
                     self._add(t.target.value, contexts=True)
@@ -252,7 +254,9 @@ class _Stripper(cst.CSTTransformer):
         found = []
         for node, message in self.errors:
             start = positions[node].start
-            found.append(((start.line, start.column), f"{self.path}:{start.line}:{start.column + 1}: error: {message}"))
+            found.append(
+                ((start.line, start.column), f"{self.path}:{start.line}:{start.column + 1}: error: {message}")
+            )
         return [m for _, m in sorted(found)]
 
     def unknown(self, original: cst.CSTNode, what: str) -> None:
@@ -294,9 +298,7 @@ class _Stripper(cst.CSTTransformer):
             if len(kept) != len(updated_node.params.params):
                 if kept:
                     kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                updated_node = updated_node.with_changes(
-                    params=updated_node.params.with_changes(params=kept)
-                )
+                updated_node = updated_node.with_changes(params=updated_node.params.with_changes(params=kept))
                 self.changed.add(inner)
         if inner in self.changed:
             updated_node = _clean_docstring(updated_node, params or frozenset())
@@ -345,9 +347,11 @@ class _Stripper(cst.CSTTransformer):
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement] | cst.RemovalSentinel:
         body = list(_statements(updated_node.body))
         if not body and list(_statements(original_node.body)):
-            trivial = all(
-                all(_is_pass(s) for s in _statements(h.body)) for h in updated_node.handlers
-            ) and updated_node.finalbody is None and updated_node.orelse is None
+            trivial = (
+                all(all(_is_pass(s) for s in _statements(h.body)) for h in updated_node.handlers)
+                and updated_node.finalbody is None
+                and updated_node.orelse is None
+            )
             if trivial:
                 self.removed(original_node)
                 return cst.RemovalSentinel.REMOVE
@@ -355,10 +359,14 @@ class _Stripper(cst.CSTTransformer):
             return updated_node
         changed = False
         finalbody = updated_node.finalbody
-        if finalbody is not None and original_node.finalbody is not None:
-            if not list(_statements(finalbody.body)) and list(_statements(original_node.finalbody.body)):
-                finalbody = None
-                changed = True
+        if (
+            finalbody is not None
+            and original_node.finalbody is not None
+            and not list(_statements(finalbody.body))
+            and list(_statements(original_node.finalbody.body))
+        ):
+            finalbody = None
+            changed = True
         handlers = []
         for new, old in zip(updated_node.handlers, original_node.handlers, strict=True):
             stmts = list(_statements(new.body))
@@ -406,7 +414,13 @@ class _Stripper(cst.CSTTransformer):
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         callee = updated_node.func
-        name = callee.value if isinstance(callee, cst.Name) else callee.attr.value if isinstance(callee, cst.Attribute) else ""
+        name = (
+            callee.value
+            if isinstance(callee, cst.Name)
+            else callee.attr.value
+            if isinstance(callee, cst.Attribute)
+            else ""
+        )
         params = PARAMETERS.get(name, frozenset())
         contexts = self._scope().contexts
         args = []
@@ -448,7 +462,9 @@ class _Stripper(cst.CSTTransformer):
             kept[-1] = kept[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
         return updated_node.with_changes(body=kept)
 
-    def _small(self, old: cst.BaseSmallStatement, new: cst.BaseSmallStatement) -> cst.BaseSmallStatement | None:
+    def _small(
+        self, old: cst.BaseSmallStatement, new: cst.BaseSmallStatement
+    ) -> cst.BaseSmallStatement | None:
         if isinstance(new, cst.ImportFrom):
             module = _dotted(new.module) if new.module is not None else ""
             if _otel_module(module):
@@ -533,7 +549,9 @@ def _is_reraise(stmt: cst.CSTNode) -> bool:
 def _statements(block: cst.BaseSuite) -> Iterable[cst.BaseStatement]:
     if isinstance(block, cst.IndentedBlock):
         return block.body
-    return [cst.SimpleStatementLine(block.body)] if block.body else []  # type: ignore[attr-defined]
+    if isinstance(block, cst.SimpleStatementSuite) and block.body:
+        return [cst.SimpleStatementLine(block.body)]
+    return []
 
 
 def _clean_docstring(func: cst.FunctionDef, params: frozenset[str]) -> cst.FunctionDef:
@@ -603,9 +621,7 @@ class _Reads(cst.CSTVisitor):
         return False
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
-        if isinstance(node.target, cst.Name):
-            return False
-        return True
+        return not isinstance(node.target, cst.Name)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         node.value.visit(self)
@@ -704,7 +720,8 @@ class _Dead(cst.CSTTransformer):
                 for a in small.names
                 if not (
                     (a.evaluated_alias or a.evaluated_name).split(".")[0] in self.every_seed
-                    and (a.evaluated_alias or a.evaluated_name).split(".")[0] not in self.reads.get("<module>", set())
+                    and (a.evaluated_alias or a.evaluated_name).split(".")[0]
+                    not in self.reads.get("<module>", set())
                 )
             ]
             if not kept:

@@ -145,7 +145,9 @@ def test_tree_with_megatrons_own_opentelemetry_is_refused_before_resolving(
     err = capsys.readouterr().err
     assert len(_errors(err)) == 1, err
     (line,) = _errors(err)
-    assert line.startswith(f"error: --source {root} already carries hand-written OpenTelemetry instrumentation ")
+    assert line.startswith(
+        f"error: --source {root} already carries hand-written OpenTelemetry instrumentation "
+    )
     line_no = TRAINING.count("\n") + 3  # the first helper, after two blank lines
     assert f"3 sites in 1 file: megatron/training/training.py:{line_no}:1 (3 def _*otel_*)" in line
     assert "core/telemetry" not in line, "the base layer is not what is refused"
@@ -159,12 +161,16 @@ def test_tree_with_megatrons_own_opentelemetry_is_refused_before_resolving(
     assert not fork.exists()
 
 
-def test_the_base_layer_alone_is_not_instrumentation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_base_layer_alone_is_not_instrumentation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """#6415's megatron/core/telemetry/ (span groups, metrics, no-op fallbacks) emits no span."""
     specs, root = _tree(tmp_path, training=True)
     _with_megatron_telemetry(root, package=True, helpers=False)
     fork = tmp_path / "fork"
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0, capsys.readouterr().err
+    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0, (
+        capsys.readouterr().err
+    )
     assert (fork / "megatron/core/telemetry/span_groups.py").is_file()
 
 

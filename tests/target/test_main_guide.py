@@ -47,7 +47,12 @@ def _env() -> dict[str, str]:
 
 def _run(name: str, cwd: Path) -> str:
     result = subprocess.run(
-        ["bash", "-e", "-c", _blocks()[name]], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=900
+        ["bash", "-e", "-c", _blocks()[name]],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert result.returncode == 0, f"block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result.stdout + result.stderr

@@ -37,7 +37,9 @@ def _table() -> tuple[list[str], list[list[str]]]:
     """The header cells and the rows' cells of generated/docs/releases.md's coverage table."""
     text = RELEASES_PAGE.read_text(encoding="utf-8")
     table = text[text.index("| Span |") : text.index("## Counts")].splitlines()
-    cells = [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in table if line.startswith("|")]
+    cells = [
+        [c.strip() for c in line.strip().strip("|").split(" | ")] for line in table if line.startswith("|")
+    ]
     return cells[0], [row for row in cells[2:] if row[0].startswith("`")]
 
 
@@ -56,7 +58,9 @@ def test_main_without_6438_instruments_every_taxonomy_row(
 ) -> None:
     minus = snapshot("minus")
     out = tmp_path / "fork"
-    assert main(["apply", str(SPECS), "--source", str(minus), "--out", str(out)]) == 0, capsys.readouterr().err
+    assert main(["apply", str(SPECS), "--source", str(minus), "--out", str(out)]) == 0, (
+        capsys.readouterr().err
+    )
     generation = generate(SPECS, minus)
     assert generation.tree is not None and generation.tree.release == "0.20.0"
     placed, total = _rows(generation.project), _rows(load_project(SPECS))
@@ -64,12 +68,15 @@ def test_main_without_6438_instruments_every_taxonomy_row(
     assert placed == total == _table_rows() == 56
     assert not generation.missing and not generation.absent and not generation.excluded
     # the releases page has a column for main, and it says what this run placed
-    (label, version), = SOURCE_TREES
+    ((label, version),) = SOURCE_TREES
     assert version == generation.tree.release and label.split()[2] in WITH_6438
     header, rows = _table()
     column = header.index(label)
     assert all(row[column] in ("placed", "runtime") for row in rows), "main's column: every row there"
-    assert "Left out" in (out / FORK_REPORT).read_text() and "Nothing: every entry" in (out / FORK_REPORT).read_text()
+    assert (
+        "Left out" in (out / FORK_REPORT).read_text()
+        and "Nothing: every entry" in (out / FORK_REPORT).read_text()
+    )
 
 
 def test_main_with_6438_is_refused_naming_the_sites_and_the_replace_flag(

@@ -98,7 +98,9 @@ def test_an_unknown_hand_written_site_is_a_located_error(tmp_path: Path) -> None
     with pytest.raises(StripError) as caught:
         strip_tree(root, RUNTIME)
     (error,) = caught.value.lines
-    assert error.startswith(f"{SCHEDULES}:{line}:1: error: hand-written OpenTelemetry code the {REPLACE_FLAG} ")
+    assert error.startswith(
+        f"{SCHEDULES}:{line}:1: error: hand-written OpenTelemetry code the {REPLACE_FLAG} "
+    )
     assert "'_otel_trace_fn'" in error and "`forward_step = _otel_trace_fn(" in error
 
 
@@ -118,7 +120,10 @@ def test_an_unknown_site_stops_the_command_and_nothing_is_written(
     ("source", "error"),
     [
         ("x = 1\nprint(_otel_sg_enabled('step'))\n", "2:1: error: "),
-        ("def f():\n    with _otel_managed_span('job', 'a'):\n        pass\n    return _otel_x\n", "4:5: error: "),
+        (
+            "def f():\n    with _otel_managed_span('job', 'a'):\n        pass\n    return _otel_x\n",
+            "4:5: error: ",
+        ),
     ],
     ids=["call-argument", "return"],
 )
