@@ -38,6 +38,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -73,6 +74,7 @@ DICT_KEYS: dict[str, frozenset[str]] = {"_STARTUP_TIMESTAMPS": PARAMETERS["set_s
 ENTRY_SCRIPTS: dict[str, frozenset[str]] = {
     "pretrain_vlm.py": frozenset({"set_startup_timestamps", "_PROGRAM_START_TIME", "_MAIN_ENTRY_TIME"})
 }
+LINE_LENGTH = 100  # black -l 100, as Megatron-LM formats
 _DOC_BULLET = re.compile(r"^\s*-\s.*\btelemetry\b", re.IGNORECASE)
 
 
@@ -219,6 +221,22 @@ class _Stripper(cst.CSTTransformer):
         self.removed_reads: dict[str, set[str]] = {}  # scope -> names that removed code read
         self.changed: set[str] = set()  # scopes whose code changed
         self.assign_target: list[str] = []
+        self.depth = 0  # indented blocks around the node at hand (4 columns each)
+        self.args_removed: set[int] = set()  # calls that lost arguments (by id of the new node)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.depth += 1
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        self.depth -= 1
+        return updated_node
+
+    def _fits(self, node: cst.CSTNode, extra: int = 0) -> bool:
+        """Whether ``node`` is one line within black's 100 columns where it stands."""
+        code = cst.Module([]).code_for_node(node).rstrip("\n")
+        return "\n" not in code and 4 * self.depth + len(code) + extra <= LINE_LENGTH
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -299,6 +317,15 @@ class _Stripper(cst.CSTTransformer):
                 if kept:
                     kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
                 updated_node = updated_node.with_changes(params=updated_node.params.with_changes(params=kept))
+                joined = updated_node.with_changes(
+                    params=updated_node.params.with_changes(params=_one_line(kept)),
+                    whitespace_before_params=cst.SimpleWhitespace(""),
+                )
+                header = joined.with_changes(
+                    body=cst.SimpleStatementSuite([cst.Pass()]), decorators=[], leading_lines=[]
+                )
+                if updated_node.returns is None and self._fits(header, extra=-len(" pass")):
+                    updated_node = joined  # black joins what fits on one line
                 self.changed.add(inner)
         if inner in self.changed:
             updated_node = _clean_docstring(updated_node, params or frozenset())
@@ -446,7 +473,9 @@ class _Stripper(cst.CSTTransformer):
                 updated_node.args[-1].comma, cst.Comma
             ):
                 args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated_node.with_changes(args=args)
+        new = updated_node.with_changes(args=args)
+        self.args_removed.add(id(new))
+        return new
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
@@ -460,6 +489,15 @@ class _Stripper(cst.CSTTransformer):
             return cst.RemovalSentinel.REMOVE
         if len(kept) != len(updated_node.body):
             kept[-1] = kept[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        if len(kept) == 1 and isinstance(kept[0], cst.Expr) and id(kept[0].value) in self.args_removed:
+            call = kept[0].value
+            assert isinstance(call, cst.Call)
+            joined = call.with_changes(
+                args=_one_line(list(call.args)), whitespace_before_args=cst.SimpleWhitespace("")
+            )
+            candidate = cst.SimpleStatementLine([kept[0].with_changes(value=joined)])
+            if self._fits(candidate):
+                kept = [kept[0].with_changes(value=joined)]
         return updated_node.with_changes(body=kept)
 
     def _small(
@@ -526,7 +564,29 @@ class _Stripper(cst.CSTTransformer):
             return None
         if not (isinstance(node, cst.ImportFrom) and node.lpar is not None):
             kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            return node.with_changes(names=kept)
+        joined = node.with_changes(names=_one_line(kept), lpar=None, rpar=None)
+        if self._fits(cst.SimpleStatementLine([joined])):
+            return joined  # black joins what fits on one line
         return node.with_changes(names=kept)
+
+
+def _one_line(items: list[Any]) -> list[Any]:
+    """Parameters, arguments or import names laid out on one line: ``a, b, c``."""
+    out = []
+    for k, item in enumerate(items):
+        comma = (
+            cst.MaybeSentinel.DEFAULT
+            if k == len(items) - 1
+            else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        )
+        changes: dict[str, Any] = {"comma": comma}
+        if isinstance(item, cst.Param):
+            changes["whitespace_after_param"] = cst.SimpleWhitespace("")
+        if isinstance(item, cst.Arg):
+            changes["whitespace_after_arg"] = cst.SimpleWhitespace("")
+        out.append(item.with_changes(**changes))
+    return out
 
 
 def _otel_string(node: cst.BaseExpression) -> bool:
