@@ -25,6 +25,21 @@ class _Column:
     version: str
 
 
+def _source_trees(project: Project) -> list[tuple[str, str]]:
+    """The ``SOURCE_TREES`` of the release line after the newest the specs support (megatron-core
+    0.20 after 0.19): the tree the specs are meant to serve next."""
+    from codegen.spec.model import version_key
+
+    newest = version_key(project.releases()[-1].version) or ()
+    if project.upstream.distribution != "megatron-core" or len(newest) < 2:
+        return []
+    return [
+        (label, version)
+        for label, version in SOURCE_TREES
+        if (key := version_key(version)) and key[0] == newest[0] and key[1] == newest[1] + 1
+    ]
+
+
 def coverage_context(project: Project) -> dict[str, Any]:
     """One row per span (per name), one column per supported release and per source tree of
     ``SOURCE_TREES``: placed, or why not.
@@ -33,8 +48,9 @@ def coverage_context(project: Project) -> dict[str, Any]:
     supported release (and the main snapshot), so "placed" means the instrumentation is placed there."""
     releases: list[Any] = list(project.releases())
     columns = [f"{p.version} (pinned)" if p is project.upstream else p.version for p in releases]
-    columns += [label for label, _ in SOURCE_TREES]
-    releases += [_Column(version) for _, version in SOURCE_TREES]
+    trees = _source_trees(project)
+    columns += [label for label, _ in trees]
+    releases += [_Column(version) for _, version in trees]
     rows = []
     placed = {id(p): 0 for p in releases}
     absent = {id(p): 0 for p in releases}
