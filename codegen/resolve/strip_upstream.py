@@ -134,6 +134,17 @@ def _root_name(node: cst.BaseExpression) -> str:
     return node.value if isinstance(node, cst.Name) else ""
 
 
+def _visible(scopes: dict[str, _Scope], stack: list[str]) -> set[str]:
+    """The tainted names seen from the innermost scope of ``stack``: its own and its enclosing
+    scopes' (a module-level import from nemo.lens is used inside functions)."""
+    found: set[str] = set()
+    for key in stack:
+        scope = scopes.get(key)
+        if scope is not None:
+            found |= scope.tainted
+    return found
+
+
 @dataclass
 class _Scope:
     name: str
@@ -154,8 +165,8 @@ class _Taint(cst.CSTVisitor):
         return self.scopes.setdefault(self.stack[-1], _Scope(self.stack[-1]))
 
     def otel(self, node: cst.CSTNode) -> bool:
-        scope = self._scope()
-        return any(is_otel_name(n, self.extra) or n in scope.tainted for n in _names(node))
+        tainted = _visible(self.scopes, self.stack)
+        return any(is_otel_name(n, self.extra) or n in tainted for n in _names(node))
 
     def _add(self, name: str, contexts: bool = False) -> None:
         scope = self._scope()
@@ -199,12 +210,19 @@ class _Taint(cst.CSTVisitor):
             self._add(node.asname.name.value)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        # what an import from nemo.lens/opentelemetry binds goes with the import, public or not
         module = _dotted(node.module) if node.module is not None else ""
         if _otel_module(module) and not isinstance(node.names, cst.ImportStar):
             for alias in node.names:
                 bound = alias.asname.name if alias.asname is not None else alias.name
-                if isinstance(bound, cst.Name) and bound.value.startswith("_"):
+                if isinstance(bound, cst.Name):
                     self._add(bound.value)
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            if _otel_module(_dotted(alias.name)):
+                bound = alias.asname.name if alias.asname is not None else alias.name
+                self._add(_dotted(bound).split(".")[0])  # type: ignore[arg-type]
 
 
 class _Stripper(cst.CSTTransformer):
@@ -244,12 +262,12 @@ class _Stripper(cst.CSTTransformer):
         return self.scopes.setdefault(self.stack[-1], _Scope(self.stack[-1]))
 
     def otel(self, node: cst.CSTNode) -> bool:
-        scope = self._scope()
-        return any(is_otel_name(n, self.extra) or n in scope.tainted for n in _names(node))
+        tainted = _visible(self.scopes, self.stack)
+        return any(is_otel_name(n, self.extra) or n in tainted for n in _names(node))
 
     def _otel_names(self, node: cst.CSTNode) -> list[str]:
-        scope = self._scope()
-        return sorted(n for n in _names(node) if is_otel_name(n, self.extra) or n in scope.tainted)
+        tainted = _visible(self.scopes, self.stack)
+        return sorted(n for n in _names(node) if is_otel_name(n, self.extra) or n in tainted)
 
     def removed(self, node: cst.CSTNode) -> None:
         self.removed_reads.setdefault(self.stack[-1], set()).update(_names(node))
@@ -296,6 +314,8 @@ class _Stripper(cst.CSTTransformer):
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         self.stack.pop()
+        if any(self.otel(b) for b in (*original_node.bases, *original_node.keywords)):
+            self.unknown(original_node, "a class statement")
         return updated_node
 
     def leave_FunctionDef(
@@ -332,6 +352,29 @@ class _Stripper(cst.CSTTransformer):
         return updated_node
 
     # -- compound statements ---------------------------------------------------------------
+
+    def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.For:
+        if self.otel(original_node.iter) or self.otel(original_node.target):
+            self.unknown(original_node, "a for statement")
+        return updated_node
+
+    def leave_While(self, original_node: cst.While, updated_node: cst.While) -> cst.While:
+        if self.otel(original_node.test):
+            self.unknown(original_node, "a while statement")
+        return updated_node
+
+    def leave_ExceptHandler(
+        self, original_node: cst.ExceptHandler, updated_node: cst.ExceptHandler
+    ) -> cst.ExceptHandler:
+        if original_node.type is not None and self.otel(original_node.type):
+            self.unknown(original_node, "an except clause")
+        return updated_node
+
+    def leave_Param(self, original_node: cst.Param, updated_node: cst.Param) -> cst.Param:
+        for part in (original_node.default, original_node.annotation):
+            if part is not None and self.otel(part):
+                self.unknown(original_node, "a parameter")
+        return updated_node
 
     def leave_With(
         self, original_node: cst.With, updated_node: cst.With
@@ -542,7 +585,7 @@ class _Stripper(cst.CSTTransformer):
             return None
         if isinstance(new, cst.Expr) and isinstance(new.value, cst.Call):
             root = _root_name(new.value.func)
-            if root and (is_otel_name(root, self.extra) or root in self._scope().tainted):
+            if root and (is_otel_name(root, self.extra) or root in _visible(self.scopes, self.stack)):
                 self.removed(old)
                 return None
         self.unknown(old, "a statement")

@@ -124,8 +124,11 @@ def test_an_unknown_site_stops_the_command_and_nothing_is_written(
             "def f():\n    with _otel_managed_span('job', 'a'):\n        pass\n    return _otel_x\n",
             "4:5: error: ",
         ),
+        ("for x in _otel_items():\n    print(x)\n", "1:1: error: "),
+        ("def f(tracer=_otel_tracer()):\n    return tracer\n", "1:7: error: "),
+        ("class Span(_otel_base):\n    pass\n", "1:1: error: "),
     ],
-    ids=["call-argument", "return"],
+    ids=["call-argument", "return", "for", "parameter-default", "class-base"],
 )
 def test_otel_names_in_unknown_statements_are_errors(source: str, error: str) -> None:
     with pytest.raises(StripError) as caught:
@@ -136,3 +139,12 @@ def test_otel_names_in_unknown_statements_are_errors(source: str, error: str) ->
 def test_generators_own_names_are_left_alone() -> None:
     source = "import megatron.core.otel as _otel\n\n_otel_span = _otel.start_span('x')\n_otel_span and _otel_span.end()\n"
     assert strip_upstream(cst.parse_module(source), "m.py").code == source
+
+
+def test_names_imported_from_nemo_lens_go_with_their_import() -> None:
+    source = (
+        "from nemo.lens.helpers import managed_span\n\n\n"
+        "def f():\n    with managed_span('layer', 'x'):\n        g()\n"
+    )
+    stripped = strip_upstream(cst.parse_module(source), "m.py").code
+    assert ast.dump(ast.parse(stripped)) == ast.dump(ast.parse("def f():\n    g()\n"))
