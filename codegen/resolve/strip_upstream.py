@@ -222,7 +222,7 @@ class _Taint(cst.CSTVisitor):
         for alias in node.names:
             if _otel_module(_dotted(alias.name)):
                 bound = alias.asname.name if alias.asname is not None else alias.name
-                self._add(_dotted(bound).split(".")[0])  # type: ignore[arg-type]
+                self._add(_dotted(bound).split(".")[0])
 
 
 class _Stripper(cst.CSTTransformer):
