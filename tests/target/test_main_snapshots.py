@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -102,9 +104,9 @@ def test_main_with_6438_replaced_instruments_like_main_without_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with_6438, minus = snapshot("with"), snapshot("minus")
-    replaced, plain = tmp_path / "replaced", tmp_path / "plain"
+    replaced, plain, patches = tmp_path / "replaced", tmp_path / "plain", tmp_path / "generated"
     argv = ["apply", str(SPECS), "--source", str(with_6438), "--out", str(replaced), REPLACE_FLAG]
-    assert main(argv) == 0, capsys.readouterr().err
+    assert main([*argv, "--generated", str(patches)]) == 0, capsys.readouterr().err
     assert main(["apply", str(SPECS), "--source", str(minus), "--out", str(plain)]) == 0
     capsys.readouterr()
     assert "Placed: 44 spans" in (replaced / FORK_REPORT).read_text()
@@ -119,6 +121,16 @@ def test_main_with_6438_replaced_instruments_like_main_without_it(
             differing.append(rel.as_posix())
     print(f"{compared} .py files of the two forks compared: {compared - len(differing)} AST-equal")
     assert compared > 600 and differing == []
+    # the patch set of the same run, applied to the tree with #6438, gives the fork
+    series = (patches / "patches" / "series").read_text().split()
+    assert any("global_vars" in name for name in series) and any("pretrain_vlm" in name for name in series)
+    applied = tmp_path / "applied"
+    shutil.copytree(with_6438, applied)
+    for name in series:
+        subprocess.run(["git", "apply", str(patches / "patches" / name)], cwd=applied, check=True)
+    for path in sorted(replaced.rglob("*.py")):
+        rel = path.relative_to(replaced)
+        assert (applied / rel).read_bytes() == path.read_bytes(), rel
 
 
 @pytest.mark.parametrize("version", ["0.15.3", "0.16.1"])
