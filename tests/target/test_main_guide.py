@@ -15,20 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.readme_blocks import _BLOCK, workspace
+from tests.readme_blocks import GUIDE, blocks, workspace
 from tests.target.conftest import REPO
 from tests.upstream_main import snapshot
 
-PAGE = REPO / "docs" / "guide" / "megatron-lm-main.md"
+PAGE = GUIDE / "megatron-lm-main.md"
 TABLE = re.compile(r"<!-- numstat -->\n(?P<table>.*?)<!-- /numstat -->", re.DOTALL)
 # What the comparison counts: code under megatron/ and the entry scripts (#6438's own docs pages
 # and pyproject.toml pins are left out of both sides, as in #6438's 1,608 added lines).
 LEFT_OUT = re.compile(r"(docs/|pyproject\.toml$)")
-
-
-def _blocks() -> dict[str, str]:
-    text = PAGE.read_text(encoding="utf-8")
-    return {m["name"]: m["body"] for m in _BLOCK.finditer(text)}
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -47,7 +42,7 @@ def _env() -> dict[str, str]:
 
 def _run(name: str, cwd: Path) -> str:
     result = subprocess.run(
-        ["bash", "-e", "-c", _blocks()[name]],
+        ["bash", "-e", "-c", blocks(PAGE)[name]],
         cwd=cwd,
         env=_env(),
         capture_output=True,
@@ -97,8 +92,8 @@ def test_the_pages_commands_replace_6438_in_a_checkout(tmp_path: Path) -> None:
     with_6438, minus = snapshot("with"), snapshot("minus")
     root = workspace(tmp_path / "work")
     checkout = _checkout(with_6438, root / "Megatron-LM")
-    blocks = _blocks()
-    assert list(blocks) == ["main-branch", "main-replace", "main-review", "main-commit", "main-check"]
+    named = blocks(PAGE)
+    assert list(named) == ["main-branch", "main-replace", "main-review", "main-commit", "main-check"]
 
     _run("main-branch", root)
     out = _run("main-replace", root)
