@@ -109,7 +109,7 @@ def locate_tree(
 def _refuse_instrumented(project: Project, root: Path, what: str) -> None:
     """Refuse, before resolving anything, a tree whose code already emits spans by hand
     (Megatron-LM's own, PR #6438); #6415's base layer alone is no reason."""
-    found = hand_written_sites(root)
+    found = hand_written_sites(root, project.runtime.package)
     if not found:
         return
     total = sum(n for site in found for _, n in site.counts)

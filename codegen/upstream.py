@@ -132,13 +132,17 @@ def candidate_files(root: Path) -> Iterator[Path]:
             yield path
 
 
-def hand_written_sites(root: Path) -> list[HandWritten]:
+def hand_written_sites(root: Path, runtime_package: str = "") -> list[HandWritten]:
     """Every file of the tree at ``root`` (``megatron/`` and the entry scripts beside it) that
     emits spans by hand, Megatron-LM's way (see ``_SPAN_SITES``). Read as bytes, never imported;
-    an unreadable file counts as carrying none. (This generator's own constructs are not listed:
+    an unreadable file counts as carrying none; ``runtime_package`` (this generator's, in an
+    instrumented tree) is not read. (This generator's own constructs are not listed:
     a fork it wrote is stripped of them and instrumented afresh, see ``resolve/strip.py``.)"""
     found: list[HandWritten] = []
+    runtime = root / runtime_package.strip("/") if runtime_package.strip("/") else None
     for path in candidate_files(root):
+        if runtime is not None and runtime in path.parents:
+            continue  # this generator's runtime package, written into the tree
         try:
             data = path.read_bytes()
         except OSError:
