@@ -169,11 +169,11 @@ def pretrain_runs(pristine_root, fork_root, dataset_helpers, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def main_root(tmp_path_factory) -> Path:
-    """Megatron-LM main without #6438, instrumented by the specs ("the replaced tree")."""
+    """Megatron-LM main with #6438 in replace mode: stripped, then instrumented by the specs."""
     from tests.megatron_cpu.main_tree import instrument
     from tests.upstream_main import snapshot
 
-    return instrument(snapshot("minus"), tmp_path_factory.mktemp("main") / "megatron-lm")
+    return instrument(snapshot("with"), tmp_path_factory.mktemp("main") / "megatron-lm", replace=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,23 +1,16 @@
-"""Megatron-LM main (the snapshot without #6438, #6415's base layer in it) instrumented by the specs:
-"the replaced tree" of issue 25 (replace mode's strip of #6438 is AST-equal to that snapshot).
-
-Until the generator instruments a tree that carries only the base layer (issue 25, item 1), the
-refusal is narrowed here to what really emits spans: the base layer's phrase is dropped from
-``instrumentation_in``'s findings, nothing else. Once the generator does so itself, the filter
-drops nothing.
+"""Megatron-LM main instrumented by the specs: "the replaced tree" of issue 25, the snapshot with
+#6438 in replace mode (its hand-written instrumentation stripped, then the specs applied; #6415's
+base layer, ``megatron/core/telemetry/``, stays).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-BASE_LAYER = "megatron/core/telemetry/"
 # Main's training code uses typing.override (Python 3.12); on 3.11 the test processes give it the
 # identity decorator before megatron is imported (sitecustomize below). Never in generated code.
 SITECUSTOMIZE = """\
@@ -26,29 +19,13 @@ typing.override = getattr(typing, "override", lambda f: f)
 """
 
 
-@contextlib.contextmanager
-def base_layer_not_refused() -> Iterator[None]:
-    from codegen import target
-
-    found = target.instrumentation_in
-
-    def spans_only(root: Path) -> list[str]:
-        return [phrase for phrase in found(root) if BASE_LAYER not in phrase]
-
-    target.instrumentation_in = spans_only
-    try:
-        yield
-    finally:
-        target.instrumentation_in = found
-
-
-def instrument(source: Path, dest: Path) -> Path:
-    """The specs applied to ``source``, written to ``dest`` (a complete tree); ``dest``."""
+def instrument(source: Path, dest: Path, replace: bool = False) -> Path:
+    """The specs applied to ``source``, written to ``dest`` (a complete tree); ``dest``. With
+    ``replace``, the hand-written instrumentation of #6438 is stripped first (replace mode)."""
     from codegen.emit.tree import write_tree
     from codegen.pipeline import generate
 
-    with base_layer_not_refused():
-        generation = generate(REPO / "specs", source=source)
+    generation = generate(REPO / "specs", source=source, replace_upstream=replace)
     write_tree(dest, {path: new for path, (_old, new) in generation.changes.items()}, base=source)
     return dest
 
