@@ -171,7 +171,7 @@ def render(
         "",
         "Megatron-LM main (d98e8a64dd) trained on CPU by its own `pretrain()`, same flags, once with",
         "upstream's hand-written telemetry (PR #6438, recording through nemo-lens 0.1.0) and once",
-        "as the specs instrument the same commit without #6438:",
+        "in replace mode (that telemetry stripped, the specs applied):",
         "",
         "```",
         " ".join(argv),

@@ -1,11 +1,11 @@
 """Megatron-LM main's own ``pretrain()`` on CPU (issue 25, items 4 and 5).
 
 Item 4, trace for trace: the with-#6438 snapshot (upstream's hand-written telemetry, recording
-through nemo-lens) and the snapshot without it instrumented by the specs, same flags,
+through nemo-lens) and the same snapshot in replace mode (stripped, then the specs), same flags,
 ``--otel-span-groups all``; ``docs/reference/main-comparison.md`` lists every difference with its reason
 (``main_comparison.py``), and no hand-written span is missing from the generated trace.
 
-Item 5, the follow-up issue's lifecycle tests, against the instrumented main tree: the startup
+Item 5, the follow-up issue's lifecycle tests, against the replaced main tree: the startup
 span opens and closes once; intervals re-root at save_interval boundaries; exit hooks installed
 exactly once across repeated ``pretrain()`` calls in one process (and the second run exports
 again); spans closed on the exception and SIGTERM paths.
