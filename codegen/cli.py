@@ -11,7 +11,7 @@ from pathlib import Path
 from codegen.cache import CachedRun, input_state, run_key
 from codegen.cache import load as load_cached
 from codegen.cache import store as store_cached
-from codegen.diagnostics import Diagnostics, SpecError
+from codegen.diagnostics import Diagnostics, PlacementError, SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
 from codegen.target import ReleaseError, SourceMismatch, mismatch_advice
 from codegen.upstream import (
@@ -231,6 +231,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_SOURCE
+    except PlacementError as exc:  # the generator's post-condition failed: a bug, located
+        print(exc, file=sys.stderr)
+        print("internal error in codegen (a bug: please report it with the lines above)", file=sys.stderr)
+        return EXIT_INTERNAL
     except Exception:  # noqa: BLE001  # a bug in the generator, not in the input: say so, with what to report
         import traceback
 

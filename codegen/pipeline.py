@@ -33,6 +33,7 @@ from codegen.target import (
     without_absent_packages,
 )
 from codegen.transforms.module import transform_file
+from codegen.transforms.placed import check_placed
 from codegen.upstream import UpstreamError
 
 __all__ = ["Generation", "SourceMismatch", "Tree", "generate", "label", "plan_only", "render_failures"]
@@ -143,6 +144,8 @@ def generate(
     }
     for path, file_plan in sorted(plan.files.items()):
         new = transform_file(project, file_plan)
+        # the post-condition: what the docs and the coverage page list as placed is in the code
+        check_placed(project, file_plan, new)
         if new != file_plan.source:
             changes[path] = (file_plan.source, new)
     for path, text in render_runtime(project).items():
