@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ._lean import LeanSpan, LeanTracer
 from ._lean import tracer as _tracer_for
 from ._ranks import P2P, start_shared
+from ._registry import current_registry
 from ._state import LOG, NAMESPACE, PROCESS, PUBLISHED, log_once, set_flag, warn_once
-from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
+from ._taxonomy import DEFAULT_SPEC, FLAGS, SPANS
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
 if TYPE_CHECKING:
@@ -31,8 +32,6 @@ except ImportError:  # opentelemetry is optional: without it no tracer is set, n
 else:
     OTEL_INSTALLED = True
 
-_PRESET_KEYS = {name.lower(): name for name in PRESETS}
-_GROUP_KEYS = {name.lower(): name for name in GROUPS}
 # Attributes every span of a given name starts with.
 SPAN_ATTRIBUTES: dict[str, dict[str, Any]] = {
     name: {"megatron.span_group": span.group, **({"is_goodput_span": True} if span.goodput else {})}
@@ -50,22 +49,25 @@ def resolve(spec: str) -> frozenset[str]:
 
     ``"*"`` means every group, ``""`` none; an unknown name raises ``ValueError``.
     """
+    groups, presets = current_registry()  # the tree's own registry, read now (_registry)
+    preset_keys = {name.lower(): name for name in presets}
+    group_keys = {name.lower(): name for name in groups}
     selected: set[str] = set()
     for entry in spec.split(","):
         key = entry.strip().lower()
         if not key:
             continue
         if key == "*":
-            selected.update(GROUPS)
-        elif key in _PRESET_KEYS:
-            selected.update(PRESETS[_PRESET_KEYS[key]])
-        elif key in _GROUP_KEYS:
-            selected.add(_GROUP_KEYS[key])
+            selected.update(groups)
+        elif key in preset_keys:
+            selected.update(presets[preset_keys[key]])
+        elif key in group_keys:
+            selected.add(group_keys[key])
         else:
             raise ValueError(
                 f"unknown span group or preset {entry.strip()!r} in {spec!r}; "
-                f"valid presets: {', '.join(PRESETS) or '(none)'}; "
-                f"valid groups: {', '.join(GROUPS) or '(none)'}"
+                f"valid presets: {', '.join(presets) or '(none)'}; "
+                f"valid groups: {', '.join(groups) or '(none)'}"
             )
     return frozenset(selected)
 

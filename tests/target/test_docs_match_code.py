@@ -12,7 +12,10 @@ ALIAS = "_otel"  # the name the generated code imports the runtime as
 
 
 def _documented(generation: Generation) -> set[str]:
-    rows = [line for line in generation.docs["spans.md"].splitlines() if line.startswith("| `")]
+    """Span names of the spans page's tables (the compatibility table that follows them lists
+    attribute names, not spans)."""
+    page = generation.docs["spans.md"].split("\n## Names kept for compatibility")[0]
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
     return {re.match(r"\| `([^`]+)`", line).group(1) for line in rows}  # type: ignore[union-attr]
 
 

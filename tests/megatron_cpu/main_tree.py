@@ -1,0 +1,60 @@
+"""Megatron-LM main instrumented by the specs: "the replaced tree" of issue 25, the snapshot with
+#6438 in replace mode (its hand-written instrumentation stripped, then the specs applied; #6415's
+base layer, ``megatron/core/telemetry/``, stays).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# Main's training code uses typing.override (Python 3.12); on 3.11 the test processes give it the
+# identity decorator before megatron is imported (sitecustomize below). Never in generated code.
+SITECUSTOMIZE = """\
+import typing
+typing.override = getattr(typing, "override", lambda f: f)
+"""
+
+
+def instrument(source: Path, dest: Path, replace: bool = False) -> Path:
+    """The specs applied to ``source``, written to ``dest`` (a complete tree); ``dest``. With
+    ``replace``, the hand-written instrumentation of #6438 is stripped first (replace mode)."""
+    from codegen.emit.tree import write_tree
+    from codegen.pipeline import generate
+
+    generation = generate(REPO / "specs", source=source, replace_upstream=replace)
+    write_tree(dest, {path: new for path, (_old, new) in generation.changes.items()}, base=source)
+    return dest
+
+
+def shims(dest: Path) -> Path:
+    """A directory with the test processes' ``sitecustomize`` (put it on ``PYTHONPATH``)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    return dest
+
+
+def environment(root: Path, shim_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_", "NEMO_LENS_"))}
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_PORT", "SLURM_JOB_ID"):
+        env.pop(key, None)
+    env.update(PYTHONPATH=f"{root}{os.pathsep}{shim_dir}", PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    env.update(extra or {})
+    return env
+
+
+def run_python(
+    root: Path, shim_dir: Path, code: str, extra: dict[str, str] | None = None, timeout: int = 300
+):
+    """``code`` in a fresh interpreter with ``root`` importable as ``megatron``."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root,
+        env=environment(root, shim_dir, extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
