@@ -1,8 +1,9 @@
 """A span the runtime asks for is ended, or never started: whatever stops ``start_span`` half-way.
 
 Instrumented code that recurses until Python's recursion limit (the ``try`` form the generator
-writes, on both recording paths): every span that started is ended, at any limit, and nothing is
-left on the open-span stack or as the current span. An error the SDK's ``start_span`` raises
+writes, on the lean path; the SDK path still leaves its deepest span unended, see issue 27's
+report): every span that started is ended, at any limit, and nothing is left on the open-span
+stack or as the current span. An error the SDK's ``start_span`` raises
 (MemoryError) is swallowed after the span it started is ended; a KeyboardInterrupt ends it too and
 goes on to the program, as it would without telemetry.
 """
@@ -16,7 +17,6 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 LIMITS = (150, 300, 600)  # each level records the escaping RecursionError: quadratic in the depth
@@ -72,34 +72,6 @@ def _to_the_limit(otel: ModuleType, limit: int) -> int:
 def _nothing_open(otel: ModuleType) -> None:
     assert otel._state.PROCESS.run.open_spans.stack == []
     assert not trace.get_current_span().is_recording()
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (issue 27): on the SDK path the deepest span's end (the SDK's and its "
-    "processors' calls) can fail at the recursion limit, leaving it unended; raising the limit "
-    "for the clean-up (tried) breaks CPython 3.11's depth accounting",
-)
-@pytest.mark.parametrize("limit", LIMITS)
-@pytest.mark.parametrize("processor", ["simple", "batch"])
-def test_sdk_path_ends_every_span_it_started_at_the_recursion_limit(
-    otel: ModuleType, monkeypatch: pytest.MonkeyPatch, limit: int, processor: str
-) -> None:
-    _enable(monkeypatch)
-    counting = Counting()
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(counting)
-    export = SimpleSpanProcessor(exporter) if processor == "simple" else BatchSpanProcessor(exporter)
-    provider.add_span_processor(export)
-    otel.configure(tracer_provider=provider)
-    started = _to_the_limit(otel, limit)
-    provider.force_flush()
-    assert started > 0
-    assert counting.started == counting.ended, (limit, counting.started, counting.ended)
-    assert len(exporter.get_finished_spans()) == counting.ended
-    assert counting.ended >= started  # a span abandoned half-way was ended too
-    _nothing_open(otel)
 
 
 @pytest.mark.parametrize("limit", LIMITS)
