@@ -281,7 +281,8 @@ def end_open_spans() -> None:
     """End every span this thread left open, innermost first (lifecycle ends, shutdown)."""
     stack = PROCESS.run.open_spans.stack
     while stack:
-        stack.pop().close()
+        stack[-1].close()
+        stack.pop()
 
 
 class StartedSpan:
@@ -293,7 +294,7 @@ class StartedSpan:
         self, span: Span, token: Token[Context], name: str, handled: BaseException | None
     ) -> None:
         self._span: Span | None = span
-        self._token = token
+        self._token: Token[Context] | None = token
         self._name = name
         # The exception the caller was already handling at start: its end is not an error.
         self._handled = handled
@@ -312,22 +313,34 @@ class StartedSpan:
         """Restore the previous context and end the span, recording an escaping exception.
 
         Spans started after this one and still open were left by an exception (the "flat" form
-        has no ``finally``): they are ended first, innermost first. Never raises; a second call
-        does nothing.
+        has no ``finally``) or could not end at the recursion limit: they are ended first,
+        innermost first. A span leaves the open-span stack only once it has ended, so one that
+        finds no stack left to end in (instrumented code recursing to the limit) is ended by the
+        next span that ends further up. Never raises; a second call does nothing.
         """
         if self._span is None:
             return
         stack = PROCESS.run.open_spans.stack  # this thread's, in the current run
         try:
             if stack and stack[-1] is self:  # the usual case: the innermost span ends
+                self.close()
                 stack.pop()
-            elif any(s is self for s in stack):
+                return
+            if any(s is self for s in stack):
                 while stack[-1] is not self:
-                    stack.pop().close()
+                    stack[-1].close()
+                    stack.pop()
+                self.close()
                 stack.pop()
+                return
         except IndexError:  # emptied meanwhile by abort_open_spans() (SIGTERM)
             pass
-        self.close()
+        except RecursionError:  # no stack left to end it here: it stays on the open-span stack
+            return
+        try:
+            self.close()
+        except RecursionError:
+            pass
 
     def abort(self, description: str, restore: bool) -> None:
         """End this span with an ERROR status ``description``; restore the context only when
@@ -337,7 +350,7 @@ class StartedSpan:
             return
         self._span = None
         try:
-            if restore:
+            if restore and self._token is not None:
                 otel_context.detach(self._token)
         except Exception:
             pass
@@ -351,29 +364,42 @@ class StartedSpan:
         """End this span only, leaving the open-span stack alone.
 
         After interpreter shutdown began (a ``__del__`` at exit) the span is dropped: the
-        providers are shut down, and the context and SDK would only log warnings.
+        providers are shut down, and the context and SDK would only log warnings. Raises only
+        ``RecursionError`` (no stack left to end the span): what was done stays done, and a later
+        call ends the span.
         """
         span = self._span
         if span is None:
             return
-        self._span = None
         if _is_finalizing():
+            self._span = None
             return
-        try:
-            otel_context.detach(self._token)
-        except Exception:
-            warn_once(self._name, "restoring the context")
+        token = self._token
+        if token is not None:
+            try:
+                otel_context.detach(token)
+            except RecursionError:
+                raise
+            except Exception:
+                warn_once(self._name, "restoring the context")
+            self._token = None
         try:
             error = _exc_info()[1]
             if error is not None and error is not self._handled:
                 span.record_exception(error)
                 span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+                self._handled = error
+        except RecursionError:
+            raise
         except Exception:
             warn_once(self._name, "recording the exception")
         try:
             span.end()
+        except RecursionError:
+            raise
         except Exception:
             warn_once(self._name, "ending the span")
+        self._span = None
 
 
 def _parameters(name: str, fn: Callable[..., Any], attributes: Mapping[str, str]) -> _Parameters:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 LIMITS = (150, 300, 600)  # each level records the escaping RecursionError: quadratic in the depth
@@ -72,6 +73,28 @@ def _to_the_limit(otel: ModuleType, limit: int) -> int:
 def _nothing_open(otel: ModuleType) -> None:
     assert otel._state.PROCESS.run.open_spans.stack == []
     assert not trace.get_current_span().is_recording()
+
+
+@pytest.mark.parametrize("limit", LIMITS)
+@pytest.mark.parametrize("processor", ["simple", "batch"])
+def test_sdk_path_ends_every_span_it_started_at_the_recursion_limit(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch, limit: int, processor: str
+) -> None:
+    _enable(monkeypatch)
+    counting = Counting()
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(counting)
+    export = SimpleSpanProcessor(exporter) if processor == "simple" else BatchSpanProcessor(exporter)
+    provider.add_span_processor(export)
+    otel.configure(tracer_provider=provider)
+    started = _to_the_limit(otel, limit)
+    provider.force_flush()
+    assert started > 0
+    assert counting.started == counting.ended, (limit, counting.started, counting.ended)
+    assert len(exporter.get_finished_spans()) == counting.ended
+    assert counting.ended >= started  # a span abandoned half-way was ended too
+    _nothing_open(otel)
 
 
 @pytest.mark.parametrize("limit", LIMITS)
