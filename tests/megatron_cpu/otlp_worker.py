@@ -24,8 +24,8 @@ for a line on stdin (the test switches its receiver's mode meanwhile), then runs
 and for at least ``--phase-seconds``, so one process measures every mode against the same model
 and exporter. During each phase's steps a profile hook on the training thread (``ExportWatch``)
 counts every call it makes into export code (the OTLP exporters, their HTTP/gRPC transports, the
-runtime's export methods, ``time.sleep``), and every exporter ``export`` call is recorded with the
-thread it ran on: what the tests assert instead of step times, which a loaded machine stretches.
+runtime's export methods, ``time.sleep``), and every OTLP/HTTP request is recorded with the
+thread that sent it: what the tests assert instead of step times, which a loaded machine stretches.
 
 ``spans``: no model; ``--count`` spans as fast as the runtime takes them (a long run with the
 collector away, compressed), sampling this process's resident memory and the span queue; with
@@ -125,26 +125,25 @@ _EXPORT_FILES = ("_batch.py", "_lean.py", "_otlp.py")
 
 class ExportWatch:
     """Counts, per phase, what the training thread runs of the export: calls into export code,
-    ``time.sleep`` calls; and records which threads ran the exporter's ``export``."""
+    ``time.sleep`` calls; and records which threads sent the OTLP/HTTP requests."""
 
-    def __init__(self, otel: Any) -> None:
+    def __init__(self) -> None:
         import threading
+
+        import requests
 
         self.calls: dict[str, list[str]] = {}
         self.export_threads: dict[str, int] = {}
         self.phase = ""
-        self._active = False
-        self._main = threading.get_ident()
-        for processor in otel._state.PROCESS.run.processors:
-            exporter = processor.exporter
-            original = exporter.export
 
-            def export(batch: Any, _original: Any = original) -> Any:
-                name = threading.current_thread().name
-                self.export_threads[name] = self.export_threads.get(name, 0) + 1
-                return _original(batch)
+        original = requests.Session.send
 
-            exporter.export = export
+        def send(session: Any, request: Any, **options: Any) -> Any:
+            name = threading.current_thread().name
+            self.export_threads[name] = self.export_threads.get(name, 0) + 1
+            return original(session, request, **options)
+
+        requests.Session.send = send  # every OTLP/HTTP request, whichever path encoded it
 
     def _profile(self, frame: Any, event: str, arg: Any) -> None:
         if event == "call":
@@ -202,7 +201,7 @@ def main_train(options: argparse.Namespace) -> None:
             config = model.config
             forward_backward = get_forward_backward_func()
             phases = options.phases.split(",") if options.phases else ["run"]
-            watch = ExportWatch(otel) if options.phases else None
+            watch = ExportWatch() if options.phases else None
             iteration = 0
             otel.begin_training(iteration, options.save_interval)
             if options.evaluate:  # train() evaluates inside the training interval

@@ -306,8 +306,9 @@ def step_phases(fork_root: Path, tmp_path_factory) -> dict[str, Any]:
 def test_a_failing_collector_does_not_slow_training_steps(step_phases, mode):
     """The training thread never runs the export: during the steps of each fault it made no call
     into the exporters, their transports or the runtime's export methods, and slept nowhere; every
-    export ran on the runtime's export thread. The step-time ratios are figures only (the step
-    benchmark's rows measure them): a loaded machine stretches wall time by several times."""
+    OTLP/HTTP request was sent by another thread (the span export thread, the metric reader's).
+    The step-time ratios are figures only (the step benchmark's rows measure them): a loaded
+    machine stretches wall time by several times."""
     by_mode, cpu = step_phases["by_mode"], step_phases["cpu"]
     healthy = statistics.median(by_mode["accept"])
     figure("step.median_ms.accept", round(healthy * 1000, 2))
@@ -317,8 +318,8 @@ def test_a_failing_collector_does_not_slow_training_steps(step_phases, mode):
     assert len(by_mode[mode]) >= STEPS_PER_PHASE
     assert step_phases["training_thread_calls"][mode] == [], mode
     assert step_phases["training_thread_calls"]["accept"] == []
-    threads = step_phases["export_threads"]
-    assert threads and set(threads) <= {"megatron-otel-export", "megatron-otel-span-export"}, threads
+    threads = step_phases["export_threads"]  # thread name -> OTLP/HTTP requests it sent
+    assert "MainThread" not in threads and threads.get("megatron-otel-export"), threads
 
 
 def test_the_exporter_met_every_fault_during_the_steps(step_phases):
