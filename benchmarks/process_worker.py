@@ -63,12 +63,17 @@ def step(otel, pause: float) -> None:
 
 
 def set_up(otel, arm: str) -> None:
-    from codegen.otel_runtime import _lean, _otlp
+    from codegen.otel_runtime import _lean
 
+    try:
+        from codegen.otel_runtime import _otlp
+    except ImportError:  # a runtime from before _otlp (PYTHONPATH=an older checkout)
+        _otlp = None
     os.environ["MEGATRON_OTEL_SPAN_GROUPS"] = "all"
     os.environ["OTEL_SERVICE_NAME"] = f"process-{arm}"
     _lean.ALLOWED = arm != "sdk"
-    _otlp.ENABLED = arm == "lean"
+    if _otlp is not None:
+        _otlp.ENABLED = arm == "lean"
     otel.configure()
     if arm == "off":  # the same set-up work, ended before the steps
         otel.reset()
@@ -80,7 +85,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2, help="measured steps per run")
     parser.add_argument("--step-s", type=float, default=1.0, help="the training thread's waits per step")
     options = parser.parse_args()
-    sys.path.insert(0, str(REPO))
+    sys.path.append(str(REPO))  # after PYTHONPATH: an older runtime can be measured
     from benchmarks.receiver import ReceiverProcess
 
     receiver = ReceiverProcess("http").__enter__()
