@@ -10,8 +10,8 @@ with 32 x ``megatron.layer.forward`` > ``self_attention`` + ``mlp``, and ``megat
 ``.end()``), and after each layer and in each backward the training thread waits as it waits for
 a GPU (``time.sleep``: the GIL released; ``--step-s`` per step in all, 1 s by default). Telemetry is configured as a job
 configures it (``MEGATRON_OTEL_*``, ``configure()``: the runtime's own providers, OTLP/HTTP to the
-tests' live receiver in a child process, ``OTEL_BSP_SCHEDULE_DELAY=500``): batches are exported
-while the steps run. Arms, one run each per round in a shuffled order: ``off`` (the same loop, the
+tests' live receiver in a child process, the default batch size of 512 and schedule delay of 5 s):
+a batch is exported as soon as 512 spans are buffered, one and a half a step, while the steps run. Arms, one run each per round in a shuffled order: ``off`` (the same loop, the
 same set-up, reset before the steps: the groups off), ``sdk`` (the SDK path: ``_lean.ALLOWED`` off), ``lean_readable`` (the lean path
 handing ``ReadableSpan`` s to the exporter, as before ``_otlp``) and ``lean`` (the lean path as it
 is). A run: ``configure()``, one step not measured (the export reaches its steady state), then
@@ -92,7 +92,7 @@ def main() -> None:
     os.environ.update(receiver.environ)
     os.environ.update(
         MEGATRON_OTEL_ENABLED="1", MEGATRON_OTEL_EXPORTER="otlp", MEGATRON_OTEL_METRICS_ENABLED="0",
-        MEGATRON_OTEL_OWN_PROVIDERS="1", OTEL_BSP_SCHEDULE_DELAY="500",
+        MEGATRON_OTEL_OWN_PROVIDERS="1",
     )  # fmt: skip
     import codegen.otel_runtime as otel
 

@@ -564,8 +564,8 @@ def process_rows(data: dict) -> list[Row]:
         mid = median(values) * scale
         low, high = (v * scale for v in _interval(values))
         status = "info" if goal is None else _status_within(mid, low, goal)
-        if goal is not None and status.startswith("met") and high > goal[1]:
-            status = "met (interval reaches over)"
+        if status == "met" and high > goal[1]:
+            status = "met (its interval reaches over)"
         goal_text = "" if goal is None else f"{goal[0]} {goal[1]:g} {unit}"
         rows.append(
             Row(s, label, f"{mid:.2f} {unit}", baseline, f"[{low:.2f}, {high:.2f}]", "", goal_text, status)
