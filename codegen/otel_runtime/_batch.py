@@ -4,8 +4,8 @@
 Ended spans wait in a queue of at most ``max_queue_size``; a span ended while it is full is
 dropped and counted (logged once when the queue first fills, the totals once by ``report``). One
 daemon thread exports a batch of ``max_export_batch_size`` as soon as one is queued, and what is
-queued when ``schedule_delay_millis`` passed without a full batch; ``force_flush`` and ``shutdown`` wait at most their timeout. A
-training thread only appends to the queue under a lock.
+queued when ``schedule_delay_millis`` passed without a full batch; ``force_flush`` and
+``shutdown`` wait at most their timeout. A training thread only appends to the queue under a lock.
 """
 
 from __future__ import annotations

@@ -12,10 +12,38 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._ranks import ExportRanks, export_ranks_from
-from ._spans import resolve
+from ._rankspec import ExportRanks, export_ranks_from
 from ._state import log_once
-from ._taxonomy import ENV, ENV_TIMESTAMPS, FLAG_OVERRIDES
+from ._taxonomy import ENV, ENV_TIMESTAMPS, FLAG_OVERRIDES, GROUPS, PRESETS
+
+_PRESET_KEYS = {name.lower(): name for name in PRESETS}
+_GROUP_KEYS = {name.lower(): name for name in GROUPS}
+
+
+def resolve(spec: str) -> frozenset[str]:
+    """Groups named by ``spec``: comma-separated presets and/or groups, case-insensitive.
+
+    ``"*"`` means every group, ``""`` none; an unknown name raises ``ValueError``.
+    """
+    selected: set[str] = set()
+    for entry in spec.split(","):
+        key = entry.strip().lower()
+        if not key:
+            continue
+        if key == "*":
+            selected.update(GROUPS)
+        elif key in _PRESET_KEYS:
+            selected.update(PRESETS[_PRESET_KEYS[key]])
+        elif key in _GROUP_KEYS:
+            selected.add(_GROUP_KEYS[key])
+        else:
+            raise ValueError(
+                f"unknown span group or preset {entry.strip()!r} in {spec!r}; "
+                f"valid presets: {', '.join(PRESETS) or '(none)'}; "
+                f"valid groups: {', '.join(GROUPS) or '(none)'}"
+            )
+    return frozenset(selected)
+
 
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True}
 _BOOLEANS.update({"0": False, "false": False, "no": False, "off": False})

@@ -1061,16 +1061,16 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def install(provider: Any, exporter: Any, limits: Any) -> LeanRecorder:
+def install(
+    provider: Any, exporter: Any, limits: Any, base_attributes: Mapping[str, Mapping[str, Any]]
+) -> LeanRecorder:
     """Make ``provider`` (a TracerProvider the runtime built) record lean, exporting through
-    ``exporter`` within the run's export limits (``ExportLimits``); the recorder is its
-    processor."""
-    from ._spans import SPAN_ATTRIBUTES
-
+    ``exporter`` within the run's export limits (``ExportLimits``), every span of a name starting
+    with that name's ``base_attributes``; the recorder is its processor."""
     recorder = LeanRecorder(
         exporter,
         provider.resource,
-        SPAN_ATTRIBUTES,
+        base_attributes,
         max_queue_size=limits.span_queue_size,
         max_export_batch_size=limits.span_batch_size,
         schedule_delay_millis=limits.span_schedule_delay_ms,

@@ -1,4 +1,5 @@
-"""Span groups and spans: resolve(), enable() and disable(), start_span(), the traced decorator."""
+"""Span groups and spans: enable() and disable(), start_span(), the traced decorator (``resolve``
+is configuration: ``_config``)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from ._config import resolve
 from ._lean import LeanSpan, LeanTracer
 from ._lean import tracer as _tracer_for
 from ._ranks import P2P, start_shared
 from ._state import LOG, NAMESPACE, PROCESS, PUBLISHED, log_once, set_flag, warn_once
-from ._taxonomy import DEFAULT_SPEC, FLAGS, GROUPS, PRESETS, SPANS
+from ._taxonomy import DEFAULT_SPEC, FLAGS, SPANS
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
 if TYPE_CHECKING:
@@ -31,8 +33,6 @@ except ImportError:  # opentelemetry is optional: without it no tracer is set, n
 else:
     OTEL_INSTALLED = True
 
-_PRESET_KEYS = {name.lower(): name for name in PRESETS}
-_GROUP_KEYS = {name.lower(): name for name in GROUPS}
 # Attributes every span of a given name starts with.
 SPAN_ATTRIBUTES: dict[str, dict[str, Any]] = {
     name: {"megatron.span_group": span.group, **({"is_goodput_span": True} if span.goodput else {})}
@@ -43,31 +43,6 @@ _exc_info = sys.exc_info
 _is_finalizing = sys.is_finalizing
 _F = TypeVar("_F", bound=Callable[..., Any])
 _Parameters = tuple[tuple[str, str, "int | None", Any], ...]
-
-
-def resolve(spec: str) -> frozenset[str]:
-    """Groups named by ``spec``: comma-separated presets and/or groups, case-insensitive.
-
-    ``"*"`` means every group, ``""`` none; an unknown name raises ``ValueError``.
-    """
-    selected: set[str] = set()
-    for entry in spec.split(","):
-        key = entry.strip().lower()
-        if not key:
-            continue
-        if key == "*":
-            selected.update(GROUPS)
-        elif key in _PRESET_KEYS:
-            selected.update(PRESETS[_PRESET_KEYS[key]])
-        elif key in _GROUP_KEYS:
-            selected.add(_GROUP_KEYS[key])
-        else:
-            raise ValueError(
-                f"unknown span group or preset {entry.strip()!r} in {spec!r}; "
-                f"valid presets: {', '.join(PRESETS) or '(none)'}; "
-                f"valid groups: {', '.join(GROUPS) or '(none)'}"
-            )
-    return frozenset(selected)
 
 
 def enable(
