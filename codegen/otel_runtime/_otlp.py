@@ -13,7 +13,7 @@ What a backend receives is what the SDK path sends, message for message: a span 
 does not write itself (events, links, a status set, a trace state, attributes that the SDK's
 validation or limits would change, an SDK span of the same provider) is made a ``ReadableSpan``
 and encoded by the SDK's encoder (``encode_spans``), then joined to the same request.
-``tests/runtime_pkg/test_otlp_encoding.py`` compares both encodings of the same spans.
+``tests/megatron_cpu/test_otlp_encoding.py`` compares both encodings of the same spans.
 
 Used only with the OTLP/HTTP span exporter of ``opentelemetry-exporter-otlp-proto-http`` whose
 request client the runtime can reach (``sender``); any other exporter gets ``ReadableSpan``

@@ -8,10 +8,15 @@ span name's own, a value outside int64, a remote parent with a trace state, runs
 each batch the recorder exports is encoded by ``_otlp.SpanEncoder`` and, from the same records
 made ``ReadableSpan`` s, by the SDK exporter's ``encode_spans``: the two requests, parsed, must be
 equal message for message (ids and times included: they are the same records).
+
+Here rather than in ``tests/runtime_pkg``: the OTLP exporters are installed in the runtime tox
+environment (``tox -e runtime``), not in ``tox -e test``'s. The runtime is the source package
+(``codegen.otel_runtime``), reset around each test.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -35,6 +40,15 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 
 from tests.runtime_pkg.test_lean_path import own_provider_exporting_to, workload
+
+
+@pytest.fixture
+def otel() -> Iterator[ModuleType]:
+    import codegen.otel_runtime as module
+
+    module.reset()
+    yield module
+    module.reset()
 
 
 def more_spans(otel: ModuleType) -> None:
