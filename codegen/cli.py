@@ -11,10 +11,16 @@ from pathlib import Path
 from codegen.cache import CachedRun, input_state, run_key
 from codegen.cache import load as load_cached
 from codegen.cache import store as store_cached
-from codegen.diagnostics import Diagnostics, SpecError
+from codegen.diagnostics import Diagnostics, PlacementError, SpecError
 from codegen.emit.tree import diff_trees, read_tree, write_tree
 from codegen.target import ReleaseError, SourceMismatch, mismatch_advice
-from codegen.upstream import PACKAGE_INFO, UpstreamError, default_cache_dir
+from codegen.upstream import (
+    PACKAGE_INFO,
+    REPLACE_FLAG,
+    UnrecognisedInstrumentation,
+    UpstreamError,
+    default_cache_dir,
+)
 
 EXIT_OK, EXIT_STALE, EXIT_SPEC, EXIT_SOURCE, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
@@ -60,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         help="do not reuse or store the results of an identical earlier run",
     )
     _allow_missing(apply)
+    _replace_upstream(apply)
     apply.add_argument(
         "--check",
         action="store_true",
@@ -105,7 +112,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     _common(validate)
     _allow_missing(validate)
+    _replace_upstream(validate)
     return parser
+
+
+def _replace_upstream(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        REPLACE_FLAG,
+        action="store_true",
+        help="on a tree carrying Megatron-LM's hand-written OpenTelemetry instrumentation (PR #6438), "
+        "take it out (structurally; a site it does not recognise is an error) and put the specs' in: "
+        "with --out, the patch set (--generated) and --in-place",
+    )
 
 
 def _in_place(parser: argparse.ArgumentParser) -> None:
@@ -191,6 +209,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         print(mismatch_advice(exc.failures, args.specs, exc.tree), file=sys.stderr)
         return EXIT_SOURCE
+    except UnrecognisedInstrumentation as exc:
+        print(exc, file=sys.stderr)
+        count = len(exc.lines)
+        print(
+            f"{REPLACE_FLAG}: {count} hand-written site{'s' if count != 1 else ''} not recognised; "
+            "nothing was written",
+            file=sys.stderr,
+        )
+        return EXIT_SOURCE
     except SpecError as exc:
         for warning in exc.diagnostics.render_warnings():
             print(warning, file=sys.stderr)
@@ -204,6 +231,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_SOURCE
+    except PlacementError as exc:  # the generator's post-condition failed: a bug, located
+        print(exc, file=sys.stderr)
+        print("internal error in codegen (a bug: please report it with the lines above)", file=sys.stderr)
+        return EXIT_INTERNAL
     except Exception:  # noqa: BLE001  # a bug in the generator, not in the input: say so, with what to report
         import traceback
 
@@ -215,7 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, use_cache: bool) -> CachedRun:
     """The outputs of a run: from the result cache when every input is unchanged."""
     allow_missing = getattr(args, "allow_missing", False)
-    options = f"release {args.release}\nallow_missing {allow_missing}"
+    replace = getattr(args, "replace_upstream", False)
+    options = f"release {args.release}\nallow_missing {allow_missing}" + (
+        f"\n{REPLACE_FLAG}" if replace else ""
+    )
     key = run_key(args.specs, args.source, options) if use_cache else None
     cached = load_cached(key) if key else None
     if cached is None:
@@ -233,7 +267,9 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
     from codegen.pipeline import generate
     from codegen.target import label, render_failures
 
-    generation = generate(args.specs, args.source, args.release, allow_missing)
+    generation = generate(
+        args.specs, args.source, args.release, allow_missing, getattr(args, "replace_upstream", False)
+    )
     tree = generation.tree
     assert tree is not None
     notes = [
@@ -253,7 +289,7 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
             f"({tree.describe()}) (--allow-missing)"
         )
     source_root = generation.source_root
-    files = sorted({*generation.plan.files, *generation.plan.also_read})
+    files = sorted({*generation.plan.files, *generation.plan.also_read, *generation.replaced})
     files += [PACKAGE_INFO] if (source_root / PACKAGE_INFO).is_file() else []
     return CachedRun(
         str(source_root),

@@ -83,3 +83,13 @@ class SpecError(Exception):
     def __init__(self, diagnostics: Diagnostics) -> None:
         super().__init__(diagnostics.render())
         self.diagnostics = diagnostics
+
+
+class PlacementError(Exception):
+    """Entries reported placed that the generated code lacks: the generator's post-condition
+    failed (a bug of the generator, not of the specs). Each problem is located at its entry's
+    spec line; the CLI prints them and exits with code 4."""
+
+    def __init__(self, problems: list[tuple[Pos, str]]) -> None:
+        self.problems = tuple(sorted(problems))
+        super().__init__("\n".join(f"{pos}: internal error: {message}" for pos, message in self.problems))

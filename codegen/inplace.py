@@ -157,7 +157,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        plan = prepare(args.specs, args.source, args.release, args.allow_missing, args.docs, args.check)
+        plan = prepare(
+            args.specs,
+            args.source,
+            args.release,
+            args.allow_missing,
+            args.docs,
+            args.check,
+            getattr(args, "replace_upstream", False),
+        )
     except InPlaceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_REFUSED
@@ -247,13 +255,15 @@ def prepare(
     allow_missing: bool = False,
     docs: Path | None = None,
     check: bool = False,
+    replace_upstream: bool = False,
 ) -> InPlace:
     """Generate from ``specs`` against ``checkout`` and work out what changes in it (with
-    ``check``, the manifest is left as it is)."""
+    ``check``, the manifest is left as it is; with ``replace_upstream``, Megatron-LM's
+    hand-written instrumentation goes too, also from files the specs do not instrument)."""
     from codegen.emit.runtime import render_runtime
     from codegen.pipeline import generate
 
-    generation = generate(specs, checkout, release, allow_missing)
+    generation = generate(specs, checkout, release, allow_missing, replace_upstream)
     root = generation.source_root.resolve()
     project = generation.project
     package = project.runtime.package.strip("/")
@@ -272,6 +282,9 @@ def prepare(
         current_text[path] = file_plan.source
         change = generation.changes.get(path)
         wanted_text[path] = change[1] if change is not None else file_plan.source
+    for path in generation.replaced:  # stripped of upstream's instrumentation, nothing instrumented
+        if path not in stripped:
+            wanted_text[path] = generation.changes[path][1]
     for path in sorted(set(old_sources) - set(stripped)):
         # instrumented by an earlier run, no entry of the specs left in it: strip it whole
         text = _read_text(root / path)

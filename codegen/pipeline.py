@@ -33,6 +33,7 @@ from codegen.target import (
     without_absent_packages,
 )
 from codegen.transforms.module import transform_file
+from codegen.transforms.placed import check_placed
 from codegen.upstream import UpstreamError
 
 __all__ = ["Generation", "SourceMismatch", "Tree", "generate", "label", "plan_only", "render_failures"]
@@ -78,6 +79,7 @@ class Generation:
     absent_note: str | None = None  # the one message saying so
     report: str = ""  # what was placed, excluded and left out (written beside a fork)
     warnings: tuple[str, ...] = ()  # rendered: ``path:line:col: warning: message``
+    replaced: tuple[str, ...] = ()  # files whose hand-written instrumentation was stripped
 
     @_without_cyclic_gc
     def patches(self) -> dict[str, str]:
@@ -113,21 +115,37 @@ def plan_only(spec_dir: Path, source: Path | None = None, release: str | None = 
 
 @_without_cyclic_gc
 def generate(
-    spec_dir: Path, source: Path | None = None, release: str | None = None, allow_missing: bool = False
+    spec_dir: Path,
+    source: Path | None = None,
+    release: str | None = None,
+    allow_missing: bool = False,
+    replace_upstream: bool = False,
 ) -> Generation:
     """Raise :class:`SpecError` with every problem of the specs, found loading or resolving;
     :class:`SourceMismatch` when valid specs do not fit a ``--source`` tree (unless
-    ``allow_missing``: then what does not fit is left out and reported)."""
+    ``allow_missing``: then what does not fit is left out and reported). With
+    ``replace_upstream``, Megatron-LM's hand-written instrumentation is stripped first
+    (``resolve/strip_upstream.py``; what it does not recognise raises UnrecognisedInstrumentation)."""
     diags = Diagnostics()
     full = load_project(spec_dir, diags)
-    tree = _locate(full, source, release, diags)
+    tree = _locate(full, source, release, diags, replace_upstream)
+    replaced: dict[str, tuple[str, str]] = {}
+    if replace_upstream:
+        from codegen.resolve.strip_upstream import strip_tree
+
+        replaced = strip_tree(tree.root, full.runtime.package.strip("/"))
     applied, excluded = full.for_release(tree.release)
     applied, absent, absent_note = without_absent_packages(applied, tree, allow_missing)
-    plan, project, missing = _place(applied, tree, diags, allow_missing)
+    overlay = {path: new for path, (_, new) in replaced.items()}
+    plan, project, missing = _place(applied, tree, diags, allow_missing, overlay)
     root = tree.root
-    changes: dict[str, tuple[str | None, str]] = {}
+    changes: dict[str, tuple[str | None, str]] = {
+        path: (old, new) for path, (old, new) in replaced.items() if path not in plan.files
+    }
     for path, file_plan in sorted(plan.files.items()):
         new = transform_file(project, file_plan)
+        # the post-condition: what the docs and the coverage page list as placed is in the code
+        check_placed(project, file_plan, new)
         if new != file_plan.source:
             changes[path] = (file_plan.source, new)
     for path, text in render_runtime(project).items():
@@ -151,14 +169,17 @@ def generate(
         absent_note,
         report,
         tuple(diags.render_warnings()),
+        tuple(sorted(replaced)),
     )
 
 
-def _locate(project: Project, source: Path | None, release: str | None, diags: Diagnostics) -> Tree:
+def _locate(
+    project: Project, source: Path | None, release: str | None, diags: Diagnostics, replace: bool = False
+) -> Tree:
     """The tree to instrument; when it cannot be had and the specs already have errors (an invalid
     pin, say), those errors are the cause to report, not the failure they lead to."""
     try:
-        return locate_tree(project, source, release)
+        return locate_tree(project, source, release, replace)
     except (UpstreamError, ReleaseError):
         if diags:
             raise SpecError(diags) from None
@@ -166,14 +187,18 @@ def _locate(project: Project, source: Path | None, release: str | None, diags: D
 
 
 def _place(
-    project: Project, tree: Tree, diags: Diagnostics, allow_missing: bool
+    project: Project,
+    tree: Tree,
+    diags: Diagnostics,
+    allow_missing: bool,
+    overlay: dict[str, str] | None = None,
 ) -> tuple[Plan, Project, tuple[Failure, ...]]:
     """Resolve every entry once. Problems in the specs themselves raise :class:`SpecError`.
     When only placing fails, on a ``--source`` tree (or with ``allow_missing``), the entries that
     cannot be placed raise :class:`SourceMismatch`, or with ``allow_missing`` are left out (the
     plan already holds only the placed ones) and returned."""
     spec_errors = bool(diags)
-    resolution = resolve(project, tree.root, diags)
+    resolution = resolve(project, tree.root, diags, overlay)
     failures = resolution.failures()
     if spec_errors or (failures and not (tree.from_source or allow_missing)):
         for _, found in failures:

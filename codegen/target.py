@@ -10,7 +10,14 @@ from pathlib import Path
 
 from codegen.diagnostics import Diagnostic
 from codegen.spec.model import Hook, Project, Span, version_key
-from codegen.upstream import PACKAGE_DIR, PACKAGE_INFO, UpstreamError, instrumentation_in, tree_release
+from codegen.upstream import (
+    PACKAGE_DIR,
+    PACKAGE_INFO,
+    REPLACE_FLAG,
+    UpstreamError,
+    hand_written_sites,
+    tree_release,
+)
 from codegen.upstream import source_root as upstream_source_root
 
 
@@ -55,15 +62,19 @@ class SourceMismatch(Exception):
         self.failures = failures
 
 
-def locate_tree(project: Project, source: Path | None = None, release: str | None = None) -> Tree:
+def locate_tree(
+    project: Project, source: Path | None = None, release: str | None = None, replace_upstream: bool = False
+) -> Tree:
     """The tree to instrument and its release: ``source`` (its version read from its own
     ``package_info.py``, or ``release``), else the wheel of ``release`` (one the specs support),
-    else the pinned release."""
+    else the pinned release. A tree carrying Megatron-LM's hand-written instrumentation is refused
+    unless ``replace_upstream`` (the pipeline then strips it, ``resolve/strip_upstream.py``)."""
     if release is not None and (version_key(release) is None or release.count(".") != 2):
         raise ReleaseError(f"--release {release}: not a version X.Y.Z")
     if source is not None:
         root = upstream_source_root(project.upstream, source)
-        _refuse_instrumented(project, root, f"--source {source}")
+        if not replace_upstream:
+            _refuse_instrumented(project, root, f"--source {source}")
         found = tree_release(root)
         if release is not None:
             how = "given by --release" + (f" (the tree says {found})" if found and found != release else "")
@@ -83,7 +94,8 @@ def locate_tree(project: Project, source: Path | None = None, release: str | Non
             f"instrument a tree of your own with --source DIR [--release {version}]"
         )
     root = upstream_source_root(pin)
-    _refuse_instrumented(project, root, str(root))
+    if not replace_upstream:
+        _refuse_instrumented(project, root, str(root))
     found = tree_release(root)
     if found != pin.version:
         raise UpstreamError(
@@ -95,17 +107,24 @@ def locate_tree(project: Project, source: Path | None = None, release: str | Non
 
 
 def _refuse_instrumented(project: Project, root: Path, what: str) -> None:
-    """Refuse, before resolving anything, a tree that already carries Megatron's own OpenTelemetry."""
-    found = instrumentation_in(root)
+    """Refuse, before resolving anything, a tree whose code already emits spans by hand
+    (Megatron-LM's own, PR #6438); #6415's base layer alone is no reason."""
+    found = hand_written_sites(root, project.runtime.package)
     if not found:
         return
+    total = sum(n for site in found for _, n in site.counts)
+    biggest = sorted(found, key=lambda site: -sum(n for _, n in site.counts))
+    shown = "; ".join(site.describe() for site in biggest[:3])
+    more = f"; and {len(found) - 3} more files" if len(found) > 3 else ""
     releases = ", ".join(p.version for p in project.releases())
     raise AlreadyInstrumented(
-        f"{what} already carries OpenTelemetry instrumentation: {'; '.join(found)}; instrumenting it "
-        "again would emit its spans twice. To proceed, use the instrumentation the tree has "
-        "(Megatron-LM's own, turned on with --otel-enabled), or instrument a release without it (the "
-        f"specs serve {releases}: `codegen apply SPECS --release X.Y.Z --out DIR`, or --source an "
-        "unpacked wheel of one)"
+        f"{what} already carries hand-written OpenTelemetry instrumentation (Megatron-LM's own, "
+        f"PR #6438): {total} site{'s' if total != 1 else ''} in {len(found)} file{'s' if len(found) != 1 else ''}: "
+        f"{shown}{more}; instrumenting it as it is "
+        f"would emit its spans twice. Replace it with the specs' instrumentation: add {REPLACE_FLAG} "
+        f"(with --out DIR, or --in-place in a git checkout); or use the instrumentation the tree has "
+        f"(Megatron-LM's own, turned on with --otel-enabled); or instrument a release without it "
+        f"(the specs serve {releases}: `codegen apply SPECS --release X.Y.Z --out DIR`)"
     )
 
 

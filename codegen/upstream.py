@@ -41,6 +41,15 @@ class UpstreamError(Exception):
     """Failure to provide the upstream tree; the message is one line meant for users."""
 
 
+class UnrecognisedInstrumentation(Exception):
+    """Hand-written instrumentation ``--replace-upstream`` does not recognise (exit 3): one located
+    line per site (``path:line:col: error: ...``); nothing is written."""
+
+    def __init__(self, lines: tuple[str, ...] | list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = tuple(lines)
+
+
 def source_root(pin: UpstreamPin, source: Path | None = None, cache_dir: Path | None = None) -> Path:
     """Return a directory containing ``megatron/`` for ``pin``: ``source`` or the cached wheel tree."""
     if source is not None:
@@ -85,30 +94,80 @@ def tree_release(root: Path) -> str | None:
 
 TELEMETRY_DIR = f"{PACKAGE_DIR}/core/telemetry"
 TRAINING_PY = f"{PACKAGE_DIR}/training/training.py"
-_OTEL_HELPER = re.compile(rb"^def (_\w*otel\w*)\s*\(", re.MULTILINE)
+REPLACE_FLAG = "--replace-upstream"
+
+# What emits spans in a tree carrying Megatron-LM's hand-written instrumentation (PR #6438): the
+# group-gated span context manager, the span decorator, the group gates and the ``_otel`` helper
+# functions (lifecycle, flush, exit hooks). #6415's base layer (``megatron/core/telemetry/``:
+# span-group constants, training metrics, no-op fallbacks) defines ``managed_span``/``trace_fn``
+# but opens no span itself: it is not instrumentation, and it is not scanned.
+_SPAN_SITES = (
+    ("_otel_managed_span", re.compile(rb"\b_otel_managed_span\s*\(")),
+    ("@_otel_trace_fn", re.compile(rb"@\s*_otel_trace_fn\s*\(")),
+    ("_otel_sg_enabled", re.compile(rb"\b_otel_sg_enabled\s*\(")),
+    ("def _*otel_*", re.compile(rb"^[ \t]*(def) _\w*otel_\w*\s*\(", re.MULTILINE)),
+)
+
+
+@dataclass(frozen=True)
+class HandWritten:
+    """One file's hand-written OpenTelemetry sites: where the first is and how many of each."""
+
+    path: str  # relative to the tree's root
+    line: int
+    column: int
+    counts: tuple[tuple[str, int], ...]
+
+    def describe(self) -> str:
+        what = ", ".join(f"{n} {name}" for name, n in self.counts)
+        return f"{self.path}:{self.line}:{self.column} ({what})"
+
+
+def candidate_files(root: Path) -> Iterator[Path]:
+    telemetry = root / TELEMETRY_DIR
+    """The entry scripts beside ``megatron/`` and its modules, less #6415's base layer."""
+    yield from sorted(root.glob("*.py"))
+    for path in sorted((root / PACKAGE_DIR).rglob("*.py")):
+        if telemetry not in path.parents:
+            yield path
+
+
+def hand_written_sites(root: Path, runtime_package: str = "") -> list[HandWritten]:
+    """Every file of the tree at ``root`` (``megatron/`` and the entry scripts beside it) that
+    emits spans by hand, Megatron-LM's way (see ``_SPAN_SITES``). Read as bytes, never imported;
+    an unreadable file counts as carrying none; ``runtime_package`` (this generator's, in an
+    instrumented tree) is not read. (This generator's own constructs are not listed:
+    a fork it wrote is stripped of them and instrumented afresh, see ``resolve/strip.py``.)"""
+    found: list[HandWritten] = []
+    runtime = root / runtime_package.strip("/") if runtime_package.strip("/") else None
+    for path in candidate_files(root):
+        if runtime is not None and runtime in path.parents:
+            continue  # this generator's runtime package, written into the tree
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if b"_otel_" not in data:
+            continue
+        counts: list[tuple[str, int]] = []
+        first: int | None = None
+        for name, pattern in _SPAN_SITES:
+            matches = list(pattern.finditer(data))
+            if matches:
+                counts.append((name, len(matches)))
+                start = matches[0].start(matches[0].lastindex or 0)
+                first = start if first is None else min(first, start)
+        if first is not None:
+            line = data.count(b"\n", 0, first) + 1
+            column = first - (data.rfind(b"\n", 0, first) + 1) + 1
+            found.append(HandWritten(path.relative_to(root).as_posix(), line, column, tuple(counts)))
+    return found
 
 
 def instrumentation_in(root: Path) -> list[str]:
-    """The hand-written OpenTelemetry instrumentation the tree at ``root`` already carries, one
-    phrase each: Megatron-LM's own (``megatron/core/telemetry/``, the ``_otel_*`` helpers of
-    ``training.py``, upstream since PR #6438). Read as bytes, never imported; an unreadable file
-    counts as not carrying any. (This generator's own constructs are not listed: a fork it wrote is
-    stripped of them and instrumented afresh, see ``resolve/strip.py``.)"""
-    found: list[str] = []
-    telemetry = root / TELEMETRY_DIR
-    if telemetry.is_dir() and any(telemetry.glob("*.py")):
-        found.append(f"Megatron's own telemetry package {TELEMETRY_DIR}/")
-    try:
-        helpers = _OTEL_HELPER.findall((root / TRAINING_PY).read_bytes())
-    except OSError:
-        helpers = []
-    if helpers:
-        names = [h.decode("ascii", "replace") for h in helpers]
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        found.append(
-            f"{len(names)} OpenTelemetry helper{'s' if len(names) != 1 else ''} in {TRAINING_PY} ({shown})"
-        )
-    return found
+    """The hand-written OpenTelemetry instrumentation the tree at ``root`` carries, one phrase per
+    file (``path:line:col (counts)``); empty for a tree with #6415's base layer alone."""
+    return [site.describe() for site in hand_written_sites(root)]
 
 
 def default_cache_dir() -> Path:

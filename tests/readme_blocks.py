@@ -1,6 +1,6 @@
-"""The README's "Review and carry the patches" blocks, as the tests run them.
+"""The command blocks of README.md and of the user guide's pages (docs/guide/), as the tests run them.
 
-A block is named by the HTML comment on the line before its fence: ``<!-- readme: NAME -->`` (a
+Any Markdown file works: ``blocks(page)`` reads every marked block of it. A block is named by the HTML comment on the line before its fence: ``<!-- readme: NAME -->`` (a
 shell block the tests run) or ``<!-- readme: file NAME -->`` (a file the tests write). The tests
 build a workspace as the section describes: this repository as ``megatron-otel-codegen/`` (its
 ``specs/``, ``generated/`` and ``constraints.txt`` copied, ``.venv/bin/codegen`` the running
@@ -18,22 +18,23 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
-SECTION = "## Review and carry the patches"
-INSTALLED = "## Instrument an installed Megatron"
+GUIDE = REPO / "docs" / "guide"
+SETUP = GUIDE / "setup.md"
+INSTALLED = GUIDE / "installed.md"
+PATCHES = GUIDE / "patches.md"
+IN_REPO = GUIDE / "in-repo.md"
+REPORT = GUIDE / "report.md"
 _BLOCK = re.compile(
     r"^<!-- readme: (?P<name>[^>]+?) -->\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL
 )
 
 
-def blocks(heading: str = SECTION) -> dict[str, str]:
-    """``{name: text}`` of every marked block of the section (``file NAME`` for files)."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index(heading)
-    end = text.find("\n## ", start + len(heading))
-    section = text[start : end if end != -1 else len(text)]
+def blocks(page: Path = PATCHES) -> dict[str, str]:
+    """``{name: text}`` of every marked block of the Markdown file ``page`` (``file NAME`` for
+    files)."""
     found: dict[str, str] = {}
-    for match in _BLOCK.finditer(section):
-        assert match["name"] not in found, f"two README blocks named {match['name']!r}"
+    for match in _BLOCK.finditer(page.read_text(encoding="utf-8")):
+        assert match["name"] not in found, f"two blocks named {match['name']!r} in {page}"
         found[match["name"]] = match["body"]
     return found
 
@@ -57,16 +58,16 @@ def run_block(
     cwd: Path,
     env: dict[str, str] | None = None,
     timeout: int = 600,
-    heading: str = SECTION,
+    page: Path = PATCHES,
     bindir: Path | None = None,
 ) -> str:
-    """Run the README's shell block ``name`` with ``bash -e`` in ``cwd``; return its output."""
+    """Run the shell block ``name`` of ``page`` with ``bash -e`` in ``cwd``; return its output."""
     environment = dict(os.environ if env is None else env)
     # `python` is the interpreter running the tests (its environment has what the block needs)
     first = bindir or Path(sys.executable).parent  # or the environment a test made for the block
     environment["PATH"] = f"{first}{os.pathsep}{environment.get('PATH', '')}"
     result = subprocess.run(
-        ["bash", "-e", "-c", blocks(heading)[name]],
+        ["bash", "-e", "-c", blocks(page)[name]],
         cwd=cwd,
         env=environment,
         capture_output=True,
@@ -74,7 +75,7 @@ def run_block(
         timeout=timeout,
     )
     assert result.returncode == 0, (
-        f"README block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        f"block {name!r} of {page.name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     )
     return result.stdout + result.stderr
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,16 +14,46 @@ if TYPE_CHECKING:
     from codegen.target import Failure, Tree
 
 
+# Source trees no registry publishes, as (column, the megatron-core version the tree says it is):
+# Megatron-LM main at the commit of the snapshots the tests read (tests/upstream_main.py), which
+# carries #6415's base layer and #6438's hand-written instrumentation (--replace-upstream).
+SOURCE_TREES = (("Megatron-LM main d98e8a64dd (source tree)", "0.20.0"),)
+
+
+@dataclass(frozen=True)
+class _Column:
+    version: str
+
+
+def _source_trees(project: Project) -> list[tuple[str, str]]:
+    """The ``SOURCE_TREES`` of the release line after the newest the specs support (megatron-core
+    0.20 after 0.19): the tree the specs are meant to serve next."""
+    from codegen.spec.model import version_key
+
+    newest = version_key(project.releases()[-1].version) or ()
+    if project.upstream.distribution != "megatron-core" or len(newest) < 2:
+        return []
+    return [
+        (label, version)
+        for label, version in SOURCE_TREES
+        if (key := version_key(version)) and key[0] == newest[0] and key[1] == newest[1] + 1
+    ]
+
+
 def coverage_context(project: Project) -> dict[str, Any]:
-    """One row per span (per name), one column per supported release: placed, or why not.
+    """One row per span (per name), one column per supported release and per source tree of
+    ``SOURCE_TREES``: placed, or why not.
 
     It is read from the specs' ``releases:`` alone; the tests resolve the specs against every
-    supported release, so "placed" means the instrumentation is placed there."""
-    releases = project.releases()
+    supported release (and the main snapshot), so "placed" means the instrumentation is placed there."""
+    releases: list[Any] = list(project.releases())
     columns = [f"{p.version} (pinned)" if p is project.upstream else p.version for p in releases]
+    trees = _source_trees(project)
+    columns += [label for label, _ in trees]
+    releases += [_Column(version) for _, version in trees]
     rows = []
-    placed = {p.version: 0 for p in releases}
-    absent = {p.version: 0 for p in releases}
+    placed = {id(p): 0 for p in releases}
+    absent = {id(p): 0 for p in releases}
     for span in project.spans:
         cells = []
         for pin in releases:
@@ -39,7 +70,7 @@ def coverage_context(project: Project) -> dict[str, Any]:
                 }
             )
             for pin, state in zip(releases, cells):
-                (placed if state == "placed" else absent)[pin.version] += 1
+                (placed if state == "placed" else absent)[id(pin)] += 1
     for lifecycle in project.lifecycle:
         rows.append(
             {"name": code_cell(lifecycle.name), "where": "runtime", "cells": ["runtime"] * len(releases)}
@@ -54,9 +85,9 @@ def coverage_context(project: Project) -> dict[str, Any]:
         if h.releases is not None
     ]
     counts = [
-        {"label": "placed in the code", "cells": [placed[p.version] for p in releases]},
+        {"label": "placed in the code", "cells": [placed[id(p)] for p in releases]},
         {"label": "opened by the runtime", "cells": [len(project.lifecycle)] * len(releases)},
-        {"label": "not in this release", "cells": [absent[p.version] for p in releases]},
+        {"label": "not in this release", "cells": [absent[id(p)] for p in releases]},
     ]
     return {"columns": columns, "rows": rows, "counts": counts, "hooks": hooks}
 

@@ -84,6 +84,7 @@ def render_docs(
         "env": project.env,
         "flags": project.flags,
         "md": cell,
+        "compat": [(a.key, cell(a.compat)) for a in project.attributes if a.compat],
         "coverage": coverage_context(full or project),
     }
     docs_dir = templates_dir / "docs"

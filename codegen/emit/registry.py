@@ -4,7 +4,8 @@
 type and description), ``spans.yaml`` (a ``span`` group per span name, referencing its attributes)
 and ``metrics.yaml`` (a ``metric`` group per instrument). Types come from ``attributes:`` in the
 specs or, where the expression shows it, from the expression (:func:`infer_type`); an attribute
-with neither is a spec warning (type ``any`` in the registry). Names that break the semconv naming rules are reported as warnings.
+with neither is a spec warning (type ``any`` in the registry). Names that break the semconv naming rules are reported as warnings, except an attribute
+declared with ``compat:`` (a name kept for compatibility, e.g. with #6438: the docs list it).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class _Attribute:
     type: str | None = None
     brief: str = ""
     note: str = ""
+    compat: str = ""
+    compat_pos: Pos | None = None
     expressions: list[tuple[str, Pos]] = field(default_factory=list)
 
 
@@ -92,6 +95,8 @@ def _attributes(project: Project) -> tuple[dict[str, _Attribute], dict[str, list
         if entry is None:
             entry = table[decl.key] = _Attribute(decl.key, decl.pos)
         entry.type, entry.brief, entry.note = decl.type, decl.brief or entry.brief, decl.note
+        if decl.compat:
+            entry.compat, entry.compat_pos = decl.compat, decl.pos
     for entry in table.values():
         if entry.type is None:
             inferred = {infer_type(expr) for expr, _ in entry.expressions}
@@ -117,7 +122,10 @@ def spec_warnings(project: Project) -> list[tuple[Pos, str]]:
                 )
             )
         problem = naming_problem(entry.key, namespaced=True)
-        if problem and entry.pos is not None:
+        if entry.compat and not problem and entry.compat_pos is not None:
+            unneeded = f"attribute '{entry.key}' has 'compat:' but its name breaks no semconv naming rule"
+            found.append((entry.compat_pos, unneeded + ": remove 'compat:'"))
+        elif problem and not entry.compat and entry.pos is not None:
             found.append(
                 (entry.pos, f"attribute name '{entry.key}' breaks the semconv naming rules: {problem}")
             )

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from codegen import TEMPLATES_DIR
+
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import jinja2
 
-# The one templates path: the docs pages and the report (and the cache key, codegen/cache.py).
-# Package data (codegen/templates/), so an installed generator (wheel, pre-commit, pipx) finds them.
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+__all__ = ["TEMPLATES_DIR", "environment"]
 
 
 def environment(templates_dir: Path) -> jinja2.Environment:

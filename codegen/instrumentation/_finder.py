@@ -11,7 +11,11 @@ checkout on ``PYTHONPATH``, ...); then its file is hashed:
 - the bytes of an instrumented file (the fork, the patches applied), or a file that already
   imports the runtime: left alone, it is woven already;
 - anything else: left alone, with one warning naming the file, the release its
-  ``package_info.py`` says and what to do.
+  ``package_info.py`` says and what to do;
+- every module of a tree carrying Megatron-LM's own hand-written instrumentation (PR #6438: its
+  span sites in ``megatron/training/training.py``): left alone, even a file that matches a release,
+  so that a process never runs two sets of spans; one warning per tree names the command that
+  replaces it (``codegen apply ... --replace-upstream``).
 
 ``megatron.core.otel`` is the runtime shipped here only when the tree has none of its own.
 """
@@ -45,6 +49,20 @@ _IMPORTS_RUNTIME = re.compile(rb"^\s*from megatron\.core import [^\n]*\botel\b",
 
 class NotWovenWarning(UserWarning):
     """A megatron file matches no supported release: it runs as it is, without its spans."""
+
+
+class HandWrittenTelemetryWarning(UserWarning):
+    """The tree carries Megatron-LM's hand-written instrumentation: nothing in it is woven."""
+
+
+# What emits spans in Megatron-LM's hand-written instrumentation (PR #6438), as the generator's
+# refusal reads it (codegen/upstream.py); #6415's base layer alone (megatron/core/telemetry/) is
+# not instrumentation.
+_HAND_WRITTEN = re.compile(
+    rb"\b_otel_managed_span\s*\(|@\s*_otel_trace_fn\s*\(|\b_otel_sg_enabled\s*\(|^[ \t]*def _\w*otel_\w*\s*\(",
+    re.MULTILINE,
+)
+_TRAINING = Path("megatron") / "training" / "training.py"
 
 
 def load_table() -> dict[str, Any]:
@@ -186,6 +204,7 @@ class MegatronFinder(importlib.abc.MetaPathFinder):
                 self.woven.add(entry["woven"])
         self.warned: set[str] = set()
         self.served: dict[str, str] = {}  # module -> the release whose pristine file it matched
+        self.hand_written: dict[Path, bool] = {}  # tree root -> carries #6438's instrumentation
 
     def _others(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None
@@ -212,6 +231,9 @@ class MegatronFinder(importlib.abc.MetaPathFinder):
         try:
             data = Path(spec.origin).read_bytes()
         except OSError:
+            return spec
+        root = _tree_root(fullname, Path(spec.origin))
+        if root is not None and self._hand_written(root, data):
             return spec
         digest = _sha256(data)
         by_release = known.get(digest)
@@ -262,6 +284,42 @@ class MegatronFinder(importlib.abc.MetaPathFinder):
             fullname, init, submodule_search_locations=[str(init.parent)]
         )
 
+    def _hand_written(self, root: Path, data: bytes) -> bool:
+        """Whether the tree at ``root`` carries hand-written instrumentation (read once per tree,
+        from its training.py, or the module at hand); the first time, one warning says so."""
+        known = self.hand_written.get(root)
+        if known is None:
+            try:
+                training = (root / _TRAINING).read_bytes()
+            except OSError:
+                training = b""
+            known = bool(_HAND_WRITTEN.search(training))
+            self.hand_written[root] = known
+            if known:
+                warnings.warn(
+                    f"{root}: not instrumented: the tree carries Megatron-LM's own hand-written "
+                    "OpenTelemetry instrumentation (PR #6438, turned on with --otel-enabled), and "
+                    "weaving it would emit its spans twice; every module of it runs as it is. To use "
+                    "this instrumentation instead, replace it in the checkout: `codegen apply specs/ "
+                    f"--source {root} --in-place --replace-upstream` (or --out DIR for a fork).",
+                    HandWrittenTelemetryWarning,
+                    stacklevel=3,
+                )
+        if not known and _HAND_WRITTEN.search(data):
+            self.hand_written[root] = True
+            return self._hand_written_module(root)
+        return known
+
+    def _hand_written_module(self, root: Path) -> bool:
+        warnings.warn(
+            f"{root}: not instrumented: a module of it carries hand-written OpenTelemetry spans "
+            "(Megatron-LM's own, PR #6438); every module of the tree runs as it is. Replace it with "
+            f"`codegen apply specs/ --source {root} --in-place --replace-upstream`.",
+            HandWrittenTelemetryWarning,
+            stacklevel=3,
+        )
+        return True
+
     def _warn(self, origin: str) -> None:
         if origin in self.warned:
             return
@@ -277,6 +335,13 @@ class MegatronFinder(importlib.abc.MetaPathFinder):
             NotWovenWarning,
             stacklevel=2,
         )
+
+
+def _tree_root(fullname: str, origin: Path) -> Path | None:
+    """The directory holding ``megatron/`` for the module ``fullname`` found at ``origin``."""
+    depth = fullname.count(".") + (1 if origin.name == "__init__.py" else 0)
+    parents = origin.resolve().parents
+    return parents[depth] if depth < len(parents) else None
 
 
 _FINDER: MegatronFinder | None = None

@@ -17,12 +17,13 @@ Metric record sites read ``METRICS`` the same way::
 ``configure()`` turns groups on from the environment and the command line; ``startup()`` to
 ``end_training()`` drive the job's lifecycle spans; ``shutdown()`` and ``reset()`` end a run.
 Everything here is a no-op when ``opentelemetry`` is not installed, and nothing raises into the
-instrumented code. The group flags, ``GROUPS``, ``PRESETS`` and ``SPANS`` come from ``_taxonomy``.
+instrumented code. The group flags and ``SPANS`` come from ``_taxonomy``; ``GROUPS`` and ``PRESETS``
+from ``_registry`` (Megatron-LM's own registry, ``megatron.core.telemetry``, when the tree has it).
 """
 
 from __future__ import annotations
 
-from . import _taxonomy
+from . import _registry, _taxonomy
 from ._config import resolve
 from ._lifecycle import (
     begin_training,
@@ -73,6 +74,10 @@ __all__ = [
     "worker_bootstrap",
 ]
 __all__ += _taxonomy.__all__
+
+# The groups and presets resolved: Megatron-LM's own registry when the tree has one (_registry).
+GROUPS = _registry.GROUPS
+PRESETS = _registry.PRESETS
 
 # True while metrics record (the exporting rank, metrics enabled); set only by configure().
 METRICS = False

@@ -6,18 +6,17 @@ every rank reads the same environment and flags, so every rank fails the same wa
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._rankspec import ExportRanks, export_ranks_from
+from ._rankspec import ExportRanks, export_ranks_from, parse_export_ranks
+from ._registry import current_registry
 from ._state import log_once
-from ._taxonomy import ENV, ENV_TIMESTAMPS, FLAG_OVERRIDES, GROUPS, PRESETS
-
-_PRESET_KEYS = {name.lower(): name for name in PRESETS}
-_GROUP_KEYS = {name.lower(): name for name in GROUPS}
+from ._taxonomy import ENV, ENV_TIMESTAMPS, FLAG_OVERRIDES
 
 
 def resolve(spec: str) -> frozenset[str]:
@@ -25,28 +24,36 @@ def resolve(spec: str) -> frozenset[str]:
 
     ``"*"`` means every group, ``""`` none; an unknown name raises ``ValueError``.
     """
+    groups, presets = current_registry()  # the tree's own registry, read now (_registry)
+    preset_keys = {name.lower(): name for name in presets}
+    group_keys = {name.lower(): name for name in groups}
     selected: set[str] = set()
     for entry in spec.split(","):
         key = entry.strip().lower()
         if not key:
             continue
         if key == "*":
-            selected.update(GROUPS)
-        elif key in _PRESET_KEYS:
-            selected.update(PRESETS[_PRESET_KEYS[key]])
-        elif key in _GROUP_KEYS:
-            selected.add(_GROUP_KEYS[key])
+            selected.update(groups)
+        elif key in preset_keys:
+            selected.update(presets[preset_keys[key]])
+        elif key in group_keys:
+            selected.add(group_keys[key])
         else:
             raise ValueError(
                 f"unknown span group or preset {entry.strip()!r} in {spec!r}; "
-                f"valid presets: {', '.join(PRESETS) or '(none)'}; "
-                f"valid groups: {', '.join(GROUPS) or '(none)'}"
+                f"valid presets: {', '.join(presets) or '(none)'}; "
+                f"valid groups: {', '.join(groups) or '(none)'}"
             )
     return frozenset(selected)
 
 
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True}
 _BOOLEANS.update({"0": False, "false": False, "no": False, "off": False})
+# Upstream Megatron-LM (PR #6438) reads its variables through nemo-lens, each MEGATRON_OTEL_X
+# falling back to NEMO_LENS_X when unset: the same fallback here.
+FALLBACK_PREFIXES = {"MEGATRON_OTEL_": "NEMO_LENS_"}
+# Upstream's export strategies (MEGATRON_OTEL_EXPORT_STRATEGY), the default first.
+STRATEGIES = ("single_rank", "all_ranks", "sampled", "first_rank_per_node")
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,12 @@ class Settings:
     own_providers: bool = False  # build our providers even when the application set global ones
     export_ranks: ExportRanks = field(default_factory=ExportRanks)  # which ranks export
     metrics_exporter: str = ""  # the metrics' exporter; empty: the spans'
+    # Upstream's (PR #6438) labels and switches, accepted with the same meaning.
+    run_label: str = ""  # nemo.run.id; empty: $SLURM_JOB_ID, else the agreed run id
+    user_id: str = ""  # nemo.user.id; empty: none
+    sampler_enabled: bool = False  # spans only on the ranks rank_sampled() picks
+    export_sample_rate: float = 1.0
+    logs_enabled: bool = False  # accepted, not built (logged once)
 
     def exporter_for(self, signal: str) -> str:
         """The exporter of ``signal`` ("trace" or "metric")."""
@@ -101,8 +114,13 @@ def read_settings(args: Any = None, environ: Mapping[str, str] | None = None) ->
     environ = os.environ if environ is None else environ
     raw: dict[str, tuple[str, str]] = {}  # role -> (value, where it came from)
     for role, (name, default, _) in ENV.items():
-        value = environ.get(name, "").strip()
-        raw[role] = (value, name) if value else (default, name)
+        value, where = environ.get(name, "").strip(), name
+        for prefix, fallback in FALLBACK_PREFIXES.items():
+            if not value and name.startswith(prefix):
+                where = fallback + name[len(prefix) :]
+                value = environ.get(where, "").strip()
+                where = where if value else name
+        raw[role] = (value, where) if value else (default, name)
     roles = {name: role for role, (name, _, _) in ENV.items()}
     for dest, name, option, switch in FLAG_OVERRIDES:
         given = getattr(args, dest, None) if args is not None else None
@@ -129,9 +147,69 @@ def read_settings(args: Any = None, environ: Mapping[str, str] | None = None) ->
         service_name=raw["service_name"][0],
         export=_export_limits(raw, environ),
         own_providers=_boolean(raw, "own_providers"),
-        export_ranks=export_ranks_from(
-            raw["export_ranks"], ENV["export_ranks"][1], raw["export_rank"], ENV["export_rank"][1]
-        ),
+        export_ranks=_export_ranks(raw),
+        run_label=raw["run_id"][0],
+        user_id=raw["user_id"][0],
+        sampler_enabled=_boolean(raw, "sampler_enabled"),
+        export_sample_rate=_sample_rate(raw),
+        logs_enabled=_boolean(raw, "logs_enabled"),
+    )
+
+
+@dataclass(frozen=True)
+class UpstreamStrategy(ExportRanks):
+    """Upstream Megatron-LM's export strategies that ``MEGATRON_OTEL_EXPORT_RANKS`` has no form for:
+    ``sampled`` (a rank exports when a hash of its number falls below ``rate``, the same ranks on
+    every run) and ``first_rank_per_node`` (``LOCAL_RANK`` 0)."""
+
+    rate: float = 1.0
+
+    def many(self) -> bool:
+        return True
+
+    def selects(self, rank: int, world: int, coordinates: Mapping[str, int]) -> bool:
+        if self.kind == "sampled":
+            return rank_sampled(rank, self.rate)
+        return _int_env("LOCAL_RANK", 0) == 0
+
+
+def rank_sampled(rank: int, rate: float) -> bool:
+    """Whether upstream's rank sampling picks ``rank`` at ``rate``: a hash of the rank's number
+    below the rate, so the same ranks on every run (the exporting strategy ``sampled`` and the
+    rank-aware span sampler, MEGATRON_OTEL_SAMPLER_ENABLED)."""
+    digest = hashlib.md5(str(rank).encode(), usedforsecurity=False).hexdigest()
+    return (int(digest, 16) % 10000) / 10000.0 < rate
+
+
+def _sample_rate(raw: Mapping[str, tuple[str, str]]) -> float:
+    value, where = raw["export_sample_rate"]
+    rate = _number(value, where, 0, False, "a fraction from 0.0 to 1.0")
+    if rate > 1.0:
+        raise ValueError(
+            f"{where}={value!r} is not valid; valid values: a fraction from 0.0 to 1.0"
+        )
+    return rate
+
+
+def _export_ranks(raw: Mapping[str, tuple[str, str]]) -> ExportRanks:
+    """The exporting ranks: upstream's MEGATRON_OTEL_EXPORT_STRATEGY (single_rank reads
+    MEGATRON_OTEL_EXPORT_RANK), or MEGATRON_OTEL_EXPORT_RANKS; not both."""
+    value, where = raw["export_strategy"]
+    strategy = value.strip().lower()
+    if strategy not in STRATEGIES:
+        raise ValueError(f"{where}={value!r} is not valid; valid values: {', '.join(STRATEGIES)}")
+    ranks, ranks_where = raw["export_ranks"]
+    if strategy != STRATEGIES[0] and ranks.strip() != ENV["export_ranks"].default:
+        raise ValueError(
+            f"{where}={value!r} and {ranks_where}={ranks!r} are both given; valid: one of them"
+        )
+    rate = _sample_rate(raw)
+    if strategy == "all_ranks":
+        return parse_export_ranks("all", where)
+    if strategy in ("sampled", "first_rank_per_node"):
+        return UpstreamStrategy(strategy, where=where, text=value, rate=rate)
+    return export_ranks_from(
+        raw["export_ranks"], ENV["export_ranks"][1], raw["export_rank"], ENV["export_rank"][1]
     )
 
 

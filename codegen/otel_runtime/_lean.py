@@ -300,11 +300,17 @@ class LeanSpan:
             try:
                 nesting.tracer.detach(self._token)
             except Exception:
-                if not _is_finalizing():
-                    warn_once(self._name, "restoring the context")
+                try:
+                    if not _is_finalizing():
+                        warn_once(self._name, "restoring the context")
+                except Exception:  # logging at the recursion limit
+                    pass
         error = _exception()
         if error is not None and error is not self._handled:
-            self._record_error(error)
+            try:
+                self._record_error(error)
+            except Exception:  # a RecursionError at the limit: the span still ends, without it
+                pass
         self._end = _time_ns() if end_time is None else end_time
         recorder = self._recorder
         spans = nesting.spans
@@ -328,11 +334,17 @@ class LeanSpan:
             try:
                 nesting.tracer.detach(self._token)
             except Exception:
-                if not _is_finalizing():
-                    warn_once(self._name, "restoring the context")
+                try:
+                    if not _is_finalizing():
+                        warn_once(self._name, "restoring the context")
+                except Exception:  # logging at the recursion limit
+                    pass
         error = _exception()
         if error is not None and error is not self._handled:
-            self._record_error(error)
+            try:
+                self._record_error(error)
+            except Exception:  # a RecursionError at the limit: the span still ends, without it
+                pass
         self._end = _time_ns()
         self._recorder.push(self)
 

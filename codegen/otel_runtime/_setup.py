@@ -9,11 +9,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import _export, _metrics, _process, _ranks
-from ._config import ExportLimits, Settings, rank_and_world, read_settings
+from ._config import ExportLimits, Settings, rank_and_world, rank_sampled, read_settings
+from ._registry import GROUPS
 from ._resource import resource_attributes
 from ._spans import OTEL_INSTALLED, enabled_groups, select
 from ._state import PROCESS, flag, log_once, set_flag
-from ._taxonomy import GROUPS
+from ._taxonomy import ENV
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
 
@@ -58,12 +59,35 @@ def configure(
         values.update(_ranks.coordinate_attributes(rank, coordinates, args))
         values["megatron.run_id"] = run_id.hex()
         values["megatron.export_ranks"] = settings.export_ranks.text
+        values.update(upstream_labels(settings, rank))
         return values
+
+    if settings.sampler_enabled and not rank_sampled(rank, settings.export_sample_rate):
+        settings = dataclasses.replace(settings, traces=False)  # upstream's rank-aware sampler
+        run.settings = settings
+    if settings.logs_enabled:
+        log_once(
+            "logs_enabled",
+            "%s=1: upstream's bridge of Python logging to OpenTelemetry is not built here",
+            ENV["logs_enabled"].name,
+        )
 
     groups = _start(settings, attributes, tracer_provider, meter_provider)
     if run.tracer is not None:
         run.pipeline = _ranks.pipeline(rank, args)
     return groups
+
+
+def upstream_labels(settings: Settings, rank: int) -> dict[str, str]:
+    """Upstream Megatron-LM's run and user labels (PR #6438, through nemo-lens): ``nemo.run.id``
+    (MEGATRON_OTEL_RUN_ID, else $SLURM_JOB_ID) with ``service.instance.id`` (the label and the
+    rank), and ``nemo.user.id``, each when given. (Without a label upstream makes a random one per
+    process; here ``megatron.run_id``, agreed by the ranks, always identifies the run.)"""
+    label = settings.run_label or os.environ.get("SLURM_JOB_ID", "").strip()
+    values = {"nemo.run.id": label, "service.instance.id": f"{label}-rank{rank}"} if label else {}
+    if settings.user_id:
+        values["nemo.user.id"] = settings.user_id
+    return values
 
 
 def worker_bootstrap() -> dict[str, Any]:

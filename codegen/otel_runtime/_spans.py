@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -43,6 +44,16 @@ _exc_info = sys.exc_info
 _is_finalizing = sys.is_finalizing
 _F = TypeVar("_F", bound=Callable[..., Any])
 _Parameters = tuple[tuple[str, str, "int | None", Any], ...]
+_getframe = sys._getframe
+_getrecursionlimit = sys.getrecursionlimit
+# Frames the SDK path may need past Python's recursion limit to end a span it started (the SDK's
+# end, its span processors', an exporter's) or to undo a start that failed half-way. Instrumented
+# code that recurses to the limit ends its deepest spans on the way out, where the pristine code
+# makes no call: a span ended within this many frames of the limit is ended with the limit raised
+# by this much, for the time of its end only.
+_HEADROOM = 200
+_limit_lock = threading.Lock()
+_raised = [0, 0]  # the clean-ups running with the limit raised, and the limit they raised it from
 
 
 def enable(
@@ -138,17 +149,82 @@ def start_sdk(
         started = StartedSpan(span, token, name, _exc_info()[1])
         run.open_spans.stack.append(started)
         return started
-    except Exception as error:  # RecursionError included: whatever started is ended, the
-        # context restored; a span the tracer started before failing is found in the traceback
+    except Exception as error:  # RecursionError and MemoryError included: whatever started is
+        # ended, the context restored, and training goes on without this span
         try:
-            if span is None and called:
-                span = _started_in(error)
-            if span is not None or token is not None:
-                _abandon(span, token)
-            warn_once(name, "starting the span")
-        except Exception:  # at the recursion limit: calling the tracer failed, nothing started
+            _clean_up(error, span, token, called, name)
+        except Exception:  # not even room to call: the tracer's call failed, nothing started
             pass
         return None
+    except BaseException as error:  # the program's own interrupt (KeyboardInterrupt): the span
+        # ended, it goes on to the program
+        try:
+            _clean_up(error, span, token, called, None)
+        except Exception:
+            pass
+        raise
+
+
+def _clean_up(
+    error: BaseException,
+    span: Span | None,
+    token: Token[Context] | None,
+    called: bool,
+    name: str | None,
+) -> None:
+    """Undo a start_span that failed: end the span the tracer started (found in the traceback
+    when it failed before returning it), detach ``token``; with room past the recursion limit to
+    do it. Warns about span ``name`` (None: nothing to say)."""
+    raised = False
+    try:
+        with _limit_lock:  # _raise_limit(), inline: one frame less at the limit
+            if not _raised[0]:
+                _raised[1] = _getrecursionlimit()
+                sys.setrecursionlimit(_raised[1] + _HEADROOM)
+            _raised[0] += 1
+        raised = True
+        if span is None and called:
+            span = _started_in(error)
+        if span is not None or token is not None:
+            _abandon(span, token)
+        if name is not None:
+            warn_once(name, "starting the span")
+    except Exception:
+        pass
+    finally:
+        if raised:
+            _restore_limit()
+
+
+def _raise_limit() -> None:
+    """Raise the recursion limit by ``_HEADROOM`` until the matching :func:`_restore_limit`
+    (nested and from several threads: the first raises it, the last restores it)."""
+    with _limit_lock:
+        if not _raised[0]:
+            _raised[1] = _getrecursionlimit()
+            sys.setrecursionlimit(_raised[1] + _HEADROOM)
+        _raised[0] += 1
+
+
+def _restore_limit() -> None:
+    """Undo :func:`_raise_limit`; a limit the program set meanwhile is left as it set it."""
+    with _limit_lock:
+        _raised[0] -= 1
+        if not _raised[0] and _getrecursionlimit() == _raised[1] + _HEADROOM:
+            sys.setrecursionlimit(_raised[1])
+
+
+def _near_the_limit() -> bool:
+    """Whether the caller runs within ``_HEADROOM`` frames of the recursion limit (a walk of
+    the frames below it, in C: no Python call)."""
+    limit = _getrecursionlimit()
+    if limit <= _HEADROOM:
+        return True
+    try:
+        _getframe(limit - _HEADROOM)
+    except ValueError:  # the stack is not that deep
+        return False
+    return True
 
 
 PUBLISHED["start_span"] = start_span  # what a new run's package attribute is again
@@ -321,21 +397,32 @@ class StartedSpan:
         self._span = None
         if _is_finalizing():
             return
+        raised = False
         try:
-            otel_context.detach(self._token)
+            if _near_the_limit():  # a recursion ending at the limit: the SDK's end needs room
+                _raise_limit()
+                raised = True
         except Exception:
-            warn_once(self._name, "restoring the context")
+            pass
         try:
-            error = _exc_info()[1]
-            if error is not None and error is not self._handled:
-                span.record_exception(error)
-                span.set_status(Status(StatusCode.ERROR, type(error).__name__))
-        except Exception:
-            warn_once(self._name, "recording the exception")
-        try:
-            span.end()
-        except Exception:
-            warn_once(self._name, "ending the span")
+            try:
+                otel_context.detach(self._token)
+            except Exception:
+                warn_once(self._name, "restoring the context")
+            try:
+                error = _exc_info()[1]
+                if error is not None and error is not self._handled:
+                    span.record_exception(error)
+                    span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+            except Exception:
+                warn_once(self._name, "recording the exception")
+            try:
+                span.end()
+            except Exception:
+                warn_once(self._name, "ending the span")
+        finally:
+            if raised:
+                _restore_limit()
 
 
 def _parameters(name: str, fn: Callable[..., Any], attributes: Mapping[str, str]) -> _Parameters:

@@ -131,11 +131,17 @@ SPANS: dict[str, Span] = {
 }
 # What each configuration variable means -> its name, default and valid values (() when open).
 ENV: dict[str, EnvVar] = {
-    "enabled": EnvVar("MEGATRON_OTEL_ENABLED", "0", ("0", "1", "false", "true")),
+    "enabled": EnvVar(
+        "MEGATRON_OTEL_ENABLED", "0", ("0", "1", "false", "true", "no", "yes", "off", "on")
+    ),
     "span_groups": EnvVar("MEGATRON_OTEL_SPAN_GROUPS", "default", ()),
     "exporter": EnvVar("MEGATRON_OTEL_EXPORTER", "otlp", ("otlp", "console", "none")),
-    "traces_enabled": EnvVar("MEGATRON_OTEL_TRACES_ENABLED", "1", ("0", "1", "false", "true")),
-    "metrics_enabled": EnvVar("MEGATRON_OTEL_METRICS_ENABLED", "1", ("0", "1", "false", "true")),
+    "traces_enabled": EnvVar(
+        "MEGATRON_OTEL_TRACES_ENABLED", "1", ("0", "1", "false", "true", "no", "yes", "off", "on")
+    ),
+    "metrics_enabled": EnvVar(
+        "MEGATRON_OTEL_METRICS_ENABLED", "1", ("0", "1", "false", "true", "no", "yes", "off", "on")
+    ),
     "export_rank": EnvVar("MEGATRON_OTEL_EXPORT_RANK", "-1", ()),
     "export_ranks": EnvVar("MEGATRON_OTEL_EXPORT_RANKS", "last", ()),
     "sigterm_flush_timeout": EnvVar("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "0", ()),
@@ -146,7 +152,23 @@ ENV: dict[str, EnvVar] = {
     "span_batch_size": EnvVar("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "512", ()),
     "span_schedule_delay": EnvVar("OTEL_BSP_SCHEDULE_DELAY", "5000", ()),
     "metric_export_interval": EnvVar("OTEL_METRIC_EXPORT_INTERVAL", "60000", ()),
-    "own_providers": EnvVar("MEGATRON_OTEL_OWN_PROVIDERS", "0", ("0", "1", "false", "true")),
+    "own_providers": EnvVar(
+        "MEGATRON_OTEL_OWN_PROVIDERS", "0", ("0", "1", "false", "true", "no", "yes", "off", "on")
+    ),
+    "export_strategy": EnvVar(
+        "MEGATRON_OTEL_EXPORT_STRATEGY",
+        "single_rank",
+        ("single_rank", "all_ranks", "sampled", "first_rank_per_node"),
+    ),
+    "export_sample_rate": EnvVar("MEGATRON_OTEL_EXPORT_SAMPLE_RATE", "1.0", ()),
+    "sampler_enabled": EnvVar(
+        "MEGATRON_OTEL_SAMPLER_ENABLED", "0", ("0", "1", "false", "true", "no", "yes", "off", "on")
+    ),
+    "logs_enabled": EnvVar(
+        "MEGATRON_OTEL_LOGS_ENABLED", "0", ("0", "1", "false", "true", "no", "yes", "off", "on")
+    ),
+    "run_id": EnvVar("MEGATRON_OTEL_RUN_ID", "", ()),
+    "user_id": EnvVar("MEGATRON_OTEL_USER_ID", "", ()),
 }
 # Variables that give a startup timestamp (epoch seconds) -> the timestamp key.
 ENV_TIMESTAMPS: dict[str, str] = {

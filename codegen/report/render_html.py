@@ -17,7 +17,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from codegen.emit.templating import TEMPLATES_DIR
+from codegen import TEMPLATES_DIR
 from codegen.report.compute import Report
 from codegen.report.render_text import seconds
 from codegen.report.taxonomy import CATEGORIES, GOODPUT, TITLES

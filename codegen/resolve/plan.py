@@ -64,9 +64,16 @@ class _Outcomes:
         return bool(self.errors.get(id(self.owner.get(id(entry), entry))))
 
 
-def resolve(project: Project, source_root: Path, diags: Diagnostics | None = None) -> Resolution:
+def resolve(
+    project: Project,
+    source_root: Path,
+    diags: Diagnostics | None = None,
+    overlay: dict[str, str] | None = None,
+) -> Resolution:
     """Place every entry of ``project``: each is placed or failed with its own diagnostics;
-    nothing raises. Warnings are added to ``diags``."""
+    nothing raises. Warnings are added to ``diags``. ``overlay``: files (relative to the root) to
+    plan from this text instead of theirs (upstream's hand-written instrumentation stripped,
+    ``--replace-upstream``); the file's own text stays the plan's source."""
     diags = diags if diags is not None else Diagnostics()
     outcomes = _Outcomes(diags)
     files: dict[str, FilePlan] = {}
@@ -76,7 +83,7 @@ def resolve(project: Project, source_root: Path, diags: Diagnostics | None = Non
     root = source_root.resolve()
     trees: dict[str, cst.Module | None] = {}  # modules parsed for the expression checks
     for rel, spans in sorted(by_file.items()):
-        file_plan = _resolve_path(project, root, rel, spans, outcomes, trees)
+        file_plan = _resolve_path(project, root, rel, spans, outcomes, trees, (overlay or {}).get(rel))
         if file_plan is not None and any(not outcomes.failed(e) for e in spans):
             files[rel] = file_plan
     results = tuple(
@@ -108,6 +115,7 @@ def _resolve_path(
     spans: list[Span | Hook],
     outcomes: _Outcomes,
     trees: dict[str, cst.Module | None],
+    replaced: str | None = None,
 ) -> FilePlan | None:
     outcomes.file = rel
     path = (root / rel).resolve()
@@ -134,7 +142,7 @@ def _resolve_path(
             outcomes.of(span).error(span.where_file, f"'{rel}' is not UTF-8 text (byte {exc.start})")
         return None
     try:
-        module = parsed = parse_source(rel, source)
+        module = parsed = parse_source(rel, source if replaced is None else replaced)
     except cst.ParserSyntaxError as exc:
         for span in spans:
             outcomes.of(span).error(
@@ -146,7 +154,7 @@ def _resolve_path(
     if _maybe_instrumented(source, alias, hooks):
         # Maybe an instrumented tree: instrument what the specs declare from scratch (strip.py).
         module = strip(module, alias, project.runtime.parent_module, hook_codes(hooks, alias))
-    context = FileContext(rel, source, module, stripped=module is not parsed)
+    context = FileContext(rel, source, module, stripped=module is not parsed or replaced is not None)
     plan = FilePlan(rel, source, module, context)
     trees[rel] = module
     if not _resolve_file(project, plan, spans, outcomes):

@@ -59,19 +59,60 @@ class Facts:
 
 class _Scan:
     """One walk of a function: does it yield (outside nested defs and lambdas), which
-    ``_otel_span*`` names does it use (anywhere)."""
+    ``_otel_span*`` names (and the runtime's binding) does it use as names of its own scope or of
+    a scope it reads from. Not counted, as Python's scoping says none of them is that name: an
+    attribute (``self._otel``), a keyword argument's name (``f(_otel=1)``), a lambda's parameters
+    and a comprehension's variables where that lambda or comprehension uses them (no inserted code
+    is ever inside one)."""
 
     def __init__(self, func: cst.FunctionDef, binding: str) -> None:
         self.generator = False
         self.span_names: set[str] = set()
-        stack: list[tuple[cst.CSTNode, bool]] = [(func, False)]
+        none: frozenset[str] = frozenset()
+        stack: list[tuple[cst.CSTNode, bool, frozenset[str]]] = [(func, False, none)]
         while stack:
-            node, nested = stack.pop()
+            node, nested, hidden = stack.pop()
             if isinstance(node, cst.Name):
-                if node.value.startswith(SPAN_VARIABLE) or node.value == binding:
-                    self.span_names.add(node.value)
+                value = node.value
+                if (value.startswith(SPAN_VARIABLE) or value == binding) and value not in hidden:
+                    self.span_names.add(value)
                 continue
             if isinstance(node, cst.Yield) and not nested:
                 self.generator = True
             inner = nested or (node is not func and nested_scope(node))
-            stack.extend((child, inner) for child in children(node))
+            if isinstance(node, cst.Attribute):  # ``x._otel``: only ``x`` is a name
+                stack.append((node.value, inner, hidden))
+                continue
+            if isinstance(node, cst.Arg):  # ``f(_otel=1)``: the keyword is no name of this scope
+                stack.append((node.value, inner, hidden))
+                continue
+            if isinstance(node, cst.Lambda):
+                hidden = hidden | _parameter_names(node.params)
+            elif isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+                hidden = hidden | _comprehension_targets(node.for_in)
+            stack.extend((child, inner, hidden) for child in children(node))
+
+
+def _parameter_names(params: cst.Parameters) -> frozenset[str]:
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            every.append(star)
+    return frozenset(p.name.value for p in every)
+
+
+def _comprehension_targets(comp_for: cst.CompFor | None) -> frozenset[str]:
+    """The names every ``for`` of a comprehension binds (its own, not the enclosing scope's)."""
+    names: set[str] = set()
+    while comp_for is not None:
+        stack: list[cst.CSTNode] = [comp_for.target]
+        while stack:
+            target = stack.pop()
+            if isinstance(target, cst.Name):
+                names.add(target.value)
+            elif isinstance(target, (cst.Tuple, cst.List)):
+                stack.extend(e.value for e in target.elements)
+            elif isinstance(target, cst.StarredElement):
+                stack.append(target.value)
+        comp_for = comp_for.inner_for_in
+    return frozenset(names)

@@ -155,6 +155,8 @@ class _Stripper(cst.CSTTransformer):
         if not (isinstance(target, cst.Name) and SPAN_VARIABLE_PATTERN.match(target.value)):
             return False
         operands = _operands(small.value)
+        if len(operands) >= 3 and _runtime(operands[0], self.names):  # ``ALIAS and`` of a __del__
+            operands = operands[1:]
         last = operands[-1]
         return (
             len(operands) >= 2

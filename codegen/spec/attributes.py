@@ -60,5 +60,6 @@ class AttributeReader(Reader):
                 self._unknown(as_map.value_pos("type"), "attribute type", kind, list(ATTRIBUTE_TYPES))
                 continue
             brief, note = values.get("brief") or "", values.get("note") or ""
-            out.append(AttributeDecl(key, kind, brief, key_pos, note))
+            compat = values.get("compat") or ""
+            out.append(AttributeDecl(key, kind, brief, key_pos, note, compat))
         return tuple(out)

@@ -4,10 +4,11 @@ its description and the reader method that converts its value.
 The located-diagnostic reader reads every object through its table (``Reader._fields``: unknown
 keys, missing required keys, each key with a converter read by it; the keys whose reading depends
 on other keys are left to the object's reader), the JSON Schema (``codegen/spec/schema.py``)
-types, describes and requires the keys from them, and the README's "Spec keys" section is
-rendered from them (``render_key_list``), so adding a key to a spec object is one edit here.
+types, describes and requires the keys from them, and the manual's "Spec keys" section
+(docs/reference/spec.md; the README_* names below are from when it was in README.md) is rendered
+from them (``render_key_list``), so adding a key to a spec object is one edit here.
 Everything looks the tables up when it runs (``fields.SPAN_FIELDS``, never a copy made at import).
-tests/unit/test_spec_fields.py checks the README is current, that every required key is enforced
+tests/unit/test_spec_fields.py checks that page is current, that every required key is enforced
 by the reader and the schema, and that a key added to a table is read, typed and listed.
 """
 
@@ -406,7 +407,15 @@ FLAG_FIELDS: Table = (
     ),
     Field("metavar", STR, False, None, "The value's name in --help.", convert="_str"),
     Field("env", STR, False, None, "The declared environment variable the option sets.", convert="_str"),
-    Field("help", STR, True, None, "The help text ({presets} and {groups} are filled in).", "_str"),
+    Field(
+        "help",
+        STR,
+        True,
+        None,
+        "The help text ({presets} and {groups} are filled in; {env} is the description of the "
+        "variable the flag overrides, so that its accepted values are stated once).",
+        "_str",
+    ),
 )
 FLAGS_FIELDS: Table = (
     Field("file", PY_FILE, True, None, "The file that builds the argument parser.", "_str"),
@@ -435,6 +444,16 @@ ATTRIBUTE_FIELDS: Table = (
     ),
     Field("brief", STR, False, None, "A one-line description.", "_str"),
     Field("note", STR, False, None, "More description.", "_str"),
+    Field(
+        "compat",
+        STR,
+        False,
+        None,
+        'Why a name that breaks the semconv naming rules stays (e.g. "#6438 emits it"): '
+        "the naming warning is not given for it, the taxonomy docs list it with this reason; "
+        "on a name that breaks no rule it is a warning.",
+        "_str",
+    ),
 )
 _LIFECYCLE_TEXT = {
     "startup": "The root of the startup trace, backdated to program start.",

@@ -397,6 +397,7 @@ class AttributeDecl:
     brief: str
     pos: Pos
     note: str = ""
+    compat: str = ""  # why a name breaking the semconv naming rules stays (no naming warning)
 
 
 @dataclass(frozen=True)

@@ -294,7 +294,7 @@ class SettingsReader(SelectorReader):
             )
             parser = None
         before = values.get("before")
-        env_names = {e.name for e in env}
+        env_names = {e.name: " ".join(e.description.split()) for e in env}
         flags: list[Flag] = []
         options: dict[str, Pos] = {}
         for item in self._seq(node.get("options") or YSeq((), node.pos), "options"):
@@ -320,7 +320,7 @@ class SettingsReader(SelectorReader):
     def _flag(
         self,
         item: YNode,
-        env_names: set[str],
+        env_names: dict[str, str],
         options: dict[str, Pos],
         presets: tuple[Preset, ...],
         groups: tuple[Group, ...],
@@ -350,14 +350,19 @@ class SettingsReader(SelectorReader):
         options[option] = as_map.value_pos("option")
         # argparse shows help text with its whitespace folded; so do the generated call and docs
         help_text = " ".join(help_text.split())
+        if "{env}" in help_text and env_name is None:
+            self.diags.error(as_map.value_pos("help"), "help text: {env} needs the flag's 'env:'")
+            return None
         try:
             help_text = help_text.format(
-                presets=", ".join(p.name for p in presets), groups=", ".join(g.name for g in groups)
+                presets=", ".join(p.name for p in presets),
+                groups=", ".join(g.name for g in groups),
+                env=env_names.get(env_name or "", ""),
             )
         except (KeyError, IndexError, ValueError) as exc:
             self.diags.error(
                 as_map.value_pos("help"),
-                f"help text: unknown placeholder {exc} (use {{presets}} or {{groups}})",
+                f"help text: unknown placeholder {exc} (use {{presets}}, {{groups}} or {{env}})",
             )
             return None
         dest = option[2:].replace("-", "_")

@@ -46,6 +46,14 @@ ENV_ROLES: dict[str, tuple[str, str]] = {
     "span_schedule_delay": ("OTEL_BSP_SCHEDULE_DELAY", "5000"),
     "metric_export_interval": ("OTEL_METRIC_EXPORT_INTERVAL", "60000"),
     "own_providers": ("MEGATRON_OTEL_OWN_PROVIDERS", "0"),
+    # Upstream Megatron-LM's variables (PR #6438, read through nemo-lens): which ranks export, a
+    # run and user label, the log bridge (accepted, not built) and the rank-aware sampler.
+    "export_strategy": ("MEGATRON_OTEL_EXPORT_STRATEGY", "single_rank"),
+    "export_sample_rate": ("MEGATRON_OTEL_EXPORT_SAMPLE_RATE", "1.0"),
+    "sampler_enabled": ("MEGATRON_OTEL_SAMPLER_ENABLED", "0"),
+    "logs_enabled": ("MEGATRON_OTEL_LOGS_ENABLED", "0"),
+    "run_id": ("MEGATRON_OTEL_RUN_ID", ""),
+    "user_id": ("MEGATRON_OTEL_USER_ID", ""),
 }
 ROLE_BY_NAME = {name: role for role, (name, _) in ENV_ROLES.items()}
 

@@ -216,7 +216,7 @@ class BlockEditor(cst.CSTTransformer):
         entry = wrap.entry
         if isinstance(entry, Span) and entry.form == "flat":
             var = span_variable(self.depths[id(wrap)])
-            start = statement(span_start(self.project, entry, var, indent, self.step), indent)
+            start = statement(span_start(self.project, entry, var, indent, self.step, _at_exit(wrap)), indent)
             start = start.with_changes(leading_lines=_leading_lines(body[0]))
             body[0] = body[0].with_changes(leading_lines=())
             setter = span_setter(self.project, entry, var, indent, self.step)
@@ -227,7 +227,9 @@ class BlockEditor(cst.CSTTransformer):
         body = [fit(stmt, inner, self.origin) if id(stmt) in self.originals else stmt for stmt in body]
         if isinstance(entry, Span):
             var = span_variable(self.depths[id(wrap)])
-            before.append(statement(span_start(self.project, entry, var, indent, self.step), indent))
+            before.append(
+                statement(span_start(self.project, entry, var, indent, self.step, _at_exit(wrap)), indent)
+            )
             setter = span_setter(self.project, entry, var, inner, self.step)
             if setter is not None:
                 _append_before_return(body, statement(setter, inner))
@@ -256,6 +258,11 @@ class BlockEditor(cst.CSTTransformer):
         return before + [wrapped]
 
 
+def _at_exit(wrap: Wrap) -> bool:
+    """A ``__del__`` may run while the interpreter clears the modules at exit."""
+    return wrap.function.name.value == "__del__"
+
+
 def _leading(body: Sequence[cst.BaseStatement], functions: set[int]) -> set[int]:
     """Ids of every compound statement (classes and defs too) that holds one of ``functions``
     at any depth of classes and blocks, the functions themselves included."""
@@ -268,6 +275,12 @@ def _leading(body: Sequence[cst.BaseStatement], functions: set[int]) -> set[int]
         here = (*path, id(current))
         if id(current) in functions:
             leading.update(here)
+        if isinstance(current, cst.If) and isinstance(current.orelse, cst.If):
+            # an ``elif`` is an If node of its own between the chain's head and its body: the
+            # visit passes through it, so it leads to what its branches define
+            stack.extend((stmt, here) for stmt in getattr(current.body, "body", ()))
+            stack.append((current.orelse, here))
+            continue
         if isinstance(current, cst.BaseCompoundStatement):
             for block in child_blocks(current):
                 stack.extend((stmt, here) for stmt in getattr(block, "body", ()))

@@ -22,7 +22,10 @@ from codegen.runtime_calls import bind
 from codegen.spec.model import Attribute, Project, Span
 
 
-def span_start(project: Project, span: Span, var: str, indent: str, step: str) -> str:
+def span_start(project: Project, span: Span, var: str, indent: str, step: str, at_exit: bool = False) -> str:
+    """``var = ALIAS.FLAG and ALIAS.start_span(...)``. ``at_exit`` (a ``__del__``, which may run
+    while the interpreter clears the modules at exit, the runtime's name set to None first):
+    ``ALIAS and`` in front, so that the body then runs as the pristine one does."""
     runtime = project.runtime
     alias = runtime.binding  # the spec's expressions name the runtime as ``runtime.alias``
     name = bind(span.name_expr, runtime.alias, alias) if span.name_expr else quote(span.name)
@@ -30,7 +33,7 @@ def span_start(project: Project, span: Span, var: str, indent: str, step: str) -
     if span.attributes:
         args.append(dict_arg(project, span.attributes))
     when = [bind(span.when, runtime.alias, alias)] if span.when else []
-    guards = [f"{alias}.{project.group(span.group).flag}"] + when
+    guards = [alias] * at_exit + [f"{alias}.{project.group(span.group).flag}"] + when
     return guarded_assignment(var, guards, f"{alias}.start_span", args, indent, step)
 
 

@@ -20,25 +20,18 @@ import pytest
 import yaml
 
 from tests.inplace.conftest import IDENTITY, REPO, clone, git
-from tests.readme_blocks import _BLOCK, README, env_redirecting_clone, workspace
+from tests.readme_blocks import IN_REPO, env_redirecting_clone, workspace
+from tests.readme_blocks import blocks as page_blocks
 
-SECTION = "## Keep the specs in your Megatron-LM repository"
 MANIFEST = "megatron/core/otel/_in_place.json"
 
 
 def section() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(SECTION)
-    end = text.find("\n## ", start + len(SECTION))
-    return text[start : end if end != -1 else len(text)]
+    return IN_REPO.read_text(encoding="utf-8")
 
 
 def blocks() -> dict[str, str]:
-    found: dict[str, str] = {}
-    for match in _BLOCK.finditer(section()):
-        assert match["name"] not in found, f"two README blocks named {match['name']!r}"
-        found[match["name"]] = match["body"]
-    return found
+    return page_blocks(IN_REPO)
 
 
 def run_block(name: str, cwd: Path, env: dict[str, str]) -> str:

@@ -162,3 +162,58 @@ def pretrain_runs(pristine_root, fork_root, dataset_helpers, tmp_path_factory):
         work = tmp_path_factory.mktemp("pretrain")
     roots = {"pristine": pristine_root, "fork": fork_root}
     return run_all(roots, dataset_helpers, work, free_port)
+
+
+# -- Megatron-LM main (issue 25) ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def main_root(tmp_path_factory) -> Path:
+    """Megatron-LM main without #6438, instrumented by the specs ("the replaced tree")."""
+    from tests.megatron_cpu.main_tree import instrument
+    from tests.upstream_main import snapshot
+
+    return instrument(snapshot("minus"), tmp_path_factory.mktemp("main") / "megatron-lm")
+
+
+@pytest.fixture(scope="session")
+def main_shims(tmp_path_factory) -> Path:
+    from tests.megatron_cpu.main_tree import shims
+
+    return shims(tmp_path_factory.mktemp("shims"))
+
+
+@pytest.fixture(scope="session")
+def main_helpers(tmp_path_factory) -> Path:
+    """Main's dataset helpers (``helpers.cpp``) built for this Python."""
+    from tests.megatron_cpu.pretrain_harness import build_dataset_helpers
+    from tests.upstream_main import snapshot
+
+    source = snapshot("minus") / "megatron/core/datasets/helpers.cpp"
+    return build_dataset_helpers(source, tmp_path_factory.mktemp("main-helpers"))
+
+
+@pytest.fixture(scope="session")
+def nemo_lens_site() -> Path:
+    """nemo-lens (the version constraints.txt pins) installed into a directory of its own, once.
+
+    It declares Python >= 3.13; installed with --ignore-requires-python and --no-deps (its
+    dependencies, the OpenTelemetry API and SDK, are the runtime environment's). On 3.11 it needs
+    one shim (py311_shims.py)."""
+    from codegen.upstream import default_cache_dir
+
+    pins = [
+        line.strip()
+        for line in (REPO / "constraints.txt").read_text().splitlines()
+        if line.startswith("nemo-lens==")
+    ]
+    assert pins, "constraints.txt pins no nemo-lens"
+    target = default_cache_dir() / pins[0].replace("==", "-")
+    if not (target / ".installed").is_file():
+        command = [
+            sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--ignore-requires-python",
+            "--target", str(target), pins[0],
+        ]  # fmt: skip
+        subprocess.run(command, check=True, capture_output=True, text=True, timeout=300)
+        (target / ".installed").write_text(pins[0])
+    return target

@@ -57,14 +57,15 @@ import multiprocessing
 import os
 import signal
 import sys
-import typing
 import warnings
 from pathlib import Path
 from typing import Any
 
 warnings.filterwarnings("ignore")
-# megatron/training uses typing.override (Python 3.12); 3.11 gets the identity decorator.
-typing.override = getattr(typing, "override", lambda f: f)
+# megatron/training uses typing.override (Python 3.12); nemo-lens one 3.12 statement: py311_shims.
+import py311_shims
+
+py311_shims.install()
 
 import megatron_cpu_worker as base
 import torch
@@ -146,6 +147,82 @@ class Telemetry:
         self.meter_provider.force_flush()
 
 
+class HandWritten:
+    """Upstream's hand-written telemetry (#6438) records through nemo-lens, which builds its own
+    providers in ``setup_telemetry``: its span exporter and metric reader are this worker's
+    (``capture.jsonl``, the format ``Telemetry`` writes), and the spans left open are tracked.
+
+    nemo-lens declares Python >= 3.13 and uses one newer construct, a ``type X = ...`` alias
+    statement (``nemo/lens/strategies.py``, Python 3.12 syntax); on 3.11 that module is compiled
+    with the statement as a plain assignment (``py311_shims``). Nothing else is changed."""
+
+    def __init__(self, path: Path) -> None:
+        from otlp_file import OpenSpans, OtlpJsonMetricExporter, OtlpJsonSpanExporter
+
+        self.path = path
+        self.open_spans = OpenSpans()
+        self.exporter = OtlpJsonSpanExporter(str(path))
+        self.metric_exporter = OtlpJsonMetricExporter(str(path))
+        self.configured: list[list[str]] = []
+        self.reader = None
+
+    def install(self) -> None:
+        import nemo.lens
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+        setup = nemo.lens.setup_telemetry
+
+        @functools.wraps(setup)
+        def setup_with_capture(config, *args, **kwargs):
+            self.reader = PeriodicExportingMetricReader(
+                self.metric_exporter, export_interval_millis=3_600_000
+            )
+            kwargs.setdefault("span_exporter", self.exporter)
+            kwargs.setdefault("metric_reader", self.reader)
+            kwargs.setdefault("_allow_reinit", True)
+            handle = setup(config, *args, **kwargs)
+            from nemo.lens import state
+            from opentelemetry import trace
+
+            provider = trace.get_tracer_provider()
+            if hasattr(provider, "add_span_processor"):
+                provider.add_span_processor(self.open_spans)
+            self.configured.append(sorted(state._ENABLED_GROUPS))
+            return handle
+
+        nemo.lens.setup_telemetry = setup_with_capture
+
+    def flush(self) -> None:
+        from opentelemetry import metrics, trace
+
+        for provider in (trace.get_tracer_provider(), metrics.get_meter_provider()):
+            if hasattr(provider, "force_flush"):
+                provider.force_flush()
+
+
+def count_exit_hooks() -> dict[str, int]:
+    """How often the telemetry (the runtime, or upstream's training.py) registers an atexit hook
+    or a SIGTERM handler in this process."""
+    counts = {"atexit": 0, "sigterm": 0}
+    register, set_handler = atexit.register, signal.signal
+
+    def telemetry(func) -> bool:
+        module = getattr(func, "__module__", "") or ""
+        name = getattr(func, "__qualname__", "") or ""
+        return module.startswith("megatron.core.otel") or "otel" in name
+
+    def counting_register(func, *args, **kwargs):
+        counts["atexit"] += telemetry(func)
+        return register(func, *args, **kwargs)
+
+    def counting_signal(signum, handler):
+        counts["sigterm"] += signum == signal.SIGTERM and telemetry(handler)
+        return set_handler(signum, handler)
+
+    atexit.register, signal.signal = counting_register, counting_signal
+    return counts
+
+
 def install_dataset_helpers(helpers: str | None) -> None:
     import megatron.core.datasets.utils as dataset_utils
     from megatron.core import datasets
@@ -218,6 +295,7 @@ def datasets_provider(train_val_test_num_samples, vp_stage=None):
 datasets_provider.is_distributed = True
 
 _SIGTERM_AT: int | None = None
+_RAISE_AT: int | None = None
 _DEVICE = "cpu"
 _microbatches = 0
 _DATA_ITERATOR: dict[str, Any] = {}
@@ -244,12 +322,14 @@ def forward_step(data_iterator, model):
     args = get_args()
     if not _DATA_ITERATOR and data_iterator is not None:
         _DATA_ITERATOR.update(describe_data_iterator(data_iterator))
-    if _SIGTERM_AT is not None:
+    if _SIGTERM_AT is not None or _RAISE_AT is not None:
         per_iteration = args.global_batch_size // (
             args.micro_batch_size * parallel_state.get_data_parallel_world_size()
         )
-        if _microbatches == _SIGTERM_AT * per_iteration:
+        if _SIGTERM_AT is not None and _microbatches == _SIGTERM_AT * per_iteration:
             os.kill(os.getpid(), signal.SIGTERM)
+        if _RAISE_AT is not None and _microbatches == _RAISE_AT * per_iteration:
+            raise RuntimeError(f"raised by the test in iteration {_RAISE_AT}")
         _microbatches += 1
     tokens = labels = loss_mask = position_ids = None
     if data_iterator is not None:
@@ -297,7 +377,7 @@ def record_training_log(results: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    global _SIGTERM_AT, _DEVICE
+    global _SIGTERM_AT, _RAISE_AT, _DEVICE
     main_entry = time.time()
     argv = sys.argv[1:] if argv is None else argv
     split = argv.index("--") if "--" in argv else len(argv)
@@ -309,6 +389,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--telemetry", default="off")
     parser.add_argument("--helpers")
     parser.add_argument("--sigterm-at", type=int)
+    # --raise-at N: forward_step raises RuntimeError in the first microbatch of iteration N
+    parser.add_argument("--raise-at", type=int)
+    # --repeat N: pretrain() N times in this process, global state destroyed in between
+    parser.add_argument("--repeat", type=int, default=1)
+    # --hand-written: the tree carries upstream's own telemetry (#6438, through nemo-lens):
+    # nemo-lens's providers get this worker's capture exporter
+    parser.add_argument("--hand-written", action="store_true")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     # --live: the runtime builds its own providers and exports over OTLP (the OTEL_EXPORTER_OTLP_*
     # environment names the receiver); no capture.jsonl, no open-span tracking
@@ -320,6 +407,7 @@ def main(argv: list[str] | None = None) -> None:
     _DEVICE = options.device
     megatron_argv = argv[split + 1 :]
     _SIGTERM_AT = options.sigterm_at
+    _RAISE_AT = options.raise_at
     out = Path(options.out)
     if options.device == "cpu":
         torch.set_num_threads(1)
@@ -333,8 +421,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     if options.telemetry not in ("plain", "off"):
         megatron_argv += ["--otel-enabled", "--otel-span-groups", options.telemetry]
-        if not options.live and options.providers == "file":
+        if not options.live and options.providers == "file" and not options.hand_written:
             os.environ.setdefault("MEGATRON_OTEL_EXPORTER", "none")
+    hooks = count_exit_hooks()
 
     from megatron.core import parallel_state
     from megatron.core.enums import ModelType
@@ -351,7 +440,10 @@ def main(argv: list[str] | None = None) -> None:
         "finished": False,
     }
     telemetry = None
-    if options.telemetry != "plain" and not options.live and options.providers == "file":
+    if options.hand_written:
+        telemetry = HandWritten(out / "capture.jsonl")
+        telemetry.install()
+    elif options.telemetry != "plain" and not options.live and options.providers == "file":
         telemetry = Telemetry(out / "capture.jsonl", lean=os.environ.get("PRETRAIN_RECORDING") == "lean")
         telemetry.install()
 
@@ -361,6 +453,7 @@ def main(argv: list[str] | None = None) -> None:
             telemetry.flush()
             results["open_spans"] = sorted(telemetry.open_spans.open.values())
             results["configured_groups"] = telemetry.configured
+        results["exit_hooks"] = dict(hooks)
         (out / f"result-{options.rank}.json").write_text(json.dumps(results, indent=1))
 
     # pretrain() ends the process with sys.exit() after --exit-signal-handler: write at exit too,
@@ -374,25 +467,33 @@ def main(argv: list[str] | None = None) -> None:
 
     sys.argv = ["pretrain_gpt.py", *megatron_argv]
     with cuda_on_cpu() if options.device == "cpu" else contextlib.nullcontext():
-        args = parse_and_validate_args()
-        if options.device == "cpu":
-            dist.init_process_group("gloo", rank=options.rank, world_size=options.world_size)
-            parallel_state.initialize_model_parallel(
-                tensor_model_parallel_size=args.tensor_model_parallel_size,
-                pipeline_model_parallel_size=args.pipeline_model_parallel_size,
+        for round_ in range(options.repeat):
+            if round_:  # what a notebook or a multi-stage driver does between two runs
+                training.destroy_global_state()
+                parallel_state.destroy_model_parallel()
+                results["iterations"].append({"iteration": -1})  # the rounds' separator
+            args = parse_and_validate_args()
+            if options.device == "cpu":
+                if not dist.is_initialized():
+                    dist.init_process_group("gloo", rank=options.rank, world_size=options.world_size)
+                parallel_state.initialize_model_parallel(
+                    tensor_model_parallel_size=args.tensor_model_parallel_size,
+                    pipeline_model_parallel_size=args.pipeline_model_parallel_size,
+                )
+            config = pretrain_cfg_container_from_args(args)
+            training.pretrain(
+                config,
+                datasets_provider,
+                ModelType.encoder_or_decoder,
+                forward_step,
+                model_provider=model_provider,
             )
-        config = pretrain_cfg_container_from_args(args)
-        training.pretrain(
-            config,
-            datasets_provider,
-            ModelType.encoder_or_decoder,
-            forward_step,
-            model_provider=model_provider,
-        )
     results["finished"] = True
     atexit.unregister(write_results)
     # the runtime ends the run at interpreter exit; end it here to see what it leaves open
-    if telemetry is not None or options.live:
+    if options.hand_written:
+        telemetry.flush()
+    elif telemetry is not None or options.live:
         from megatron.core import otel
 
         otel.shutdown()

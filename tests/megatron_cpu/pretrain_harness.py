@@ -66,6 +66,7 @@ class Config:
     sigterm_at: int | None = None
     expect_rc: int = 0
     live: bool = False  # export over OTLP to a live receiver (env names it) instead of capture.jsonl
+    worker_args: tuple[str, ...] = ()  # more options of the worker (--raise-at, --repeat, ...)
 
 
 def _fresh(telemetry: str, *extra: str, tree: str = "fork") -> Config:
@@ -243,6 +244,7 @@ def start(
             command += ["--sigterm-at", str(config.sigterm_at)]
         if config.live:
             command.append("--live")
+        command += config.worker_args
         procs.append(
             subprocess.Popen(
                 [*command, "--", *argv],

@@ -35,11 +35,11 @@ def test_installed_blocks(tmp_path: Path) -> None:
     assert set(blocks(INSTALLED)) == {"package", "instrument"}
     site = make_site(tmp_path / "venv")
     work = workspace(tmp_path / "work")
-    run_block("package", work, env=_env(), heading=INSTALLED, bindir=site / "bin")
+    run_block("package", work, env=_env(), page=INSTALLED, bindir=site / "bin")
     installed = list(site.glob("lib/python*/site-packages/megatron_otel_instrumentation/_finder.py"))
     assert installed, "the block did not install the wheel into the environment"
     (work / "layer_example.py").write_text(blocks()["file layer_example.py"], encoding="utf-8")
-    output = run_block("instrument", work, env=_env(), heading=INSTALLED, bindir=site / "bin", timeout=500)
+    output = run_block("instrument", work, env=_env(), page=INSTALLED, bindir=site / "bin", timeout=500)
     assert "3 spans, 3 distinct names checked: 0 findings" in output
     capture = (work / "installed-capture.json").read_text()
     assert '"megatron.layer.forward"' in capture

@@ -1,4 +1,5 @@
-"""The spec field tables drive the loader, the JSON Schema and the README's key list."""
+"""The spec field tables drive the loader, the JSON Schema and the manual's key list
+(docs/reference/spec.md)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ from tests.target.conftest import REPO
 
 
 def test_readme_key_list_is_rendered_from_the_tables() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "reference" / "spec.md").read_text(encoding="utf-8")
     assert readme.count(fields.README_BEGIN) == 1
     assert fields.update_readme(readme) == readme, (
-        "README.md's spec keys are stale: replace the section between the markers with "
+        "docs/reference/spec.md's spec keys are stale: replace the section between the markers with "
         "codegen.spec.fields.render_key_list()"
     )
 

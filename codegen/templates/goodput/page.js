@@ -116,8 +116,25 @@
       const m = el("line", { x1: left, x2: right, y1: ys(data.stepMedian), y2: ys(data.stepMedian), stroke: "#8e44ad", "stroke-dasharray": "4 3" }, svg);
       tip(m, "median (first iteration apart): " + fmt(data.stepMedian));
     }
-    const points = steps.map(function (s, i) { return xs(i).toFixed(1) + "," + ys(s[2]).toFixed(1); }).join(" ");
-    el("polyline", { points: points, fill: "none", stroke: colors.goodput, "stroke-width": 1.5, "class": "step-line" }, svg);
+    // one line per run: a restart is a gap (a dashed rule), never a line from one run's last
+    // iteration to the next run's first
+    let segment = [];
+    let run = null;
+    const line = function () {
+      if (!segment.length) { return; }
+      el("polyline", { points: segment.join(" "), fill: "none", stroke: colors.goodput, "stroke-width": 1.5, "class": "step-line", "data-run": String(run) }, svg);
+    };
+    steps.forEach(function (s, i) {
+      if (i > 0 && s[0] !== steps[i - 1][0]) {
+        line();
+        segment = [];
+        const x = (xs(i - 1) + xs(i)) / 2;
+        el("line", { x1: x, x2: x, y1: top, y2: height - bottom, stroke: "#999", "stroke-dasharray": "2 3", "class": "run-break" }, svg);
+      }
+      run = s[0];
+      segment.push(xs(i).toFixed(1) + "," + ys(s[2]).toFixed(1));
+    });
+    line();
     const every = Math.max(1, Math.floor(steps.length / 400));
     steps.forEach(function (s, i) {
       if (i % every !== 0 && !s[3]) { return; }

@@ -1,0 +1,93 @@
+"""The manual (docs/) builds as `tox -e docs` builds it, every warning an error, and renders in a
+real browser: headless Chromium (as tests/report/test_browser.py drives it) opens the index and a
+user-guide page with no console message (a missing stylesheet, script or picture is one) and every
+local resource the pages name exists. `tox -e docs` runs this after its build."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.readme_blocks import REPO
+from tests.report.test_browser import artifacts, browse, console_messages
+
+pytest.importorskip("sphinx", reason="Sphinx is in the docs extra: tox -e docs runs this test")
+pytest.importorskip("myst_parser", reason="MyST is in the docs extra: tox -e docs runs this test")
+
+DOCS = REPO / "docs"
+SCREENSHOT = DOCS / "images" / "docs-index.png"
+LOCAL = re.compile(r'(?:src|href)="(?!https?:|mailto:|#|data:)([^"#?]+)')
+
+
+def build(out: Path, docs: Path = DOCS) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-n", "-q", "-b", "html", str(docs), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    result = build(out)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return out
+
+
+def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
+    """-W catches a link to a heading that is not there (the check the site relies on)."""
+    docs = tmp_path / "docs"
+    shutil.copytree(DOCS, docs, ignore=shutil.ignore_patterns("taxonomy"))
+    (tmp_path / "generated").symlink_to(REPO / "generated")
+    page = docs / "guide" / "configuration.md"
+    page.write_text(page.read_text() + "\nSee [nowhere](export.md#no-such-heading).\n")
+    result = build(tmp_path / "out", docs)
+    assert result.returncode != 0 and "no-such-heading" in result.stderr, result.stderr[-2000:]
+
+
+def test_cli_page_lists_every_command(site: Path) -> None:
+    from codegen.cli import _parser
+
+    page = (site / "reference" / "cli.html").read_text(encoding="utf-8")
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        from cli_page import commands
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+    assert "with --source" in page  # option names in the help stay as written (no en dash)
+    for name, sub in commands(_parser()).items():
+        assert f"codegen {name}" in page, name
+        for action in sub._actions:
+            for option in action.option_strings:
+                assert option in page, (name, option)
+
+
+@pytest.mark.parametrize("page", ["index.html", "guide/installed.html"])
+def test_page_renders_in_chromium(site: Path, tmp_path: Path, page: str) -> None:
+    path = site / page
+    html = path.read_text(encoding="utf-8")
+    missing = [ref for ref in LOCAL.findall(html) if not (path.parent / ref).exists()]
+    assert missing == []
+    result = browse(path, tmp_path / "profile", "--dump-dom")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert console_messages(result.stderr) == [], result.stderr[-3000:]
+    dom = result.stdout
+    assert "<h1>" in dom and 'class="sphinxsidebar"' in dom  # the theme's layout, its CSS loaded
+    if page == "index.html":
+        shot = artifacts() / "docs-index.png"
+        shot.unlink(missing_ok=True)
+        taken = browse(path, tmp_path / "shot", f"--screenshot={shot}", "--window-size=1280,1000")
+        assert taken.returncode == 0 and shot.stat().st_size > 10_000, taken.stderr[-2000:]
+
+
+def test_screenshot_is_committed() -> None:
+    data = SCREENSHOT.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000

@@ -1,0 +1,128 @@
+"""docs/guide/megatron-lm-main.md, as a user follows it: its command blocks run exactly as written,
+in a git checkout of Megatron-LM main carrying #6438 (the snapshot), beside this repository laid
+out as the page expects (``tests/readme_blocks.workspace``). The change is one reviewable commit;
+running the command again changes nothing; ``--check`` passes; and the per-file size of the change
+against the same commit without #6438 (``git diff --numstat``) is what the page's table says.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.readme_blocks import GUIDE, blocks, workspace
+from tests.target.conftest import REPO
+from tests.upstream_main import snapshot
+
+PAGE = GUIDE / "megatron-lm-main.md"
+TABLE = re.compile(r"<!-- numstat -->\n(?P<table>.*?)<!-- /numstat -->", re.DOTALL)
+# What the comparison counts: code under megatron/ and the entry scripts (#6438's own docs pages
+# and pyproject.toml pins are left out of both sides, as in #6438's 1,608 added lines).
+LEFT_OUT = re.compile(r"(docs/|pyproject\.toml$)")
+
+
+def _git(cwd: Path, *args: str) -> str:
+    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"git {' '.join(args)}: {result.stderr}"
+    return result.stdout
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    for role in ("AUTHOR", "COMMITTER"):
+        env[f"GIT_{role}_NAME"] = "A Maintainer"
+        env[f"GIT_{role}_EMAIL"] = "maintainer@example.com"
+    return env
+
+
+def _run(name: str, cwd: Path) -> str:
+    result = subprocess.run(
+        ["bash", "-e", "-c", blocks(PAGE)[name]],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, f"block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout + result.stderr
+
+
+def _checkout(source: Path, dest: Path) -> Path:
+    shutil.copytree(source, dest)
+    _git(dest, "init", "-q", "-b", "main")
+    _git(dest, "add", "-A")
+    subprocess.run(["git", "commit", "-q", "-m", "upstream"], cwd=dest, env=_env(), check=True)
+    return dest
+
+
+def _numstat(base: Path, other: Path, ref: str) -> list[tuple[int, int, str]]:
+    _git(base, "fetch", "-q", str(other), ref)
+    rows = []
+    for line in _git(base, "diff", "--numstat", "--no-renames", "HEAD", "FETCH_HEAD").splitlines():
+        added, removed, path = line.split("\t")
+        if not LEFT_OUT.match(path):
+            rows.append((int(added), int(removed), path))
+    return rows
+
+
+def _table(ours: list[tuple[int, int, str]], theirs: list[tuple[int, int, str]], runtime: str) -> str:
+    lines = ["| file | added | removed |", "|---|---:|---:|"]
+    lines += [f"| `{path}` | {a} | {r} |" for a, r, path in ours]
+    sites = [(a, r) for a, r, path in ours if not path.startswith(runtime + "/")]
+    package = [(a, r) for a, r, path in ours if path.startswith(runtime + "/")]
+    for label, rows in (
+        (f"**call sites** (outside `{runtime}/`)", sites),
+        (f"**runtime package** (`{runtime}/`)", package),
+        ("**in all**", sites + package),
+        ("#6438, for comparison (the same count)", [(a, r) for a, r, _ in theirs]),
+    ):
+        lines.append(f"| {label} | {sum(a for a, _ in rows)} | {sum(r for _, r in rows)} |")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_pages_commands_replace_6438_in_a_checkout(tmp_path: Path) -> None:
+    from codegen.spec.load import load_project
+
+    with_6438, minus = snapshot("with"), snapshot("minus")
+    root = workspace(tmp_path / "work")
+    checkout = _checkout(with_6438, root / "Megatron-LM")
+    named = blocks(PAGE)
+    assert list(named) == ["main-branch", "main-replace", "main-review", "main-commit", "main-check"]
+
+    _run("main-branch", root)
+    out = _run("main-replace", root)
+    assert re.search(r"updated \d+ files in \.:", out), out
+    review = _run("main-review", root)
+    assert "megatron/training/training.py" in review
+    _run("main-commit", root)
+    assert _git(checkout, "rev-list", "--count", "HEAD").strip() == "2", "one commit on top of upstream"
+    assert _git(checkout, "rev-parse", "--abbrev-ref", "HEAD").strip() != "main", "on a branch of its own"
+    assert _git(checkout, "status", "--porcelain") == "", "the commit holds the whole change"
+
+    again = _run("main-replace", root)  # the same command again
+    assert "nothing to write" in again, again
+    assert _git(checkout, "status", "--porcelain") == ""
+    assert "is up to date" in _run("main-check", root)
+
+    runtime = load_project(REPO / "specs").runtime.package.strip("/")
+    reverted = _checkout(minus, tmp_path / "reverted")
+    ours = _numstat(reverted, checkout, "HEAD")
+    theirs = _numstat(reverted, _checkout(with_6438, tmp_path / "with"), "HEAD")
+    table = _table(ours, theirs, runtime)
+    print("\n" + table)
+    found = TABLE.search(PAGE.read_text(encoding="utf-8"))
+    assert found, f"{PAGE}: no <!-- numstat --> table"
+    assert found["table"] == table, f"{PAGE}: the numstat table is stale; it is now:\n{table}"
+    assert sum(a for a, _, _ in theirs) == 1608, "#6438's own figure, measured the same way"
+
+
+@pytest.fixture(autouse=True)
+def _git_installed() -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed: the page's commands need it")
