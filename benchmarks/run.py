@@ -537,6 +537,101 @@ def _steps(args, raw: dict, rows: list, notes: list) -> None:
 
 
 STEP_ROUNDS = {"tiny": 60, "layer": 4}
+PROCESS_WORKER = HERE / "process_worker.py"
+PROCESS_LABELS = {
+    "sdk": "all, SDK path",
+    "lean_readable": "all, lean path, ReadableSpans to the exporter (before _otlp)",
+    "lean": "all, lean path",
+}
+
+
+def process_rows(data: dict) -> list[Row]:
+    """The whole process at ~786 spans a step: per arm, paired by round with ``off``, the training
+    thread's added CPU per span, the other threads' (export) CPU per span, their CPU per second of
+    training (the most GIL they can hold), all of it as a share of a 1 s step; with 95% intervals."""
+    runs, steps = data["runs"], data["spans_per_step"]
+    s = (
+        f"whole process: {steps['lean']} spans a step (32 layers, 8 microbatches, all), the training thread "
+        f"waiting {data['step_s']:g} s a step as for a GPU, export running during the steps (OTLP/HTTP to a live "
+        f"receiver); {data['rounds']} rounds x {data['steps']} steps, paired with off by round; "
+        f"load average {data['load']}"
+    )
+    rows = []
+
+    def row(
+        label: str, values: list[float], scale: float, unit: str, goal: tuple | None, baseline: str = ""
+    ) -> None:
+        mid = median(values) * scale
+        low, high = (v * scale for v in _interval(values))
+        status = "info" if goal is None else _status_within(mid, low, goal)
+        if status == "met" and high > goal[1]:
+            status = "met (its interval reaches over)"
+        goal_text = "" if goal is None else f"{goal[0]} {goal[1]:g} {unit}"
+        rows.append(
+            Row(s, label, f"{mid:.2f} {unit}", baseline, f"[{low:.2f}, {high:.2f}]", "", goal_text, status)
+        )
+
+    off = runs["off"]
+    for arm, name in PROCESS_LABELS.items():
+        if arm not in runs or not steps.get(arm):
+            continue
+        spans = steps[arm]
+        run = runs[arm]
+        thread = [a - o for a, o in zip(run["thread_cpu_s"], off["thread_cpu_s"], strict=True)]
+        other = [a - o for a, o in zip(run["other_cpu_s"], off["other_cpu_s"], strict=True)]
+        wall = [w for w in run["wall_s"]]
+        total = [t + o for t, o in zip(thread, other, strict=True)]
+        lean = arm == "lean"
+        row(f"{name}: training-thread CPU per span (arm - off)", thread, 1e6 / spans, "us", None)
+        row(f"{name}: export CPU per span (the process's other threads, arm - off)", other, 1e6 / spans, "us",
+            ("<=", 8.0) if lean else None)  # fmt: skip
+        row(f"{name}: telemetry threads' CPU per second of training (the GIL they can hold at most)",
+            [o / w for o, w in zip(other, wall, strict=True)], 1e3, "ms/s", None)  # fmt: skip
+        row(f"{name}: all telemetry work (both) per step, % of a 1 s step", total, 100.0, "%",
+            ("<=", 1.0) if lean else None)  # fmt: skip
+    ratios = (
+        [a / o for a, o in zip(runs["lean"]["wall_s"], off["wall_s"], strict=True)] if "lean" in runs else []
+    )
+    if ratios:
+        row(
+            "all, lean path: step wall time / off (informative: a loaded machine's scheduler)",
+            ratios,
+            1.0,
+            "x",
+            None,
+        )
+    return rows
+
+
+def run_process_worker(rounds: int, step_s: float) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
+    env.update(PYTHONPATH=str(REPO), PYTHONWARNINGS="ignore")
+    command = [sys.executable, str(PROCESS_WORKER), "--rounds", str(rounds), "--step-s", str(step_s)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=env, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(command)} exited {proc.returncode}:\n{(proc.stderr or proc.stdout)[-2000:]}"
+        )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _process(args, raw: dict, rows: list, notes: list) -> None:
+    if args.no_process:
+        return
+    try:
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+    except ImportError:
+        notes.append("whole-process rows skipped: the OTLP/HTTP exporter is not installed")
+        return
+    rounds = args.process_rounds or (3 if args.quick else 8)
+    print(f"whole process: ~786 spans a step, {rounds} interleaved rounds ...", file=sys.stderr)
+    try:
+        data = run_process_worker(rounds, 0.5 if args.quick else 1.0)
+    except (RuntimeError, subprocess.SubprocessError, ValueError) as exc:
+        notes.append(f"whole-process rows skipped: {str(exc)[:1500]}")
+        return
+    raw["process"] = data
+    rows += process_rows(data)
 
 
 def _imports(args, raw: dict, rows: list, notes: list) -> None:
@@ -638,6 +733,12 @@ def main(argv: list[str] | None = None) -> int:
         "--step-rounds", type=int, help="interleaved rounds per arm (default tiny 60, layer 4)"
     )
     parser.add_argument(
+        "--no-process", action="store_true", help="skip the whole-process rows (~786 spans a step)"
+    )
+    parser.add_argument(
+        "--process-rounds", type=int, help="interleaved rounds of the whole-process arms (default 8, quick 3)"
+    )
+    parser.add_argument(
         "--no-import", action="store_true", help="skip the import-cost rows (they need torch)"
     )
     parser.add_argument("--import-python", help="a Python with torch for the import-cost rows")
@@ -666,6 +767,7 @@ def main(argv: list[str] | None = None) -> int:
                 _runtime(args, rounds, off, on, raw, rows)
 
         _steps(args, raw, rows, notes)
+        _process(args, raw, rows, notes)
         _imports(args, raw, rows, notes)
 
     if not args.no_generator:

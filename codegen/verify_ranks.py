@@ -213,7 +213,7 @@ def _link_checks(spans: Sequence[CapturedSpan], present: set[int]) -> list[str]:
 
 def _present(spans: Sequence[CapturedSpan], present: set[int]) -> list[str]:
     """Every rank the export setting selects has spans in the capture."""
-    from codegen.otel_runtime._ranks import parse_export_ranks
+    from codegen.otel_runtime._rankspec import parse_export_ranks
 
     findings = []
     settings: dict[tuple[str, str, int], dict[str, Any]] = {}

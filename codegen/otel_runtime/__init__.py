@@ -24,6 +24,7 @@ from ``_registry`` (Megatron-LM's own registry, ``megatron.core.telemetry``, whe
 from __future__ import annotations
 
 from . import _registry, _taxonomy
+from ._config import resolve
 from ._lifecycle import (
     begin_training,
     end_training,
@@ -39,7 +40,7 @@ from ._metrics import interval_loss, max_memory_allocated_gb, record_metrics
 from ._process import reset, shutdown
 from ._resource import resource_attributes
 from ._setup import configure, in_worker, setup_worker, worker_bootstrap
-from ._spans import disable, enable, enabled_groups, resolve, start_span, traced
+from ._spans import disable, enable, enabled_groups, start_span, traced
 
 # A star import: the flags differ per taxonomy, and linters see each as an attribute of the package.
 from ._taxonomy import *  # noqa: F403

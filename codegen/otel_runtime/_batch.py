@@ -3,9 +3,9 @@
 
 Ended spans wait in a queue of at most ``max_queue_size``; a span ended while it is full is
 dropped and counted (logged once when the queue first fills, the totals once by ``report``). One
-daemon thread exports batches of at most ``max_export_batch_size`` every ``schedule_delay_millis``
-(sooner when a batch is full); ``force_flush`` and ``shutdown`` wait at most their timeout. A
-training thread only appends to the queue under a lock.
+daemon thread exports a batch of ``max_export_batch_size`` as soon as one is queued, and what is
+queued when ``schedule_delay_millis`` passed without a full batch; ``force_flush`` and
+``shutdown`` wait at most their timeout. A training thread only appends to the queue under a lock.
 """
 
 from __future__ import annotations
@@ -95,8 +95,9 @@ def bounded_processor_class() -> Any:
         def _work(self) -> None:
             while True:
                 with self._lock:
+                    # a full batch goes at once, a partial one when the delay runs out
                     if (
-                        not self._queue
+                        len(self._queue) < self.batch_size
                         and not self._stopping
                         and self._flush_wanted == self._flushes
                     ):

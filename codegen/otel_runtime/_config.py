@@ -13,10 +13,39 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._ranks import ExportRanks, export_ranks_from, parse_export_ranks
-from ._spans import resolve
+from ._rankspec import ExportRanks, export_ranks_from, parse_export_ranks
+from ._registry import current_registry
 from ._state import log_once
 from ._taxonomy import ENV, ENV_TIMESTAMPS, FLAG_OVERRIDES
+
+
+def resolve(spec: str) -> frozenset[str]:
+    """Groups named by ``spec``: comma-separated presets and/or groups, case-insensitive.
+
+    ``"*"`` means every group, ``""`` none; an unknown name raises ``ValueError``.
+    """
+    groups, presets = current_registry()  # the tree's own registry, read now (_registry)
+    preset_keys = {name.lower(): name for name in presets}
+    group_keys = {name.lower(): name for name in groups}
+    selected: set[str] = set()
+    for entry in spec.split(","):
+        key = entry.strip().lower()
+        if not key:
+            continue
+        if key == "*":
+            selected.update(groups)
+        elif key in preset_keys:
+            selected.update(presets[preset_keys[key]])
+        elif key in group_keys:
+            selected.add(group_keys[key])
+        else:
+            raise ValueError(
+                f"unknown span group or preset {entry.strip()!r} in {spec!r}; "
+                f"valid presets: {', '.join(presets) or '(none)'}; "
+                f"valid groups: {', '.join(groups) or '(none)'}"
+            )
+    return frozenset(selected)
+
 
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True}
 _BOOLEANS.update({"0": False, "false": False, "no": False, "off": False})

@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from . import _ids, _lean
+from . import _ids, _lean, _spans
 from ._state import PROCESS, log_once
 
 # Standard variables that give the OTLP exporters a timeout of their own (the SDK reads them).
@@ -52,7 +52,9 @@ def tracer_provider(settings: Any, resource: Any) -> tuple[Any, list[Any]]:
         exporter = otlp_exporter(settings, "trace", "Span")
     if exporter is not None and _lean.usable(provider):
         # the lean path: the recorder is the provider's processor (see _lean)
-        processors.append(_lean.install(provider, exporter, settings.export))
+        processors.append(
+            _lean.install(provider, exporter, settings.export, _spans.SPAN_ATTRIBUTES)
+        )
     elif exporter is not None:
         limits = settings.export
         processor = _processor_class()(

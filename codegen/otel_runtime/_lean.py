@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from . import _ids
+from . import _ids, _otlp
 from ._state import LOG, PROCESS, PUBLISHED, log_once, warn_once
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
@@ -782,6 +782,18 @@ class LeanRecorder:
         self.in_flight = 0
         self.exported = 0
         self._reported = False
+        # OTLP/HTTP: the runtime writes the request's bytes itself (_otlp); else ReadableSpans
+        self.send: Callable[[bytes], bool] | None = None
+        self.encoder: Any = None
+        try:
+            self.send = _otlp.sender(exporter)
+            if self.send is not None:
+                self.encoder = _otlp.SpanEncoder(
+                    resource, self.scope, base_attributes, self.limits, LeanSpan, self.materialize
+                )
+        except Exception:
+            self.send = None
+            log_once("lean-encoder", "the runtime's OTLP encoder is not usable", exc_info=True)
         self.thread: threading.Thread | None = threading.Thread(
             target=self._run, name="megatron-otel-export", daemon=True
         )
@@ -873,18 +885,23 @@ class LeanRecorder:
     def _run(self) -> None:
         try:
             while not self.done:
-                self.wake.wait(self.delay)
+                # woken by a full buffer: full batches only (what is left rides with the next
+                # batch or goes when the delay runs out), as the SDK's batch processor exports
+                full = self.wake.wait(self.delay)
                 self.wake.clear()
-                self._drain(None)
+                self._drain(None, full_only=full and not self.done)
             # shut down: what is left, until the deadline the shutdown set (the join's timeout)
             self._drain(time.monotonic() + self.export_timeout)
         except Exception:  # never expected; the spans then wait for a flush, bounded, counted
             log_once("lean-thread", "the span export thread stopped", exc_info=True)
 
-    def _drain(self, deadline: float | None) -> bool:
-        """Export every buffered span, a batch at a time; False when ``deadline`` passed first."""
+    def _drain(self, deadline: float | None, full_only: bool = False) -> bool:
+        """Export every buffered span (``full_only``: while a full batch is buffered), a batch at
+        a time; False when ``deadline`` passed first."""
         with self.export_lock:
             while True:
+                if full_only and self.queued() < self.batch_size:
+                    return True
                 batch = self._take()
                 if not batch:
                     return True
@@ -908,6 +925,9 @@ class LeanRecorder:
             self.buffers[0].extendleft(reversed(batch))
 
     def _export(self, batch: list[Any]) -> None:
+        if self.send is not None:
+            self._send(batch, self.send)
+            return
         readable = []
         for span in batch:
             try:
@@ -926,6 +946,30 @@ class LeanRecorder:
                 self.failed += len(readable)
             else:
                 self.exported += len(readable)
+            self.in_flight = 0
+
+    def _send(self, batch: list[Any], send: Callable[[bytes], bool]) -> None:
+        """Encode ``batch`` as one OTLP request (``_otlp``) and send it."""
+        try:
+            data, count, failed = self.encoder.encode(batch)
+        except Exception:
+            data, count, failed = b"", 0, len(batch)
+        if failed:
+            self.failed += failed
+            log_once("lean-materialize", "converting a span for export failed")
+        if not count:
+            return
+        self.in_flight = count
+        sent = False
+        try:
+            sent = send(data)
+        except Exception:
+            log_once("lean-export", "exporting spans failed", exc_info=True)
+        finally:
+            if sent:
+                self.exported += count
+            else:
+                self.failed += count
             self.in_flight = 0
 
     def materialize(self, span: LeanSpan) -> Any:
@@ -1029,16 +1073,16 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def install(provider: Any, exporter: Any, limits: Any) -> LeanRecorder:
+def install(
+    provider: Any, exporter: Any, limits: Any, base_attributes: Mapping[str, Mapping[str, Any]]
+) -> LeanRecorder:
     """Make ``provider`` (a TracerProvider the runtime built) record lean, exporting through
-    ``exporter`` within the run's export limits (``ExportLimits``); the recorder is its
-    processor."""
-    from ._spans import SPAN_ATTRIBUTES
-
+    ``exporter`` within the run's export limits (``ExportLimits``), every span of a name starting
+    with that name's ``base_attributes``; the recorder is its processor."""
     recorder = LeanRecorder(
         exporter,
         provider.resource,
-        SPAN_ATTRIBUTES,
+        base_attributes,
         max_queue_size=limits.span_queue_size,
         max_export_batch_size=limits.span_batch_size,
         schedule_delay_millis=limits.span_schedule_delay_ms,

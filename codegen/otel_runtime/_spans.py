@@ -1,4 +1,5 @@
-"""Span groups and spans: resolve(), enable() and disable(), start_span(), the traced decorator."""
+"""Span groups and spans: enable() and disable(), start_span(), the traced decorator (``resolve``
+is configuration: ``_config``)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from ._config import resolve
 from ._lean import LeanSpan, LeanTracer
 from ._lean import tracer as _tracer_for
 from ._ranks import P2P, start_shared
-from ._registry import current_registry
 from ._state import LOG, NAMESPACE, PROCESS, PUBLISHED, log_once, set_flag, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, SPANS
 from ._version import SCHEMA_URL, SCOPE, VERSION
@@ -42,34 +43,6 @@ _exc_info = sys.exc_info
 _is_finalizing = sys.is_finalizing
 _F = TypeVar("_F", bound=Callable[..., Any])
 _Parameters = tuple[tuple[str, str, "int | None", Any], ...]
-
-
-def resolve(spec: str) -> frozenset[str]:
-    """Groups named by ``spec``: comma-separated presets and/or groups, case-insensitive.
-
-    ``"*"`` means every group, ``""`` none; an unknown name raises ``ValueError``.
-    """
-    groups, presets = current_registry()  # the tree's own registry, read now (_registry)
-    preset_keys = {name.lower(): name for name in presets}
-    group_keys = {name.lower(): name for name in groups}
-    selected: set[str] = set()
-    for entry in spec.split(","):
-        key = entry.strip().lower()
-        if not key:
-            continue
-        if key == "*":
-            selected.update(groups)
-        elif key in preset_keys:
-            selected.update(presets[preset_keys[key]])
-        elif key in group_keys:
-            selected.add(group_keys[key])
-        else:
-            raise ValueError(
-                f"unknown span group or preset {entry.strip()!r} in {spec!r}; "
-                f"valid presets: {', '.join(presets) or '(none)'}; "
-                f"valid groups: {', '.join(groups) or '(none)'}"
-            )
-    return frozenset(selected)
 
 
 def enable(

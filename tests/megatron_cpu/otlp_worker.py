@@ -22,7 +22,10 @@ included. ``--evaluate`` runs
 ``--phases``: the steps run in phases; before each the worker prints ``PHASE <name>`` and waits
 for a line on stdin (the test switches its receiver's mode meanwhile), then runs ``--steps`` steps
 and for at least ``--phase-seconds``, so one process measures every mode against the same model
-and exporter.
+and exporter. During each phase's steps a profile hook on the training thread (``ExportWatch``)
+counts every call it makes into export code (the OTLP exporters, their HTTP/gRPC transports, the
+runtime's export methods, ``time.sleep``), and every OTLP/HTTP request is recorded with the
+thread that sent it: what the tests assert instead of step times, which a loaded machine stretches.
 
 ``spans``: no model; ``--count`` spans as fast as the runtime takes them (a long run with the
 collector away, compressed), sampling this process's resident memory and the span queue; with
@@ -105,6 +108,63 @@ def set_recording(otel: Any, recording: str, args: Any) -> None:
         trace.set_tracer_provider(provider)
 
 
+# Code only an export thread may run: a training thread that calls into it waits on the export.
+_EXPORT_CODE = (
+    "/opentelemetry/exporter/",
+    "/requests/",
+    "/urllib3/",
+    "/grpc/",
+    "/http/client.py",
+    "/socket.py",
+    "/ssl.py",
+)
+# The runtime's export methods (``_batch`` and ``_lean``; ``_otlp`` when present), by name.
+_EXPORT_METHODS = frozenset(("_export", "_drain", "_work", "_run", "_send", "force_flush"))
+_EXPORT_FILES = ("_batch.py", "_lean.py", "_otlp.py")
+
+
+class ExportWatch:
+    """Counts, per phase, what the training thread runs of the export: calls into export code,
+    ``time.sleep`` calls; and records which threads sent the OTLP/HTTP requests."""
+
+    def __init__(self) -> None:
+        import threading
+
+        import requests
+
+        self.calls: dict[str, list[str]] = {}
+        self.export_threads: dict[str, int] = {}
+        self.phase = ""
+
+        original = requests.Session.send
+
+        def send(session: Any, request: Any, **options: Any) -> Any:
+            name = threading.current_thread().name
+            self.export_threads[name] = self.export_threads.get(name, 0) + 1
+            return original(session, request, **options)
+
+        requests.Session.send = send  # every OTLP/HTTP request, whichever path encoded it
+
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            path = code.co_filename
+            if any(part in path for part in _EXPORT_CODE) or (
+                code.co_name in _EXPORT_METHODS and path.endswith(_EXPORT_FILES)
+            ):
+                self.calls.setdefault(self.phase, []).append(f"{path}:{code.co_name}")
+        elif event == "c_call" and arg is time.sleep:
+            self.calls.setdefault(self.phase, []).append("time.sleep")
+
+    def start(self, phase: str) -> None:
+        self.phase = phase
+        self.calls.setdefault(phase, [])
+        sys.setprofile(self._profile)
+
+    def stop(self) -> None:
+        sys.setprofile(None)
+
+
 def tracer_type(otel: Any) -> str:
     """The class of the tracer the runtime records with (LeanTracer: the lean path)."""
     state = otel._state
@@ -141,6 +201,7 @@ def main_train(options: argparse.Namespace) -> None:
             config = model.config
             forward_backward = get_forward_backward_func()
             phases = options.phases.split(",") if options.phases else ["run"]
+            watch = ExportWatch() if options.phases else None
             iteration = 0
             otel.begin_training(iteration, options.save_interval)
             if options.evaluate:  # train() evaluates inside the training interval
@@ -155,6 +216,7 @@ def main_train(options: argparse.Namespace) -> None:
                 cpu = results.setdefault("cpu", {}).setdefault(phase, [])
                 phase_ends = time.monotonic() + options.phase_seconds
                 while len(times) < options.steps or time.monotonic() < phase_ends:
+                    watch and watch.start(phase)
                     started, cpu_started = time.perf_counter(), time.thread_time()
                     otel.train_iteration(iteration)
                     step = otel.STEP and otel.start_span(
@@ -199,9 +261,13 @@ def main_train(options: argparse.Namespace) -> None:
                     )
                     times.append(time.perf_counter() - started)
                     cpu.append(time.thread_time() - cpu_started)
+                    watch and watch.stop()
                     results["losses"].append(float(lm_loss))
                     iteration += 1
             otel.end_training()
+            if watch:
+                results["training_thread_export_calls"] = watch.calls
+                results["export_threads"] = watch.export_threads
     finally:
         parallel_state.destroy_model_parallel()
         dist.destroy_process_group()

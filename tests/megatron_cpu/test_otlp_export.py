@@ -5,7 +5,7 @@ Over the wire (OTLP/HTTP and OTLP/gRPC): the tiny GPT's evaluate and train steps
 ``OTEL_EXPORTER_OTLP_*`` variables; what the receiver got passes ``codegen verify``, its metrics
 carry their declared names and units, its resource the service name, rank and job.
 
-Faults (OTLP/HTTP; the receiver slow, refusing, absent): training steps are not slowed, exiting
+Faults (OTLP/HTTP; the receiver slow, refusing, absent): the training thread never runs the export, exiting
 (normal, exception, SIGTERM) with no collector takes at most the configured flush timeout plus a
 second, the span queue stays bounded with drops counted and logged once, and export recovers when
 the collector comes back. Bounds are asserted with wide margins (a shared CI machine); the figures
@@ -260,16 +260,10 @@ def test_resource_attributes_arrive(wire):
 # faults: step time
 
 
-# A warm-up phase first (not counted); healthy phases between the faults, so drift cancels out.
+# A warm-up phase first (not counted); healthy phases between the faults.
 STEP_PHASES = ("warmup", "accept", "slow", "accept", "refuse", "accept", "absent", "accept")
 STEPS_PER_PHASE = 20
 PHASE_SECONDS = 2.5  # each fault lasts a few export rounds (OTEL_BSP_SCHEDULE_DELAY=200 ms)
-# The goal is 1.02x; a shared 2-core CI machine is far noisier than that (other processes take
-# the cores for whole phases), so the bounds only catch export on the training thread, which with
-# a 2 s slow collector costs whole seconds per export: the wall-clock median within 3x, the
-# training thread's CPU time within 2x. The measured ratios are printed.
-STEP_RATIO_BOUND = 3.0
-STEP_CPU_RATIO_BOUND = 2.0
 
 
 @pytest.fixture(scope="module")
@@ -295,20 +289,37 @@ def step_phases(fork_root: Path, tmp_path_factory) -> dict[str, Any]:
     for label, mode in zip(labels, STEP_PHASES):
         by_mode.setdefault(mode, []).extend(results["phases"][label])
         cpu_by_mode.setdefault(mode, []).extend(results["cpu"][label])
-    return {"by_mode": by_mode, "cpu": cpu_by_mode, "requests": modes, "output": worker.output()}
+    calls: dict[str, list[str]] = {}
+    for label, mode in zip(labels, STEP_PHASES):
+        calls.setdefault(mode, []).extend(results["training_thread_export_calls"][label])
+    return {
+        "by_mode": by_mode,
+        "cpu": cpu_by_mode,
+        "requests": modes,
+        "training_thread_calls": calls,
+        "export_threads": results["export_threads"],
+        "output": worker.output(),
+    }
 
 
 @pytest.mark.parametrize("mode", ["slow", "refuse", "absent"])
 def test_a_failing_collector_does_not_slow_training_steps(step_phases, mode):
+    """The training thread never runs the export: during the steps of each fault it made no call
+    into the exporters, their transports or the runtime's export methods, and slept nowhere; every
+    OTLP/HTTP request was sent by another thread (the span export thread, the metric reader's).
+    The step-time ratios are figures only (the step benchmark's rows measure them): a loaded
+    machine stretches wall time by several times."""
     by_mode, cpu = step_phases["by_mode"], step_phases["cpu"]
     healthy = statistics.median(by_mode["accept"])
-    ratio = statistics.median(by_mode[mode]) / healthy
-    cpu_ratio = statistics.median(cpu[mode]) / statistics.median(cpu["accept"])
     figure("step.median_ms.accept", round(healthy * 1000, 2))
-    figure(f"step.ratio.{mode}", round(ratio, 3))
+    figure(f"step.ratio.{mode}", round(statistics.median(by_mode[mode]) / healthy, 3))
+    cpu_ratio = statistics.median(cpu[mode]) / statistics.median(cpu["accept"])
     figure(f"step.training_thread_cpu_ratio.{mode}", round(cpu_ratio, 3))
-    assert ratio <= STEP_RATIO_BOUND, (mode, ratio)
-    assert cpu_ratio <= STEP_CPU_RATIO_BOUND, (mode, cpu_ratio)
+    assert len(by_mode[mode]) >= STEPS_PER_PHASE
+    assert step_phases["training_thread_calls"][mode] == [], mode
+    assert step_phases["training_thread_calls"]["accept"] == []
+    threads = step_phases["export_threads"]  # thread name -> OTLP/HTTP requests it sent
+    assert "MainThread" not in threads and threads.get("megatron-otel-export"), threads
 
 
 def test_the_exporter_met_every_fault_during_the_steps(step_phases):

@@ -242,3 +242,38 @@ def test_the_sigterm_flush_is_bounded_by_its_timeout(
     otel._process._on_sigterm(15, None)
     assert time.monotonic() - started < 0.3 + 2.0
     assert called == [15]  # then the previous handler ran
+
+
+# --- batching ----------------------------------------------------------------------------------
+
+
+class CountingExporter(StuckExporter):
+    """A collector that answers at once; records each batch's size."""
+
+    sizes: ClassVar[list[int]] = []
+
+    def export(self, batch: object, **kwargs: object) -> SpanExportResult:
+        CountingExporter.sizes.append(len(batch))  # type: ignore[arg-type]
+        return SpanExportResult.SUCCESS
+
+
+def test_spans_recorded_a_few_at_a_time_are_exported_in_full_batches(
+    otel: ModuleType, stuck: list[StuckExporter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the training thread records, a batch goes when it is full, not whatever had arrived
+    when the previous export returned (a few spans a request, each paying the HTTP client); the
+    rest goes at the end of the run (or when the schedule delay runs out: an hour here)."""
+    module = sys.modules[MODULE.format(signal="trace")]
+    monkeypatch.setattr(module, "OTLPSpanExporter", CountingExporter)
+    CountingExporter.sizes = []
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "64")
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "100000")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000")
+    otel.configure()
+    for _ in range(129):  # 1,290 spans, ten at a time, the export thread free in between
+        record(otel, 10)
+        time.sleep(0.001)
+    otel.shutdown()
+    sizes = CountingExporter.sizes
+    assert sum(sizes) == 1290
+    assert sizes == [64] * 20 + [10], sizes

@@ -11,12 +11,11 @@ from codegen.otel_runtime._ranks import (
     ChosenIds,
     Pipeline,
     coordinates_in_order,
-    export_ranks_from,
     interval_trace_id,
     p2p_span_id,
-    parse_export_ranks,
     startup_trace_id,
 )
+from codegen.otel_runtime._rankspec import export_ranks_from, parse_export_ranks
 
 WHERE = "MEGATRON_OTEL_EXPORT_RANKS"
 

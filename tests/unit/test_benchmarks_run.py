@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_benchmark_runtime_rows_run_on_the_generated_fixture() -> None:
     command = [sys.executable, "-m", "benchmarks", "--quick", "--no-lens", "--no-generator", "--no-import"]
+    command += ["--no-process"]
     result = subprocess.run(
         [*command, "--rounds", "1"], cwd=REPO, capture_output=True, text=True, timeout=300
     )
@@ -71,3 +72,50 @@ def test_the_step_interval_is_the_spread_of_the_per_round_ratios() -> None:
     assert 1.02 < low <= high < 1.04
     assert _status_within(1.03, low, ("<=", 1.01)) == "NOT MET"
     assert _interval([5.0] * 10) == (5.0, 5.0)
+
+
+def _process_data(export_us: float, training_us: float) -> dict[str, object]:
+    """A process worker's report: 8 rounds, ``off`` steps with a spread, every arm adding
+    ``training_us`` a span on the training thread and ``export_us`` on the other threads."""
+    draw = random.Random(2)
+    spans = 786
+    off = {
+        "thread_cpu_s": [0.010 * (1 + 0.2 * draw.uniform(-1, 1)) for _ in range(8)],
+        "other_cpu_s": [0.0001] * 8,
+        "wall_s": [1.0] * 8,
+    }
+    runs = {"off": off}
+    for arm in ("sdk", "lean_readable", "lean"):
+        runs[arm] = {
+            "thread_cpu_s": [t + spans * training_us * 1e-6 for t in off["thread_cpu_s"]],
+            "other_cpu_s": [o + spans * export_us * 1e-6 for o in off["other_cpu_s"]],
+            "wall_s": [1.01] * 8,
+        }
+    return {
+        "rounds": 8, "steps": 2, "step_s": 1.0, "load": "0.5 on 2 CPUs",
+        "spans_per_step": {"off": 0, "sdk": spans, "lean_readable": spans, "lean": spans},
+        "runs": runs,
+    }  # fmt: skip
+
+
+def test_process_rows_read_the_lean_goals_from_the_paired_differences() -> None:
+    from benchmarks.run import process_rows
+
+    rows = {r.label: r for r in process_rows(_process_data(export_us=5.0, training_us=4.0))}
+    export = rows["all, lean path: export CPU per span (the process's other threads, arm - off)"]
+    assert export.value == "5.00 us" and export.goal == "<= 8 us" and export.status == "met"
+    total = rows["all, lean path: all telemetry work (both) per step, % of a 1 s step"]
+    assert total.value == "0.71 %" and total.status == "met"  # 786 x 9 us of a 1 s step
+    gil = rows[
+        "all, lean path: telemetry threads' CPU per second of training (the GIL they can hold at most)"
+    ]
+    assert gil.value == "3.89 ms/s"  # 786 x 5 us over a 1.01 s step
+    assert (
+        rows["all, SDK path: export CPU per span (the process's other threads, arm - off)"].status == "info"
+    )
+    slow = {r.label: r for r in process_rows(_process_data(export_us=20.0, training_us=4.0))}
+    assert (
+        slow["all, lean path: export CPU per span (the process's other threads, arm - off)"].status
+        == "NOT MET"
+    )
+    assert slow["all, lean path: all telemetry work (both) per step, % of a 1 s step"].status == "NOT MET"

@@ -1,0 +1,281 @@
+"""OTLP/protobuf bytes straight from the lean path's records, for the OTLP/HTTP exporter.
+
+The lean recorder's export thread used to turn every ``LeanSpan`` into the SDK's ``ReadableSpan``
+and hand the batch to the exporter, whose encoder builds a protobuf message per span, attribute
+and value in Python (about 25-40 us a span, holding the GIL). Here a span is written as protobuf
+wire bytes directly: the ids, name, kind, times, flags and status by a few ``bytes`` operations;
+a span name's own attributes (``megatron.span_group`` and the like) encoded once per recorder;
+the resource and the scope encoded once (by the SDK's own encoder, so they are exactly what it
+sends); the request sent by the exporter's HTTP client, with its retries, timeout, compression
+and headers.
+
+What a backend receives is what the SDK path sends, message for message: a span this encoder
+does not write itself (events, links, a status set, a trace state, attributes that the SDK's
+validation or limits would change, an SDK span of the same provider) is made a ``ReadableSpan``
+and encoded by the SDK's encoder (``encode_spans``), then joined to the same request.
+``tests/megatron_cpu/test_otlp_encoding.py`` compares both encodings of the same spans.
+
+Used only with the OTLP/HTTP span exporter of ``opentelemetry-exporter-otlp-proto-http`` whose
+request client the runtime can reach (``sender``); any other exporter gets ``ReadableSpan``
+objects, as before. ``ENABLED = False`` turns it off (the benchmarks compare both).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Sequence
+from typing import Any
+
+# False: the lean recorder hands ReadableSpans to the exporter (the benchmarks flip it).
+ENABLED = True
+
+_pack_q = struct.Struct("<Q").pack
+_pack_d = struct.Struct("<d").pack
+_pack_i = struct.Struct("<I").pack
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_MASK64 = 2**64 - 1
+# Span.flags: SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK, | SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+_LOCAL_FLAGS = b"\x85\x01" + _pack_i(0x100)
+_REMOTE_FLAGS = b"\x85\x01" + _pack_i(0x300)
+# Span.kind = SPAN_KIND_INTERNAL; Span.status = Status() (unset, no message)
+_KIND_INTERNAL = b"\x30\x01"
+_STATUS_UNSET = b"\x7a\x00"
+_BOOLS = {True: b"\x10\x01", False: b"\x10\x00"}
+
+
+def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(tag: bytes, payload: bytes) -> bytes:
+    """A length-delimited field: its tag, the length, the payload."""
+    size = len(payload)
+    return tag + (bytes((size,)) if size < 0x80 else _varint(size)) + payload
+
+
+def _any_value(value: Any) -> bytes | None:
+    """An ``AnyValue``'s bytes for a plain value; None for anything else."""
+    kind = type(value)
+    if kind is str:
+        return _field(b"\x0a", value.encode("utf-8"))
+    if kind is bool:
+        return _BOOLS[value]
+    if kind is int:
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            return None
+        return b"\x18" + _varint(value & _MASK64)
+    if kind is float:
+        return b"\x21" + _pack_d(value)
+    return None
+
+
+class SpanEncoder:
+    """Writes a batch of the recorder's spans as one ``ExportTraceServiceRequest``."""
+
+    def __init__(
+        self,
+        resource: Any,
+        scope: Any,
+        base: Any,
+        limits: Any,
+        lean_type: type,
+        materialize: Callable[[Any], Any],
+    ) -> None:
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+        from opentelemetry.sdk.trace import ReadableSpan
+        from opentelemetry.trace import SpanContext
+
+        self.encode_spans = encode_spans
+        self.resource = resource
+        self.scope = scope
+        self.base = base
+        self.lean_type: Any = lean_type
+        self.materialize = materialize
+        self.max_attributes = limits.max_span_attributes
+        # with a value length limit the SDK's validation may cut values: such spans go its way
+        self.plain_limits = limits.max_span_attribute_length is None
+        self._names: dict[str, tuple[bytes, bytes | None, frozenset[str]]] = {}
+        self._keys: dict[str, bytes] = {}
+        # the resource's and the scope's bytes, as the SDK encodes them
+        probe = ReadableSpan(
+            name="probe",
+            context=SpanContext(1, 1, False),
+            resource=resource,
+            instrumentation_scope=scope,
+        )
+        self.resource_head, self.scope_head = self._heads(probe)
+
+    def _heads(self, readable: Any) -> tuple[bytes, bytes]:
+        request = self.encode_spans([readable])
+        resource_spans = request.resource_spans[0]
+        scope_spans = resource_spans.scope_spans[0]
+        del scope_spans.spans[:]
+        scope_head: bytes = scope_spans.SerializeToString()
+        del resource_spans.scope_spans[:]
+        resource_head: bytes = resource_spans.SerializeToString()
+        return resource_head, scope_head
+
+    # -- a batch
+
+    def encode(self, batch: Sequence[Any]) -> tuple[bytes, int, int]:
+        """The request's bytes, the number of spans in it and the number that could not be
+        encoded (left out)."""
+        lean_type, fast = self.lean_type, self._fast
+        own: list[bytes] = []
+        others: list[Any] = []  # SDK spans of another resource or scope
+        failed = 0
+        for span in batch:
+            try:
+                if type(span) is lean_type:
+                    encoded = fast(span)
+                    if encoded is None:
+                        encoded = self._by_sdk(self.materialize(span))
+                    own.append(encoded)
+                elif span.resource is self.resource or (
+                    span.resource == self.resource and span.instrumentation_scope == self.scope
+                ):
+                    own.append(self._by_sdk(span))
+                else:
+                    others.append(span)
+            except Exception:
+                failed += 1
+        parts = []
+        if own:
+            scope_spans = self.scope_head + b"".join([_field(b"\x12", s) for s in own])
+            parts.append(_field(b"\x0a", self.resource_head + _field(b"\x12", scope_spans)))
+        count = len(own)
+        if others:
+            try:
+                parts.append(self.encode_spans(others).SerializeToString())
+                count += len(others)
+            except Exception:
+                failed += len(others)
+        return b"".join(parts), count, failed
+
+    def _by_sdk(self, readable: Any) -> bytes:
+        """One ``Span`` message's bytes, by the SDK's encoder."""
+        request = self.encode_spans([readable])
+        data: bytes = request.resource_spans[0].scope_spans[0].spans[0].SerializeToString()
+        return data
+
+    def _name(self, name: str) -> tuple[bytes, bytes | None, frozenset[str]]:
+        """A span name's name and kind fields, its own attributes' bytes (None when the SDK's
+        validation must see them) and their keys."""
+        entry = self._names.get(name)
+        if entry is None:
+            base = dict(self.base.get(name, ()))
+            encoded = self._attributes(base) if len(base) <= self.max_attributes else None
+            fields = _field(b"\x2a", name.encode("utf-8")) + _KIND_INTERNAL
+            entry = self._names[name] = (fields, encoded, frozenset(base))
+        return entry
+
+    def _attributes(self, values: dict[str, Any]) -> bytes | None:
+        out = []
+        keys = self._keys
+        for key, value in values.items():
+            prefix = keys.get(key)
+            if prefix is None:
+                if type(key) is not str:
+                    return None
+                prefix = keys[key] = _field(b"\x0a", key.encode("utf-8"))
+            encoded = _any_value(value)
+            if encoded is None:
+                return None
+            out.append(_field(b"\x4a", prefix + _field(b"\x12", encoded)))
+        return b"".join(out)
+
+    def _fast(self, span: Any) -> bytes | None:
+        """A lean span's ``Span`` bytes, or None when the SDK's encoder must write it."""
+        if span._events or span._links or span._status is not None or not self.plain_limits:
+            return None
+        trace_id, _flags, trace_state = span._trace
+        if trace_state:
+            return None
+        name_fields, attributes, base_keys = self._name(span._name)
+        if attributes is None:
+            return None
+        extra = span._extra
+        if extra:
+            if len(base_keys) + len(extra) > self.max_attributes or not base_keys.isdisjoint(extra):
+                values = dict(self.base.get(span._name, ()))
+                values.update(extra)
+                if len(values) > self.max_attributes:
+                    return None
+                attributes = self._attributes(values)
+            else:
+                more = self._attributes(extra)
+                attributes = None if more is None else attributes + more
+            if attributes is None:
+                return None
+        parent = span._parent
+        if parent is None:
+            parent_field = b""
+            flags = _LOCAL_FLAGS
+        elif type(parent) is self.lean_type:
+            parent_field = b"\x22\x08" + parent.span_id.to_bytes(8, "big")
+            flags = _LOCAL_FLAGS
+        else:  # a SpanContext: a foreign parent
+            parent_field = b"\x22\x08" + parent.span_id.to_bytes(8, "big")
+            flags = _REMOTE_FLAGS if parent.is_remote else _LOCAL_FLAGS
+        return b"".join(
+            (
+                b"\x0a\x10",
+                trace_id.to_bytes(16, "big"),
+                b"\x12\x08",
+                span.span_id.to_bytes(8, "big"),
+                parent_field,
+                name_fields,
+                b"\x39",
+                _pack_q(span._start),
+                b"\x41",
+                _pack_q(span._end),
+                attributes,
+                _STATUS_UNSET,
+                flags,
+            )
+        )
+
+
+def sender(exporter: Any) -> Callable[[bytes], bool] | None:
+    """A function that sends an encoded request through ``exporter`` (the OTLP/HTTP span exporter
+    of ``opentelemetry-exporter-otlp-proto-http``: its HTTP client, retries and timeout) and
+    says whether it succeeded; None for any other exporter, or when the exporter's own metrics are
+    on (they count its ``export`` calls)."""
+    if not ENABLED:
+        return None
+    kind = type(exporter)
+    if kind.__name__ != "OTLPSpanExporter" or not kind.__module__.startswith(
+        "opentelemetry.exporter.otlp.proto.http"
+    ):
+        return None
+    if os.environ.get("OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED", "").strip().lower() == "true":
+        return None
+    client = getattr(exporter, "_client", None)
+    post = getattr(client, "export", None)
+    if post is None:
+        return None
+    limit = getattr(exporter, "_max_request_size", 0) or 0
+
+    def send(data: bytes) -> bool:
+        if getattr(exporter, "_shutdown", False):
+            return False
+        if 0 < limit < len(data):
+            from ._state import LOG
+
+            LOG.warning(
+                "telemetry: dropping a span batch of %d bytes (over max_request_size %d bytes)",
+                len(data),
+                limit,
+            )
+            return False
+        return bool(post(data).success)
+
+    return send

@@ -1,0 +1,144 @@
+"""The runtime's own OTLP encoding (``_otlp``) against the SDK exporter's, on the same spans.
+
+The lean path's export thread writes OTLP/HTTP requests itself. Here ``test_lean_path``'s workload
+(lifecycle spans with links, call-site attributes one of which the SDK's validation drops,
+attributes set on the current span and stamped, exceptions, foreign spans around and inside
+taxonomy spans, a second thread) plus spans with every plain value type, an attribute overriding a
+span name's own, a value outside int64, a remote parent with a trace state, runs on the lean path;
+each batch the recorder exports is encoded by ``_otlp.SpanEncoder`` and, from the same records
+made ``ReadableSpan`` s, by the SDK exporter's ``encode_spans``: the two requests, parsed, must be
+equal message for message (ids and times included: they are the same records).
+
+Here rather than in ``tests/runtime_pkg``: the OTLP exporters are installed in the runtime tox
+environment (``tox -e runtime``), not in ``tox -e test``'s. The runtime is the source package
+(``codegen.otel_runtime``), reset around each test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytest.importorskip(
+    "opentelemetry.exporter.otlp.proto.common.trace_encoder",
+    reason="opentelemetry-exporter-otlp-proto-common is needed to compare the OTLP encodings",
+)
+from opentelemetry import context, trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+)
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.trace import SpanContext, TraceFlags, TraceState
+
+from tests.runtime_pkg.test_lean_path import own_provider_exporting_to, workload
+
+
+@pytest.fixture
+def otel() -> Iterator[ModuleType]:
+    import codegen.otel_runtime as module
+
+    module.reset()
+    yield module
+    module.reset()
+
+
+def more_spans(otel: ModuleType) -> None:
+    values = {"s": "text é", "empty": "", "t": True, "f": False, "i": -7, "zero": 0, "x": 2.5}
+    span = otel.LAYER and otel.start_span("megatron.layer.forward", lambda: values)
+    span and span.end()
+    span = otel.LAYER and otel.start_span(
+        "megatron.layer.mlp", lambda: {"megatron.span_group": "overridden", "after": 1}
+    )
+    span and span.end()
+    span = otel.LAYER and otel.start_span("megatron.layer.mlp", lambda: {"huge": 2**70})
+    span and span.end()
+    remote = SpanContext(
+        0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1), trace_state=TraceState([("k", "v")])
+    )
+    token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(remote)))
+    try:
+        span = otel.LAYER and otel.start_span("megatron.layer.forward")
+        span and span.end()
+    finally:
+        context.detach(token)
+    remote = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1))
+    token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(remote)))
+    try:
+        span = otel.LAYER and otel.start_span("megatron.layer.forward")
+        span and span.end()
+    finally:
+        context.detach(token)
+
+
+def test_the_runtime_encodes_a_batch_as_the_sdk_exporter_does(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own_provider_exporting_to(otel, monkeypatch, lean=True)
+    batches: list[list[Any]] = []
+    monkeypatch.setattr(otel._lean.LeanRecorder, "_export", lambda self, batch: batches.append(batch))
+    foreign_provider = TracerProvider()
+    foreign_provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    otel.configure()
+    (recorder,) = otel._state.PROCESS.run.processors
+    workload(otel, foreign_provider.get_tracer("foreign"), TracerProvider(sampler=ALWAYS_OFF).get_tracer("m"))
+    more_spans(otel)
+    sdk_tracer = otel._state.PROCESS.run.tracer.sdk_tracer  # the same provider's SDK tracer
+    with sdk_tracer.start_as_current_span("sdk.span", attributes={"a": 1}):
+        pass
+    recorder.force_flush(10_000)
+    spans = [span for batch in batches for span in batch]
+    assert len(spans) >= 20, [s.name for s in spans]
+    lean = [s for s in spans if type(s) is otel._lean.LeanSpan]
+    assert 16 <= len(lean) < len(spans)  # SDK spans of the same provider too (the lifecycle)
+    encoder = otel._otlp.SpanEncoder(
+        recorder.resource, recorder.scope, recorder.base, recorder.limits,
+        otel._lean.LeanSpan, recorder.materialize,
+    )  # fmt: skip
+    fast = 0
+    for batch in batches:
+        data, count, failed = encoder.encode(batch)
+        assert (count, failed) == (len(batch), 0)
+        ours = ExportTraceServiceRequest.FromString(data)
+        readable = [recorder.materialize(s) if type(s) is otel._lean.LeanSpan else s for s in batch]
+        theirs = ExportTraceServiceRequest.FromString(encode_spans(readable).SerializeToString())
+        assert ours == theirs
+        fast += sum(encoder._fast(s) is not None for s in batch if type(s) is otel._lean.LeanSpan)
+    # most spans are written by the runtime itself, the unusual ones by the SDK's encoder
+    assert 8 <= fast < len(lean)
+    (request,) = [ExportTraceServiceRequest.FromString(encoder.encode(b)[0]) for b in batches]
+    written = [s for r in request.resource_spans for ss in r.scope_spans for s in ss.spans]
+    by_name = {}
+    for span in written:
+        by_name.setdefault(span.name, []).append(span)
+    remote = [s for s in written if s.parent_span_id == (0xDEF).to_bytes(8, "big")]
+    assert len(remote) == 2 and {s.trace_state for s in remote} == {"k=v", ""}
+    assert all(s.flags == 0x300 for s in remote)
+    huge = [s for s in by_name["megatron.layer.mlp"] if any(a.key == "huge" for a in s.attributes)]
+    assert not huge  # outside int64: the SDK's encoder leaves it out, and so does the runtime's
+
+
+def test_the_lean_recorder_sends_its_own_encoding_only_through_the_otlp_http_exporter(
+    otel: ModuleType,
+) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    exporter = OTLPSpanExporter(endpoint="http://127.0.0.1:9/v1/traces", timeout=0.1)
+    assert otel._otlp.sender(exporter) is not None
+    assert otel._otlp.sender(InMemorySpanExporter()) is None
+    otel._otlp.ENABLED = False
+    try:
+        assert otel._otlp.sender(exporter) is None
+    finally:
+        otel._otlp.ENABLED = True
+    exporter.shutdown()
+    send = otel._otlp.sender(exporter)
+    assert send is not None and send(b"") is False  # a shut-down exporter sends nothing
