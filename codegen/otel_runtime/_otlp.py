@@ -22,6 +22,7 @@ objects, as before. ``ENABLED = False`` turns it off (the benchmarks compare bot
 
 from __future__ import annotations
 
+import importlib
 import os
 import struct
 from collections.abc import Callable, Sequence
@@ -89,7 +90,11 @@ class SpanEncoder:
         lean_type: type,
         materialize: Callable[[Any], Any],
     ) -> None:
-        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+        # imported by name: the exporter package is the job's (installed with the OTLP exporter),
+        # not a dependency of the runtime's type checks
+        encode_spans = importlib.import_module(
+            "opentelemetry.exporter.otlp.proto.common.trace_encoder"
+        ).encode_spans
         from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.trace import SpanContext
 
