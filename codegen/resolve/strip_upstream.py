@@ -43,6 +43,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from codegen.layout import LINE_LENGTH, code_of
 from codegen.runtime_calls import SPAN_VARIABLE_PATTERN
 from codegen.upstream import UnrecognisedInstrumentation, candidate_files
 
@@ -74,7 +75,6 @@ DICT_KEYS: dict[str, frozenset[str]] = {"_STARTUP_TIMESTAMPS": PARAMETERS["set_s
 ENTRY_SCRIPTS: dict[str, frozenset[str]] = {
     "pretrain_vlm.py": frozenset({"set_startup_timestamps", "_PROGRAM_START_TIME", "_MAIN_ENTRY_TIME"})
 }
-LINE_LENGTH = 100  # black -l 100, as Megatron-LM formats
 _DOC_BULLET = re.compile(r"^\s*-\s.*\btelemetry\b", re.IGNORECASE)
 
 
@@ -253,7 +253,7 @@ class _Stripper(cst.CSTTransformer):
 
     def _fits(self, node: cst.CSTNode, extra: int = 0) -> bool:
         """Whether ``node`` is one line within black's 100 columns where it stands."""
-        code = cst.Module([]).code_for_node(node).rstrip("\n")
+        code = code_of(node).rstrip("\n")
         return "\n" not in code and 4 * self.depth + len(code) + extra <= LINE_LENGTH
 
     # -- helpers ---------------------------------------------------------------------------
@@ -297,7 +297,7 @@ class _Stripper(cst.CSTTransformer):
 
     def unknown(self, original: cst.CSTNode, what: str) -> None:
         names = ", ".join(f"'{n}'" for n in self._otel_names(original))
-        code = cst.Module([]).code_for_node(original).strip().splitlines()[0][:80]
+        code = code_of(original).strip().splitlines()[0][:80]
         self.error(
             original,
             f"hand-written OpenTelemetry code the --replace-upstream strip does not recognise "
