@@ -89,7 +89,7 @@ def test_sdk_path_ends_every_span_it_started_at_the_recursion_limit(
     provider.add_span_processor(export)
     otel.configure(tracer_provider=provider)
     started = _to_the_limit(otel, limit)
-    provider.force_flush()
+    provider.shutdown()  # every span the processor took is exported (a flush may leave a batch queued)
     assert started > 0
     assert counting.started == counting.ended, (limit, counting.started, counting.ended)
     assert len(exporter.get_finished_spans()) == counting.ended
