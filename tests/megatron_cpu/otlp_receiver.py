@@ -203,11 +203,13 @@ class OtlpReceiver:
 
     def set_mode(self, mode: str) -> None:
         self._check_mode(mode)
+        if mode == "absent" and self._mode != "absent":
+            # nothing listens and no connection is left before the mode says "absent": a request
+            # that came on a kept-alive connection meanwhile is logged in the mode it came in
+            self._close()
         with self._lock:
             previous, self._mode = self._mode, mode
-        if mode == "absent" and previous != "absent":
-            self._close()
-        elif previous == "absent" and mode != "absent" and not self._stopping.is_set():
+        if previous == "absent" and mode != "absent" and not self._stopping.is_set():
             self._listen()
 
     @property
