@@ -18,8 +18,9 @@ a live receiver in this process):
   the export thread's CPU time (``time.thread_time`` around every ``export``) over the spans.
 
 From these, ``render_table`` computes the volume arriving at the collector for 8, 1,024 and 16,384
-ranks per export setting (formula beside the table); ``README.md`` holds the table this module
-rendered from ``benchmarks/volume.json``, and a test re-renders it from the JSON and compares.
+ranks per export setting (formula beside the table); ``docs/guide/many-ranks.md`` holds the table
+this module rendered from ``benchmarks/volume.json``, and a test re-renders it from the JSON and
+compares.
 """
 
 from __future__ import annotations

@@ -86,6 +86,13 @@ def bind(code: str, alias: str, binding: str) -> str:
     return "\n".join(lines)
 
 
+def names_runtime(code: str | None, name: str) -> bool:
+    """Whether the expression ``code`` names the runtime as ``name``."""
+    return code is not None and any(
+        isinstance(n, ast.Name) and n.id == name for n in ast.walk(ast.parse(code, mode="eval"))
+    )
+
+
 def guard(alias: str, flag: str | None) -> str:
     """``otel.METRICS``: the runtime flag a hook's call is conditional on ("" when none)."""
     return f"{alias}.{flag}" if flag else ""

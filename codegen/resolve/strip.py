@@ -155,7 +155,7 @@ class _Stripper(cst.CSTTransformer):
         if not (isinstance(target, cst.Name) and SPAN_VARIABLE_PATTERN.match(target.value)):
             return False
         operands = _operands(small.value)
-        if len(operands) >= 3 and _runtime(operands[0], self.names):  # ``ALIAS and`` of a __del__
+        if len(operands) >= 3 and _runtime(operands[0], self.names):  # ``ALIAS and``: at exit
             operands = operands[1:]
         last = operands[-1]
         return (
@@ -197,6 +197,8 @@ class _Stripper(cst.CSTTransformer):
         if self.hook_codes and compact(code_of(small)) in self.hook_codes and not self._foreign(small):
             return True
         operands = _operands(small.value)
+        if len(operands) >= 2 and _runtime(operands[0], self.names):  # ``ALIAS and``: at exit
+            operands = operands[1:]
         if len(operands) == 2 and not _flag(operands[0], self.names):
             return False
         if len(operands) > 2 or not _rooted_call(operands[-1], self.names):

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 import libcst as cst
 
 from codegen.layout import code_of, expression_statement, fit, fit_call_line, statement
+from codegen.resolve.at_exit import at_exit_functions
 from codegen.resolve.sites import Insert, Rewrite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
-from codegen.runtime_calls import guard, payload_call, span_variable
+from codegen.runtime_calls import guard, names_runtime, payload_call, span_variable
 from codegen.spec.model import AroundHook, EntryHook, Payload, Project, Span, StatementHook, WrapResult
 from codegen.transforms.rewrite import CallRewriter
 from codegen.transforms.span import (
@@ -73,9 +74,11 @@ class BlockEditor(cst.CSTTransformer):
         for function, block in edits + [(r.function, r.block) for r in rewrites]:
             self.relevant.update(b for b, _ in block_ancestry(function)[id(block)])
         self.leading: set[int] = set()  # ids of the compound statements an edited function is in
+        self.at_exit: set[int] = set()  # ids of the functions that may run at the final clearing
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.leading = _leading(node.body, self.edited)
+        self.at_exit = at_exit_functions(node)
         return True
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -182,7 +185,8 @@ class BlockEditor(cst.CSTTransformer):
         for index in range(lo, hi + 1):
             for insert in inserts:
                 if insert.index == index:
-                    out.append(self._hook_call(insert.hook, insert.hook.payload, indent))
+                    at_exit = id(insert.function) in self.at_exit
+                    out.append(self._hook_call(insert.hook, insert.hook.payload, indent, at_exit))
             if index < hi:
                 out.append(stmts[index])
         return out
@@ -199,13 +203,19 @@ class BlockEditor(cst.CSTTransformer):
         return new
 
     def _hook_call(
-        self, hook: EntryHook | StatementHook | AroundHook, payload: Payload, indent: str
+        self,
+        hook: EntryHook | StatementHook | AroundHook,
+        payload: Payload,
+        indent: str,
+        at_exit: bool = False,
     ) -> cst.BaseStatement:
         """The statement a hook inserts, laid out at ``indent``: its call, made here from the
-        payload (runtime_calls), behind its guard."""
+        payload (runtime_calls), behind its guard (``at_exit``: behind the runtime's name first)."""
         runtime = self.project.runtime
         call = payload_call(payload, runtime.alias, runtime.binding)
         flag = guard(runtime.binding, hook.guard)
+        if at_exit and (flag or names_runtime(call, runtime.binding)):
+            flag = " and ".join(f for f in (runtime.binding, flag) if f)
         return statement(expression_statement(call, indent, self.step, flag), indent)
 
     def _wrap(self, wrap: Wrap, covered: list[cst.BaseStatement], indent: str) -> list[cst.BaseStatement]:
@@ -214,9 +224,10 @@ class BlockEditor(cst.CSTTransformer):
         before: list[cst.BaseStatement] = []
         final: list[cst.BaseStatement] = []
         entry = wrap.entry
+        at_exit = id(wrap.function) in self.at_exit
         if isinstance(entry, Span) and entry.form == "flat":
             var = span_variable(self.depths[id(wrap)])
-            start = statement(span_start(self.project, entry, var, indent, self.step, _at_exit(wrap)), indent)
+            start = statement(span_start(self.project, entry, var, indent, self.step, at_exit), indent)
             start = start.with_changes(leading_lines=_leading_lines(body[0]))
             body[0] = body[0].with_changes(leading_lines=())
             setter = span_setter(self.project, entry, var, indent, self.step)
@@ -227,18 +238,16 @@ class BlockEditor(cst.CSTTransformer):
         body = [fit(stmt, inner, self.origin) if id(stmt) in self.originals else stmt for stmt in body]
         if isinstance(entry, Span):
             var = span_variable(self.depths[id(wrap)])
-            before.append(
-                statement(span_start(self.project, entry, var, indent, self.step, _at_exit(wrap)), indent)
-            )
+            before.append(statement(span_start(self.project, entry, var, indent, self.step, at_exit), indent))
             setter = span_setter(self.project, entry, var, inner, self.step)
             if setter is not None:
                 _append_before_return(body, statement(setter, inner))
             final.append(statement(span_end(var, inner), inner))
         else:
             if entry.enter:
-                before.append(self._hook_call(entry, entry.enter, indent))
+                before.append(self._hook_call(entry, entry.enter, indent, at_exit))
             if entry.exit:
-                final.append(self._hook_call(entry, entry.exit, inner))
+                final.append(self._hook_call(entry, entry.exit, inner, at_exit))
         if before:
             # Comments and blank lines that introduced the covered statements now introduce the wrap.
             before[0] = before[0].with_changes(leading_lines=_leading_lines(body[0]))
@@ -256,11 +265,6 @@ class BlockEditor(cst.CSTTransformer):
                 body=wrapped.body.with_changes(body=[body[0].with_changes(leading_lines=())] + body[1:])
             )
         return before + [wrapped]
-
-
-def _at_exit(wrap: Wrap) -> bool:
-    """A ``__del__`` may run while the interpreter clears the modules at exit."""
-    return wrap.function.name.value == "__del__"
 
 
 def _leading(body: Sequence[cst.BaseStatement], functions: set[int]) -> set[int]:

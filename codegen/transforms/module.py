@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Sequence
 
@@ -11,7 +10,7 @@ import libcst as cst
 from codegen.layout import code_of
 from codegen.resolve.sites import FilePlan
 from codegen.resolve.statements import child_blocks, is_docstring
-from codegen.runtime_calls import hook_calls, payload_call
+from codegen.runtime_calls import hook_calls, names_runtime, payload_call
 from codegen.spec.model import Project, Span
 from codegen.transforms.blocks import BlockEditor
 
@@ -73,21 +72,19 @@ def _first_use(project: Project, plan: FilePlan) -> int | None:
     """Index of the first top-level statement whose generated code names the runtime: the
     import must come before it (a decorator under ``if HAVE_X:`` runs at import time)."""
     name = project.runtime.alias
-
-    def names_runtime(code: str | None) -> bool:
-        return code is not None and any(
-            isinstance(n, ast.Name) and n.id == name for n in ast.walk(ast.parse(code, mode="eval"))
-        )
-
     users = {id(func) for span, func in plan.decorations}
     for wrap in plan.wraps:
         entry = wrap.entry
-        if isinstance(entry, Span) or entry.guard or any(names_runtime(c) for c in hook_calls(entry, name)):
+        if (
+            isinstance(entry, Span)
+            or entry.guard
+            or any(names_runtime(c, name) for c in hook_calls(entry, name))
+        ):
             users.add(id(wrap.function))
     for insert in plan.inserts:
-        if insert.hook.guard or names_runtime(payload_call(insert.hook.payload, name)):
+        if insert.hook.guard or names_runtime(payload_call(insert.hook.payload, name), name):
             users.add(id(insert.function))
-    users.update(id(r.function) for r in plan.rewrites if names_runtime(r.hook.wrapper))
+    users.update(id(r.function) for r in plan.rewrites if names_runtime(r.hook.wrapper, name))
     if not users:
         return None
     return next(i for i, stmt in enumerate(plan.module.body) if _defines(stmt, users))
