@@ -33,7 +33,9 @@ def main() -> None:
         MEGATRON_OTEL_EXPORT_RANKS="all",
         MEGATRON_OTEL_METRICS_ENABLED="0",
         MEGATRON_OTEL_FLUSH_TIMEOUT_S="60",
-        OTEL_BSP_MAX_QUEUE_SIZE="8192",
+        # every span fits in the queue: what the test counts is what the transport loses, never
+        # what a full queue drops while the receiver is busy
+        OTEL_BSP_MAX_QUEUE_SIZE=str(max(8192, options.spans)),
     )
     from codegen.otel_runtime import SPANS, configure, shutdown, start_span
 
