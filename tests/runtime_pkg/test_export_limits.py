@@ -33,14 +33,19 @@ class StuckExporter:
         self.options = options
         self.released = threading.Event()
         self.exports = 0
+        self.answered = 0  # exports that came back (the collector "answered" or shutdown released them)
+        self.answered_at_shutdown: int | None = None
         StuckExporter.made.append(self)
 
     def export(self, batch: object, **kwargs: object) -> SpanExportResult:
         self.exports += 1
         self.released.wait(60)
+        self.answered += 1
         return SpanExportResult.FAILURE
 
     def shutdown(self, **kwargs: object) -> None:
+        if self.answered_at_shutdown is None:  # the first call (the SDK may shut it down twice)
+            self.answered_at_shutdown = self.answered
         self.released.set()
 
     def force_flush(self, timeout_millis: float = 30000) -> bool:
@@ -191,12 +196,11 @@ def test_shutdown_is_bounded_by_the_flush_timeout_and_counts_what_was_lost(
     otel.configure()
     record(otel, 300)
     caplog.set_level(logging.WARNING)
-    started = time.monotonic()
     otel.shutdown()
-    took = time.monotonic() - started
-    assert took < 0.5 + 2.0, took  # the goal is the flush timeout; CI scheduling gets a margin
     (exporter,) = stuck
-    assert exporter.released.is_set()  # shut down: its retries (here: the wait) are abandoned
+    # the flush gave up at its timeout, no export having come back (one would after 60 s), and
+    # the exporter was shut down: its retries (here: the wait) are abandoned
+    assert exporter.answered_at_shutdown == 0
     (summary,) = [r.getMessage() for r in caplog.records if "still queued" in r.getMessage()]
     numbers = [int(n) for n in re.findall(r"(\d+) (?:spans dropped|lost|still)", summary)]
     assert sum(numbers) == 300 and numbers[0] == 0, summary
@@ -238,9 +242,9 @@ def test_the_sigterm_flush_is_bounded_by_its_timeout(
     state = otel._state.PROCESS
     called: list[int] = []
     monkeypatch.setattr(state, "previous_sigterm", lambda signum, frame: called.append(signum))
-    started = time.monotonic()
     otel._process._on_sigterm(15, None)
-    assert time.monotonic() - started < 0.3 + 2.0
+    # the handler came back while the collector had still not answered (it would after 60 s)
+    assert [e.answered for e in stuck] == [0] * len(stuck)
     assert called == [15]  # then the previous handler ran
 
 
