@@ -7,9 +7,10 @@ there guards on the name itself first (``_otel and _otel.STEP and ...``), so tha
 runs as the pristine one does.
 
 Found by name, within the module: every ``__del__``, and every function named by a call the
-found functions make, as ``name(...)`` or ``self.name(...)`` / ``cls.name(...)``, to a fixed point.
-A function of another module that a ``__del__`` calls is not seen (its own module's clearing is
-what matters there, and nothing in this module says it happens at exit).
+found functions make, as ``name(...)`` or ``anything.name(...)`` (``self.close()``,
+``type(self).close(self)``, ``self._file.close()`` alike: a guard too many costs one name read), to a
+fixed point. A function of another module that a ``__del__`` calls is not seen (its own module's
+clearing is what matters there, and nothing in this module says it happens at exit).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from collections import defaultdict
 import libcst as cst
 
 FINALIZER = "__del__"
-_RECEIVERS = ("self", "cls")
 
 
 class _Functions(cst.CSTVisitor):
@@ -44,11 +44,7 @@ class _Functions(cst.CSTVisitor):
         func = node.func
         if isinstance(func, cst.Name):
             self.calls[id(self._stack[-1])].add(func.value)
-        elif (
-            isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Name)
-            and func.value.value in _RECEIVERS
-        ):
+        elif isinstance(func, cst.Attribute):
             self.calls[id(self._stack[-1])].add(func.attr.value)
 
 

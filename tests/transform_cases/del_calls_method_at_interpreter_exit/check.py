@@ -29,7 +29,7 @@ def _run(module, env):
 
 def check(before, after, otel, exporter):
     pristine = _run(before, {})
-    assert pristine.returncode == 0 and pristine.stdout == "flushed at exit\nclosed at exit\n", pristine
+    assert pristine.returncode == 0 and pristine.stdout == "flushed at exit\nlogged at exit\nclosed at exit\n", pristine
     for env in ({}, {"MEGATRON_OTEL_ENABLED": "1", "MEGATRON_OTEL_EXPORTER": "none"}):
         instrumented = _run(after, env)
         assert instrumented.returncode == 0, instrumented

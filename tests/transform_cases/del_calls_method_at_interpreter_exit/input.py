@@ -13,6 +13,10 @@ class Resource:
 
     def _flush(self):
         print(f"flushed {self.name}", flush=True)
+        type(self)._log(self)
+
+    def _log(self):
+        print(f"logged {self.name}", flush=True)
 
     def reopen(self):
         print(f"reopened {self.name}", flush=True)

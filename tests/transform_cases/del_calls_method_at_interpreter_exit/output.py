@@ -23,6 +23,14 @@ class Resource:
         _otel_span = _otel and _otel.STEP and _otel.start_span("demo.resource.flush")
         try:
             print(f"flushed {self.name}", flush=True)
+            type(self)._log(self)
+        finally:
+            _otel_span and _otel_span.end()
+
+    def _log(self):
+        _otel_span = _otel and _otel.STEP and _otel.start_span("demo.resource.log")
+        try:
+            print(f"logged {self.name}", flush=True)
         finally:
             _otel_span and _otel_span.end()
 
