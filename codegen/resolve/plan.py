@@ -17,6 +17,7 @@ import libcst as cst
 
 from codegen.diagnostics import Diagnostic, Diagnostics, InFile, Pos, SpecError
 from codegen.resolve.alternatives import concrete
+from codegen.resolve.at_exit import at_exit_functions
 from codegen.resolve.bindings import Bindings, Shadow
 from codegen.resolve.context import FileContext
 from codegen.resolve.expressions import check_expressions
@@ -179,6 +180,7 @@ def _resolve_file(project: Project, plan: FilePlan, spans: list[Span | Hook], ou
     context = plan.context
     line_of = context.start
     functions = collect_functions(plan.module)
+    plan.at_exit = at_exit_functions(functions)
     # the generated code reads the runtime as ``_otel`` (the specs' ``otel`` is rewritten to it):
     # that is the name nothing else in the file may bind (``otel`` is the file's to use)
     binding = project.runtime.binding

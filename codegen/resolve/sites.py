@@ -71,6 +71,8 @@ class FilePlan:
     rewrites: list[Rewrite] = field(default_factory=list)
     # id(entry) -> the entry with each ``any`` selector replaced by the alternative this code takes
     chosen: dict[int, Span | Hook] = field(default_factory=dict)
+    # ids of the functions that may run at the final clearing of modules (resolve/at_exit.py)
+    at_exit: frozenset[int] = frozenset()
 
 
 @dataclass

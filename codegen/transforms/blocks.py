@@ -12,7 +12,6 @@ from collections.abc import Sequence
 import libcst as cst
 
 from codegen.layout import code_of, expression_statement, fit, fit_call_line, statement
-from codegen.resolve.at_exit import at_exit_functions
 from codegen.resolve.sites import Insert, Rewrite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
 from codegen.runtime_calls import guard, names_runtime, payload_call, span_variable
@@ -43,8 +42,10 @@ class BlockEditor(cst.CSTTransformer):
         step: str,
         rewrites: Sequence[Rewrite] = (),
         frozen: frozenset[int] = frozenset(),
+        at_exit: frozenset[int] = frozenset(),
     ) -> None:
         super().__init__()
+        self.at_exit = at_exit  # ids of the functions that may run at the final clearing
         self.frozen = frozen  # ids of statements black leaves alone (`# fmt: off` / `# fmt: skip`)
         self.rewrites: dict[int, list[Rewrite]] = defaultdict(list)
         for rewrite in rewrites:
@@ -74,11 +75,9 @@ class BlockEditor(cst.CSTTransformer):
         for function, block in edits + [(r.function, r.block) for r in rewrites]:
             self.relevant.update(b for b, _ in block_ancestry(function)[id(block)])
         self.leading: set[int] = set()  # ids of the compound statements an edited function is in
-        self.at_exit: set[int] = set()  # ids of the functions that may run at the final clearing
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.leading = _leading(node.body, self.edited)
-        self.at_exit = at_exit_functions(node)
         return True
 
     def on_visit(self, node: cst.CSTNode) -> bool:

@@ -30,6 +30,7 @@ def transform_file(project: Project, plan: FilePlan) -> str:
         plan.module.default_indent,
         plan.rewrites,
         _frozen(plan),
+        plan.at_exit,
     )
     module = plan.module.visit(editor)
     if first_use is not None:  # a file whose edits never name the runtime gets no import (F401)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from types import ModuleType
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CASES = Path(__file__).resolve().parents[1] / "transform_cases"
@@ -46,3 +50,37 @@ def pin_fixture_tree(cache: Path, source: Path) -> Path:
     shutil.copytree(source / "megatron", tree / "megatron")
     (tree / ".complete").write_text("megatron-core==0.0.0 fixture.whl\n")
     return tree
+
+
+_KEEP_ALIVE = """
+import sys
+sys.path.insert(0, {root!r})
+import megatron.demo
+sys._kept_alive = megatron.demo  # the module outlives sys.modules, to the final clearing
+"""
+
+
+def _run_to_final_clearing(module: ModuleType, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    root = str(Path(module.__file__ or "").resolve().parents[1])
+    return subprocess.run(
+        [sys.executable, "-c", _KEEP_ALIVE.format(root=root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+        check=False,
+    )
+
+
+def check_at_final_clearing(before: ModuleType, after: ModuleType, printed: str) -> None:
+    """A transform case's execution check: ``megatron.demo`` kept alive to the interpreter's final
+    clearing of modules (held by ``sys``, whose attributes outlive every module but builtins)
+    prints ``printed`` pristine, and the same instrumented, telemetry off or on, with the
+    runtime's name already None by then."""
+    pristine = _run_to_final_clearing(before, {})
+    assert pristine.returncode == 0 and pristine.stdout == printed, pristine
+    for env in ({}, {"MEGATRON_OTEL_ENABLED": "1", "MEGATRON_OTEL_EXPORTER": "none"}):
+        instrumented = _run_to_final_clearing(after, env)
+        assert instrumented.returncode == 0, instrumented
+        assert instrumented.stdout == pristine.stdout, (env, instrumented)
+        assert "Exception ignored" not in instrumented.stderr, (env, instrumented.stderr)
