@@ -1,4 +1,4 @@
-"""Render the docs page "How the report counts" (``codegen/templates/goodput/how-the-report-counts.md.j2``).
+"""Render the docs page "How the report counts" (``templates/goodput/how-the-report-counts.md.j2``).
 
 Its span names come from :class:`codegen.report.taxonomy.Taxonomy`, the object ``codegen report``
 counts with, so the page cannot drift from what the report does.

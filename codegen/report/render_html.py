@@ -1,4 +1,4 @@
-"""Render: the self-contained HTML page (``codegen/templates/goodput/page.*``).
+"""Render: the self-contained HTML page (``templates/goodput/page.*``).
 
 The page carries its data as inline JSON and draws its four plots as SVG with a small inline
 script (``page.js``, about 200 lines): no plotting library, no network access. A library was

@@ -24,6 +24,7 @@ import pytest
 from tests.target.conftest import REPO, SPECS
 
 CONSTRAINTS = REPO / "constraints.txt"
+TEMPLATES = REPO / "templates"
 
 
 def _run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -80,18 +81,28 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_distributions_carry_the_templates(dists: tuple[Path, Path]) -> None:
+    """The top-level templates/ ships in the sdist as it lies and in the wheel as codegen/templates/
+    (pyproject.toml's package-dir), every file of it."""
     sdist, wheel = dists
     templates = sorted(
-        p.relative_to(REPO).as_posix() for p in (REPO / "codegen" / "templates").rglob("*") if p.is_file()
+        p.relative_to(REPO / "templates").as_posix() for p in TEMPLATES.rglob("*") if p.is_file()
     )
-    assert templates and "codegen/templates/docs/spans.md.j2" in templates
+    assert templates and "docs/spans.md.j2" in templates and "goodput/page.js" in templates
     in_wheel = set(zipfile.ZipFile(wheel).namelist())
-    assert set(templates) <= in_wheel
+    assert {f"codegen/templates/{name}" for name in templates} <= in_wheel
     assert "codegen/otel_runtime/_lifecycle.py" in in_wheel
     with tarfile.open(sdist) as archive:
         root = archive.getnames()[0].split("/")[0]
         in_sdist = {name.removeprefix(root + "/") for name in archive.getnames()}
-    assert set(templates) <= in_sdist
+    assert {f"templates/{name}" for name in templates} <= in_sdist
+
+
+def test_installed_generator_reads_the_installed_templates(installed: Path, project: Path) -> None:
+    result = _run(installed / "python", "-c", "import codegen; print(codegen.TEMPLATES_DIR)", cwd=project)
+    assert result.returncode == 0, result.stderr
+    location = Path(result.stdout.strip())
+    assert location.parts[-2:] == ("codegen", "templates") and "site-packages" in location.parts
+    assert (location / "docs" / "spans.md.j2").is_file()
 
 
 def test_installed_generator_is_not_the_checkout(installed: Path, project: Path) -> None:
