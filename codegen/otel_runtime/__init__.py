@@ -42,9 +42,6 @@ from ._resource import resource_attributes
 from ._setup import configure, in_worker, setup_worker, worker_bootstrap
 from ._spans import disable, enable, enabled_groups, start_span, traced
 
-# A star import: the flags differ per taxonomy, and linters see each as an attribute of the package.
-from ._taxonomy import *  # noqa: F403
-
 __all__ = [
     "METRICS",
     "begin_training",
@@ -73,7 +70,10 @@ __all__ = [
     "train_iteration",
     "worker_bootstrap",
 ]
-__all__ += _taxonomy.__all__
+# The group flags (they differ per taxonomy): package attributes, False until enable() sets them.
+__all__ += [*_taxonomy.FLAGS.values(), "GROUPS", "PRESETS", "SPANS"]
+globals().update(dict.fromkeys(_taxonomy.FLAGS.values(), False))
+SPANS = _taxonomy.SPANS
 
 # The groups and presets resolved: Megatron-LM's own registry when the tree has one (_registry).
 GROUPS = _registry.GROUPS
