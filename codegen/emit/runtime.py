@@ -66,6 +66,15 @@ def render_taxonomy(project: Project) -> str:
         "",
         f"FORMAT = {taxonomy_format()}",
     ]
+    flags = list(data["FLAGS"].values())
+    if flags:  # declared for linters (a call site's typo is no member); set by enable()
+        lines.append("# The group flags: package attributes, False until enable() sets them.")
+        while flags:
+            count = 1
+            while count < len(flags) and len(" = ".join([*flags[: count + 1], "False"])) <= LINE_LENGTH:
+                count += 1
+            lines.append(" = ".join([*flags[:count], "False"]))
+            del flags[:count]
     for name in TAXONOMY_CONSTANTS:
         annotation = _ANNOTATIONS[name]
         head = f"{name}: {annotation} = " if annotation else f"{name} = "
@@ -75,8 +84,10 @@ def render_taxonomy(project: Project) -> str:
 
 # A tree's project file: in dependency mode on a replaced tree its ``otel`` extra names the runtime.
 PYPROJECT = "pyproject.toml"
-_OTEL_EXTRA = re.compile(r"^otel = \[\n(?P<body>(?:[ \t]+.*\n|\n)*?)\]$", re.M)
-_NEMO_LENS = re.compile(r"""^(?P<indent>[ \t]+)["']nemo-lens(?:\[[^]]*\])?[^"']*["'],?[ \t]*$""", re.M)
+_OTEL_EXTRA = re.compile(r"^otel = \[\n(?P<body>(?:[ \t]+.*\n|\n)*?)\]$", re.MULTILINE)
+_NEMO_LENS = re.compile(
+    r"""^(?P<indent>[ \t]+)["']nemo-lens(?:\[[^]]*\])?[^"']*["'],?[ \t]*$""", re.MULTILINE
+)
 
 
 def declare_runtime(pyproject: Path) -> tuple[str, str] | None:

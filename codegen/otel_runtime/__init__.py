@@ -42,6 +42,9 @@ from ._resource import resource_attributes
 from ._setup import configure, in_worker, setup_worker, worker_bootstrap
 from ._spans import disable, enable, enabled_groups, start_span, traced
 
+# A star import: the group flags differ per taxonomy, and linters see each as a package attribute.
+from ._taxonomy import *  # noqa: F403
+
 __all__ = [
     "METRICS",
     "begin_training",
@@ -70,9 +73,8 @@ __all__ = [
     "train_iteration",
     "worker_bootstrap",
 ]
-# The group flags (they differ per taxonomy): package attributes, False until enable() sets them.
-__all__ += [*_taxonomy.FLAGS.values(), "GROUPS", "PRESETS", "SPANS"]
-globals().update(dict.fromkeys(_taxonomy.FLAGS.values(), False))
+__all__ += ["GROUPS", "PRESETS", "SPANS"]
+__all__ += list(_taxonomy.FLAGS.values())  # the group flags
 SPANS = _taxonomy.SPANS
 
 # The groups and presets resolved: Megatron-LM's own registry when the tree has one (_registry).

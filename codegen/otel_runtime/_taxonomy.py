@@ -4,6 +4,10 @@
 from ._records import Backdated, EnvVar, FlagOverride, Instrument, Interval, Span, Startup
 
 FORMAT = 1
+# The group flags: package attributes, False until enable() sets them.
+JOB = CHECKPOINT = EVALUATE = MODEL_INIT = LOAD_CHECKPOINT = STEP = FORWARD_BACKWARD = False
+OPTIMIZER = MICROBATCH = LAYER = COMMUNICATION = ACTIVATION_OFFLOAD = DATA_LOADING = False
+FIRST_ITERATION = TRACE_REGION = INFERENCE = False
 CHOICES: tuple[str, ...] = ("0", "1", "false", "true", "no", "yes", "off", "on")
 FLAGS: dict[str, str] = {
     "job": "JOB",

@@ -32,6 +32,7 @@ def _runtime() -> Any:
 
 
 def configure(args: Any = None, **_: Any) -> frozenset[str]:
+    """No groups; the first call with telemetry switched on warns why it stays off."""
     name, default = _taxonomy.ENV["enabled"][:2]
     flags = [o[0] for o in _taxonomy.FLAG_OVERRIDES if o[1] == name]
     on = os.environ.get(name, default).strip().lower() in ("1", "true", "yes", "on")
