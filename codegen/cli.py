@@ -402,6 +402,37 @@ def _report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         help="read several capture files in N worker processes (default: one per CPU when the files "
         "add up to 32 MB or more, else 1)",
     )
+    report.add_argument(
+        "--trace-ranks",
+        type=_ranks_arg,
+        metavar="A-B,C",
+        help="the ranks the Perfetto trace keeps (default: every rank)",
+    )
+    report.add_argument(
+        "--trace-iterations",
+        type=_range_arg,
+        metavar="A-B",
+        help="the iterations the Perfetto trace keeps (default: all when the capture has at most "
+        "1,000,000 spans, else the first that fit in that many)",
+    )
+
+
+def _ranks_arg(text: str) -> tuple[int, ...]:
+    from codegen.report.trace_window import parse_ranks
+
+    try:
+        return parse_ranks(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of ranks (A-B,C): {text!r}") from None
+
+
+def _range_arg(text: str) -> tuple[int, int]:
+    from codegen.report.trace_window import parse_range
+
+    try:
+        return parse_range(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an iteration range (A-B): {text!r}") from None
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -412,7 +443,11 @@ def _report(args: argparse.Namespace) -> int:
     try:
         project = load_project(args.specs, diags)
         outputs = build(project, args.captures, args.jobs)
-        written = write_outputs(outputs, args.out, args.title) if args.out is not None else []
+        written, window = (
+            write_outputs(outputs, args.out, args.title, args.trace_ranks, args.trace_iterations)
+            if args.out is not None
+            else ([], "")
+        )
     except SpecError as exc:
         print(exc.diagnostics.render(), file=sys.stderr)
         return EXIT_SPEC
@@ -432,7 +467,7 @@ def _report(args: argparse.Namespace) -> int:
         print(located(where, message, "warning"), file=sys.stderr)
     print(outputs.text, end="")
     for path in written:
-        print(f"wrote {path}")
+        print(f"wrote {path}" + (f" ({window})" if path.name == "trace.perfetto.json" else ""))
     return EXIT_OK
 
 

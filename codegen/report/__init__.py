@@ -7,17 +7,19 @@ where comes from the specs (``taxonomy.Taxonomy``), never from a list of span na
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from codegen.capture import CaptureError
 from codegen.report.compute import Report, account
-from codegen.report.parse import Capture, read
+from codegen.report.parse import Capture, Window, read
 from codegen.report.render_html import render_html
 from codegen.report.render_perfetto import write_perfetto
 from codegen.report.render_text import render_text
 from codegen.report.taxonomy import Taxonomy, TaxonomyError
+from codegen.report.trace_window import choose
 from codegen.spec.model import Project
 
 __all__ = ["CaptureError", "Outputs", "Report", "TaxonomyError", "build", "write_outputs"]
@@ -33,6 +35,7 @@ class Outputs:
     taxonomy: Taxonomy
     report: Report
     text: str
+    spans_in: Callable[[Window], Capture]  # every span of a window, for the Perfetto trace
 
 
 def build(project: Project, paths: Sequence[Path], jobs: int | None = None) -> Outputs:
@@ -41,18 +44,27 @@ def build(project: Project, paths: Sequence[Path], jobs: int | None = None) -> O
     taxonomy = Taxonomy.from_project(project)
     capture = read(paths, taxonomy, jobs)
     report = account(capture, taxonomy)
-    return Outputs(capture, taxonomy, report, render_text(report))
+    spans_in = partial(_read_window, list(paths), taxonomy, jobs)
+    return Outputs(capture, taxonomy, report, render_text(report), spans_in)
 
 
-def write_outputs(outputs: Outputs, out: Path, title: str) -> list[Path]:
-    """Write the text summary, the Perfetto trace and the HTML page into ``out``; return their paths."""
+def _read_window(paths: list[Path], taxonomy: Taxonomy, jobs: int | None, window: Window) -> Capture:
+    return read(paths, taxonomy, jobs, window)
+
+
+def write_outputs(outputs: Outputs, out: Path, title: str, ranks: Collection[int] | None = None,
+                  iterations: tuple[int, int] | None = None) -> tuple[list[Path], str]:  # fmt: skip
+    """Write the text summary, the Perfetto trace (of a window: ``trace_window.choose``) and the
+    HTML page into ``out``; return their paths and a line saying the trace's window."""
+    chosen = choose(outputs.capture, ranks, iterations)
+    spans = outputs.spans_in(chosen.window)  # read before anything is written: errors stop it all
     out.mkdir(parents=True, exist_ok=True)
     text = out / TEXT_FILE
     html = out / HTML_FILE
     perfetto = out / PERFETTO_FILE
-    write_perfetto(outputs.capture, outputs.taxonomy, perfetto)
+    write_perfetto(spans, outputs.taxonomy, perfetto)
     for path, content in ((text, outputs.text), (html, render_html(outputs.report, title))):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(content, encoding="utf-8")
         tmp.replace(path)
-    return [text, perfetto, html]
+    return [text, perfetto, html], chosen.note

@@ -218,9 +218,9 @@ def account(capture: Capture, taxonomy: Taxonomy) -> Report:
             p: (ns / 1e9, median_step[p] / 1e9 if p in median_step else None) for p, ns in first_step.items()
         },
         checkpoints=checkpoints,
-        bars=scan.bars,
+        bars=sorted(scan.bars, key=lambda b: (b.process, b.start, -b.end, b.row, b.name)),
         unknown=dict(capture.unknown),
-        spans=len(capture),
+        spans=capture.total,
     )
 
 
@@ -248,13 +248,7 @@ def _scan(capture: Capture, taxonomy: Taxonomy) -> _Scan:
         r = role_of[n]
         if r:
             scan.by_role[r].append(i)
-        if bucket is None and r != "iteration":
-            continue
-        if r == "iteration":
-            drawn[p] += 1
-            if drawn[p] > TIMELINE_ITERATIONS:
-                continue
-        elif names[n] not in taxonomy.timeline:
+        if bucket is None or names[n] not in taxonomy.timeline:
             continue
         number = capture.iteration[i]
         label = str(number) if number >= 0 else ""
@@ -262,6 +256,16 @@ def _scan(capture: Capture, taxonomy: Taxonomy) -> _Scan:
         scan.bars.append(
             Bar(p, row, names[n], capture.start[i], capture.end[i], label, bool(capture.error[i]))
         )
+    steps = capture.steps
+    for k in sorted(range(len(steps)), key=lambda k: steps.start[k]):  # the iterations, in time order
+        p = steps.process[k]
+        drawn[p] += 1
+        if drawn[p] > TIMELINE_ITERATIONS:
+            continue
+        number, start = steps.number[k], steps.start[k]
+        label = str(number) if number >= 0 else ""
+        end = start + steps.duration[k]
+        scan.bars.append(Bar(p, "iteration", taxonomy.iteration, start, end, label, bool(steps.error[k])))
     # a save span inside another (checkpoint.save within exposed_save) is part of that save
     saves = scan.by_role["save"]
     save_ids = {(capture.process[i], capture.span_id[i]) for i in saves}
@@ -271,45 +275,34 @@ def _scan(capture: Capture, taxonomy: Taxonomy) -> _Scan:
 
 def _iterations(capture: Capture, scan: _Scan) -> list[Iteration]:
     """Iterations per run and number, with each process's step time and the slowest's phases."""
-    by_role, proc_run, names = scan.by_role, scan.proc_run, capture.names
+    steps, proc_run = capture.steps, scan.proc_run
     per_iter: dict[tuple[int, int], Iteration] = {}
-    step_of_span: dict[tuple[int, int], tuple[int, int]] = {}
     seen: set[int] = set()
-    for i in sorted(by_role["iteration"], key=lambda k: capture.start[k]):
-        p = capture.process[i]
-        key = (proc_run[p], capture.iteration[i])
-        item = per_iter.setdefault(key, Iteration(key[0], key[1], {}))
-        item.durations[p] = capture.end[i] - capture.start[i]
-        step_of_span[(p, capture.span_id[i])] = key
-        if p not in seen:
-            seen.add(p)
-            item.first = True
-    for i in by_role["first"]:  # phases may run inside the first-iteration span
-        p = capture.process[i]
-        owner = step_of_span.get((p, capture.parent_id[i]))
-        if owner is not None:
-            step_of_span[(p, capture.span_id[i])] = owner
     phase_ns: dict[tuple[int, int], dict[int, dict[str, int]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(int))
     )
-    for i in by_role["phase"]:
-        p = capture.process[i]
-        owner = step_of_span.get((p, capture.parent_id[i]))
-        if owner is not None:
-            phase_ns[owner][p][names[capture.name[i]]] += capture.end[i] - capture.start[i]
-    # logging beside the iteration: the iteration of the same process that started last before it
+    columns = sorted(steps.phases.items())
     starts: dict[int, list[tuple[int, tuple[int, int]]]] = defaultdict(list)
-    for i in by_role["iteration"]:
-        p = capture.process[i]
-        starts[p].append((capture.start[i], (proc_run[p], capture.iteration[i])))
+    for k in sorted(range(len(steps)), key=lambda k: steps.start[k]):
+        p = steps.process[k]
+        key = (proc_run[p], steps.number[k])
+        item = per_iter.setdefault(key, Iteration(key[0], key[1], {}))
+        item.durations[p] = steps.duration[k]
+        if p not in seen:
+            seen.add(p)
+            item.first = True
+        for name, column in columns:
+            if column[k]:
+                phase_ns[key][p][name] += column[k]
+        starts[p].append((steps.start[k], key))
+    # logging beside the iteration: the iteration of the same process that started last before it
     for value in starts.values():
         value.sort()
-    for i in by_role["logging"]:
-        p = capture.process[i]
+    for p, start, ns in zip(steps.log_process, steps.log_start, steps.log_duration):
         candidates = starts.get(p, [])
-        at = bisect_right(candidates, (capture.start[i], (1 << 62, 0))) - 1
+        at = bisect_right(candidates, (start, (1 << 62, 0))) - 1
         if at >= 0:
-            phase_ns[candidates[at][1]][p]["logging"] += capture.end[i] - capture.start[i]
+            phase_ns[candidates[at][1]][p]["logging"] += ns
     ordered = sorted(per_iter.values(), key=lambda it: (it.run, it.number))
     for item in ordered:
         slow, _ = item.slowest
@@ -381,7 +374,7 @@ def _time(
     for run in capture.runs:
         share = 1.0 / len(run.processes)
         for p in run.processes:
-            spans = sorted(scan.classified[p], key=lambda s: (s[0], -s[1]))
+            spans = sorted(scan.classified[p], key=lambda s: (s[0], -s[1], s[2]))  # any source: one order
             found: dict[str, int] = defaultdict(int)
             at = cut.get(p)
             if at is not None and run.start < at < run.end:

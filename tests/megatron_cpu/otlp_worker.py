@@ -3,6 +3,7 @@
     python otlp_worker.py train --out FILE --port P [--steps N] [--evaluate] [--phases A,B,...]
                                 [--end normal|exception|sigterm] [--recording lean|sdk|program]
     python otlp_worker.py spans --out FILE --count N [--more M] [--end ...]
+    python otlp_worker.py chatter --out FILE --count N
 
 Telemetry is configured the way a production job configures it: ``otel.configure(args)`` with
 nothing but the environment the test sets (``MEGATRON_OTEL_ENABLED=1``,
@@ -37,6 +38,15 @@ receiver back meanwhile and watches the later spans arrive while the run goes on
 (prints ``WAITING`` and sleeps until the test sends SIGTERM). ``END <epoch seconds>`` is printed
 when the script's own work is done and ``EXITED <epoch seconds>`` by an exit hook that runs after
 the runtime's, so the test measures how long the runtime's exit takes.
+
+``chatter``: says ``--count`` ``EXITED`` lines (and prints each on stdout too, as the protocol used
+to) while another thread logs without pause.
+
+The protocol lines (``PHASE``, ``HALF``, ``MORE``, ``WAITING``, ``END``, ``EXITED``) go to the file
+descriptor ``--protocol-fd`` names (a pipe only they use; stdout without it), each line one
+``os.write`` of a few bytes: stdout and stderr carry logs that other threads write at any time (the
+exporter's own "Transient error ..." lines), and a ``print`` is two writes that such a line can
+split.
 """
 
 from __future__ import annotations
@@ -67,8 +77,18 @@ def queued_spans(otel: Any) -> int:
     return max(otel._export.span_queue_lengths(otel._state.PROCESS.run.processors), default=-1)
 
 
+PROTOCOL_FD = 1  # --protocol-fd
+
+
+def say(line: str) -> None:
+    """One protocol line, written whole (a pipe writes up to PIPE_BUF bytes atomically)."""
+    if PROTOCOL_FD == 1:
+        sys.stdout.flush()
+    os.write(PROTOCOL_FD, (line + "\n").encode("ascii"))
+
+
 def wait_for_go(label: str) -> None:
-    print(label, flush=True)
+    say(label)
     if not sys.stdin.readline():
         raise SystemExit("stdin closed")
 
@@ -77,12 +97,12 @@ def end(how: str, results: dict[str, Any], out: str) -> None:
     with open(out, "w", encoding="utf-8") as handle:
         json.dump(results, handle)
     if how == "sigterm":
-        print("WAITING", flush=True)
+        say("WAITING")
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             time.sleep(0.05)
         raise SystemExit("no SIGTERM came")
-    print(f"END {time.time():.6f}", flush=True)
+    say(f"END {time.time():.6f}")
     if how == "exception":
         raise RuntimeError("the training script failed (injected by the test)")
 
@@ -307,6 +327,29 @@ def main_spans(options: argparse.Namespace) -> None:
     end(options.end, results, options.out)
 
 
+def main_chatter(options: argparse.Namespace) -> None:
+    """The protocol beside a busy logger: another thread logs as the exporter does when the
+    collector is away, while this one says ``--count`` timestamped lines."""
+    import logging
+    import threading
+
+    log = logging.getLogger("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    done = threading.Event()
+
+    def chatter() -> None:
+        while not done.is_set():
+            log.warning("Transient error encountered while exporting span batch, retrying in 1s.")
+
+    thread = threading.Thread(target=chatter, daemon=True)
+    thread.start()
+    for _ in range(options.count):
+        say(f"EXITED {time.time():.6f}")
+        print(f"EXITED {time.time():.6f}", flush=True)  # the old way, on stdout
+    done.set()
+    thread.join()
+    end(options.end, {}, options.out)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -321,19 +364,26 @@ def main(argv: list[str] | None = None) -> None:
     spans = sub.add_parser("spans")
     spans.add_argument("--count", type=int, required=True)
     spans.add_argument("--more", type=int, default=0)
-    for command in (train, spans):
+    chatter = sub.add_parser("chatter")
+    chatter.add_argument("--count", type=int, required=True)
+    for command in (train, spans, chatter):
         command.add_argument("--out", required=True)
         command.add_argument("--end", choices=("normal", "exception", "sigterm"), default="normal")
+        command.add_argument("--protocol-fd", type=int, default=1)
     options = parser.parse_args(argv)
+    global PROTOCOL_FD
+    PROTOCOL_FD = options.protocol_fd
     signal.signal(signal.SIGINT, signal.default_int_handler)
     # Registered before the runtime's exit hook, so it runs after it (atexit is last in, first out).
-    atexit.register(lambda: print(f"EXITED {time.time():.6f}", flush=True))
+    atexit.register(lambda: say(f"EXITED {time.time():.6f}"))
     if options.command == "train":
         import torch
 
         torch.set_num_threads(1)
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         main_train(options)
+    elif options.command == "chatter":
+        main_chatter(options)
     else:
         main_spans(options)
 

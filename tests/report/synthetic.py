@@ -12,6 +12,13 @@ import json
 from pathlib import Path
 
 SPANS_PER_ITERATION = 25  # iteration, fwd-bwd, optimizer, report, 4 microbatches, 16 layers, log
+
+
+def spans_per_iteration(layers: int = 4) -> int:
+    """Spans a rank writes per iteration with ``layers`` layer spans per microbatch (4 of them)."""
+    return 9 + 4 * layers
+
+
 MS = 1_000_000
 
 
@@ -63,9 +70,10 @@ class _Writer:
 
 def write_capture(path: Path, ranks: int = 8, iterations: int = 5000, save_every: int = 500,
                   eval_every: int = 1000, step_ms: int = 100, seed_skew_ms: int = 3,
-                  split: bool = False) -> int:  # fmt: skip
+                  split: bool = False, layers: int = 4) -> int:  # fmt: skip
     """Write the capture: one file, every rank (``split``: one file per rank, ``path`` a folder,
-    files ``rank-N.jsonl``); return the number of spans written."""
+    files ``rank-N.jsonl``); return the number of spans written. ``layers``: layer spans per
+    microbatch (``spans_per_iteration(layers)`` spans an iteration)."""
     total = 0
     t0 = 1_700_000_000 * 1_000_000_000
     if split:
@@ -123,9 +131,9 @@ def write_capture(path: Path, ranks: int = 8, iterations: int = 5000, save_every
                     kind = "forward" if mb < 2 else "backward"
                     m0 = t + mb * step // 5
                     m = w.span(f"megatron.microbatch.{kind}", m0, m0 + step // 5, fb, trace=trace)
-                    for layer in range(4):
-                        l0 = m0 + layer * step // 20
-                        w.span("megatron.layer.forward", l0, l0 + step // 20, m, trace=trace)
+                    for layer in range(layers):
+                        l0 = m0 + layer * step // (5 * layers)
+                        w.span("megatron.layer.forward", l0, l0 + step // (5 * layers), m, trace=trace)
                 w.span("megatron.train.iteration.optimizer", t + step * 8 // 10, t + step, it, trace=trace)
                 t += step
                 rep = w.span("megatron.train.iteration_report", t, t + 2 * MS, interval, trace=trace)
