@@ -15,7 +15,7 @@ import itertools
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import median
 
 from codegen.report.parse import Capture
@@ -71,6 +71,9 @@ class Checkpoint:
     iteration: int  # -1 when the span does not say
     seconds: float  # the slowest process's
     interval_seconds: float  # the interval it closes (saves), the run's length (loads)
+    # a load whose span names no iteration: the iteration its run resumed from (the first
+    # interval's), which is the checkpoint's
+    resumed: bool = False
 
     @property
     def share(self) -> float:
@@ -112,6 +115,9 @@ class Report:
     iterations: list[Iteration]
     steps: StepStats
     phase_totals: dict[str, float]  # step phase -> median seconds per iteration
+    # process -> (its first step, the median of its other steps or None), seconds: the
+    # first-iteration overhead is the first beyond that process's own median
+    first_steps: dict[int, tuple[float, float | None]]
     checkpoints: list[Checkpoint]
     bars: list[Bar]
     unknown: dict[str, tuple[int, str]]
@@ -185,6 +191,17 @@ def account(capture: Capture, taxonomy: Taxonomy) -> Report:
     summaries, cut = _runs(capture, scan, ordered)
     median_step = {p: median(d) for p, d in _per_process_steps(ordered).items()}
     totals, startup_phases, per_process = _time(capture, scan, cut, median_step)
+    first_step: dict[int, int] = {}
+    for it in ordered:  # by run and number: a process's first is the first it appears in
+        for p, ns in it.durations.items():
+            first_step.setdefault(p, ns)
+    resumed = {r.index: r.resumed_from for r in summaries}
+    checkpoints = []
+    for c in _checkpoints(capture, scan):
+        at = resumed.get(c.run)
+        if c.kind == "load" and c.iteration < 0 and at is not None:
+            c = replace(c, iteration=at, resumed=True)
+        checkpoints.append(c)
     runs = capture.runs
     return Report(
         start=runs[0].start,
@@ -197,7 +214,10 @@ def account(capture: Capture, taxonomy: Taxonomy) -> Report:
         iterations=ordered,
         steps=steps,
         phase_totals=phase_totals,
-        checkpoints=_checkpoints(capture, scan),
+        first_steps={
+            p: (ns / 1e9, median_step[p] / 1e9 if p in median_step else None) for p, ns in first_step.items()
+        },
+        checkpoints=checkpoints,
         bars=sorted(scan.bars, key=lambda b: (b.process, b.start, -b.end, b.row, b.name)),
         unknown=dict(capture.unknown),
         spans=capture.total,

@@ -19,7 +19,7 @@ from markupsafe import Markup
 
 from codegen import TEMPLATES_DIR
 from codegen.report.compute import Report
-from codegen.report.render_text import seconds
+from codegen.report.render_text import FIRST_RULE, first_iteration_items, seconds
 from codegen.report.taxonomy import CATEGORIES, GOODPUT, TITLES
 
 TEMPLATE_DIR = "goodput"
@@ -149,8 +149,9 @@ def render_html(report: Report, title: str, templates_dir: Path = TEMPLATES_DIR)
     steps = report.steps
     if steps.count:
         steps_note = (
-            f"The slowest rank's step time per iteration. First iteration {seconds(steps.first)}; the others: "
-            f"median {seconds(steps.median)}, p90 {seconds(steps.p90)}, max {seconds(steps.max)}."
+            f"The slowest rank's step time per iteration, every run (x: iteration, y: step time). First "
+            f"iteration {seconds(steps.first)}; the others: median {seconds(steps.median)}, p90 "
+            f"{seconds(steps.p90)}, max {seconds(steps.max)}."
         )
     else:
         steps_note = "No iteration spans (record the step group, e.g. --otel-span-groups per_step)."
@@ -174,12 +175,19 @@ def render_html(report: Report, title: str, templates_dir: Path = TEMPLATES_DIR)
         categories=data["categories"],
         startup_phases=[(name, seconds(value)) for name, value in report.startup_phases.items() if value > 0],
         steps_note=steps_note,
+        first_rule=(
+            FIRST_RULE[0].upper() + FIRST_RULE[1:] + ". " + "; ".join(first_iteration_items(report)) + "."
+            if report.first_steps
+            else "No iterations: no first-iteration overhead."
+        ),
+        colors=COLORS,
         heat_note=heat_note,
         checkpoints=[
             {
                 "run": c.run,
                 "kind": c.kind,
                 "iteration": c.iteration if c.iteration >= 0 else "-",
+                "resumed": c.resumed,
                 "text": seconds(c.seconds),
                 "share": f"{c.share * 100:.1f}%",
             }
