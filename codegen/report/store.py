@@ -611,6 +611,13 @@ def load_captures(connection: ChdbConnection, paths: Sequence[Path], folder: Pat
         for line in exporter_rows(paths):
             out.write(line + "\n")
             count += 1
+    insert_rows(connection, rows, table)
+    rows.unlink()
+    return count
+
+
+def insert_rows(connection: ChdbConnection, rows: Path, table: str = TABLE) -> None:
+    """Insert a JSONEachRow file of :data:`LOAD_COLUMNS` rows (the exporter's mapping) into ``table``."""
     connection.execute(
         f"INSERT INTO {_ident(table)} (Timestamp, TraceId, SpanId, ParentSpanId, SpanName, SpanKind, ServiceName, "
         "ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, Duration, StatusCode, StatusMessage, "
@@ -620,5 +627,3 @@ def load_captures(connection: ChdbConnection, paths: Sequence[Path], folder: Pat
         "LinkTraceIds, LinkSpanIds, arrayMap(x -> '', LinkSpanIds), arrayMap(x -> map(), LinkSpanIds) "
         f"FROM file({quote(str(rows))}, JSONEachRow, {quote(LOAD_COLUMNS)})"
     )
-    rows.unlink()
-    return count
