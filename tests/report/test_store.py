@@ -12,11 +12,8 @@ the Map type; PyPI has no server).
 from __future__ import annotations
 
 import dataclasses
-import http.server
 import json
 import socket
-import threading
-import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -24,8 +21,9 @@ import pytest
 from codegen.capture import read_spans
 from codegen.cli import EXIT_SOURCE, main
 from codegen.report import build, build_from_store, build_with_chdb
-from codegen.report.store import EXPORTER_DDL, ChdbConnection, Selection, load_captures
+from codegen.report.store import EXPORTER_DDL, ChdbConnection, Selection
 from tests.report.conftest import DATA, SPECS, Spans, simple_run
+from tests.report.store_support import chdb_http, make_store
 from tests.report.synthetic import write_capture
 
 pytest.importorskip("chdb", reason="the report-store extra (chdb) is not installed")
@@ -52,20 +50,6 @@ def _made(tmp_path: Path) -> dict[str, list[Path]]:
     return {"two ranks, failed and resumed": ranks, "synthetic 4 ranks": [synthetic]}
 
 
-def _store(folder: Path, paths: list[Path]) -> Path:
-    """A chdb database folder holding ``otel_traces`` (the exporter's DDL) with the spans of ``paths``."""
-    folder.mkdir()
-    connection = ChdbConnection(str(folder))
-    try:
-        connection.execute(EXPORTER_DDL.format(table="otel_traces"))
-        load_captures(connection, paths, folder)
-        (count,) = connection.rows("SELECT count() FROM otel_traces")[0]
-        assert count > 0
-    finally:
-        connection.close()
-    return folder
-
-
 def _figures(report):
     """Every field of the report; unknown names without where they were first seen (a file's line
     or the store)."""
@@ -75,7 +59,7 @@ def _figures(report):
 
 
 def _same_report(project, tmp_path, name, paths):
-    store = _store(tmp_path / "store", paths)
+    store = make_store(tmp_path / "store", paths)
     want = build(project, paths)
     got = build_from_store(project, f"chdb:{store}", Selection())
     try:
@@ -115,7 +99,7 @@ def test_engine_chdb_on_files_equals_the_python_reader(project, tmp_path):
 
 def test_selection_by_time_window_and_service(project, tmp_path, capsys):
     fresh, resume = _committed()["fresh+resume"]
-    store = _store(tmp_path / "store", [fresh, resume])
+    store = make_store(tmp_path / "store", [fresh, resume])
     until = str(min(span.start_ns for span in read_spans(resume)) - 1)
     out = tmp_path / "out"
     argv = ["report", "--specs", str(SPECS), "--store", f"chdb:{store}", "--until", until]
@@ -179,7 +163,7 @@ def test_table_of_another_schema(tmp_path, capsys, change, message):
 
 
 def test_run_id_with_no_spans(tmp_path, capsys):
-    store = _store(tmp_path / "store", _committed()["fresh"])
+    store = make_store(tmp_path / "store", _committed()["fresh"])
     err = _fails(tmp_path, capsys, "--store", f"chdb:{store}", "--run-id", "no-such-run")
     assert err == f"chdb:{store}: error: no spans for table otel_traces, run id 'no-such-run'"
 
@@ -210,49 +194,14 @@ def test_files_and_store_together_is_a_usage_error(tmp_path, capsys):
 # -- the server's path: ClickHouse's HTTP interface ---------------------------------------------
 
 
-class _ChdbHttp(http.server.BaseHTTPRequestHandler):
-    """ClickHouse's HTTP interface as the report uses it (POST a query; ``database`` and
-    ``default_format`` in the URL; HTTP 500 and the exception's text on an error), answered by chdb."""
-
-    store: ChdbConnection
-    seen: list[str]
-
-    def do_POST(self) -> None:  # the http.server name
-        params = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
-        sql = self.rfile.read(int(self.headers["Content-Length"])).decode()
-        self.seen.append(sql)
-        assert params["default_format"] == "JSONCompact" and params["database"] == "default"
-        try:
-            body = self.store.session.query(sql, params["default_format"]).bytes()
-            status = 200
-        except Exception as exc:  # noqa: BLE001  # as the server: any failure is a 500 with its text
-            body, status = f"Code: 60. DB::Exception: {exc}".encode(), 500
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def chdb_http(tmp_path):
-    store = _store(tmp_path / "store", _committed()["fresh+resume"])
-    connection = ChdbConnection(str(store))
-    handler = type("Handler", (_ChdbHttp,), {"store": connection, "seen": []})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler.seen
-    finally:
-        server.shutdown()
-        connection.close()
+def served(tmp_path):
+    with chdb_http(make_store(tmp_path / "store", _committed()["fresh+resume"])) as found:
+        yield found
 
 
-def test_server_path_over_http(project, tmp_path, chdb_http, capsys):
-    url, seen = chdb_http
+def test_server_path_over_http(project, tmp_path, served, capsys):
+    url, seen = served
     out = tmp_path / "out"
     assert main(["report", "--specs", str(SPECS), "--store", url, "--out", str(out)]) == 0
     assert (out / "report.txt").read_text() == build(project, _committed()["fresh+resume"]).text
@@ -261,8 +210,8 @@ def test_server_path_over_http(project, tmp_path, chdb_http, capsys):
     assert sum("LIMIT" in sql for sql in seen) == 1
 
 
-def test_server_path_refused_query(tmp_path, chdb_http, capsys):
-    url, _ = chdb_http
+def test_server_path_refused_query(tmp_path, served, capsys):
+    url, _ = served
     err = _fails(tmp_path, capsys, "--store", url, "--table", "nope")
     assert (
         err
