@@ -40,7 +40,9 @@ def runs(main_helpers: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         "dependency": Config("all", ARGV, save=True, worker_args=("--providers", "global")),
         "minus": Config("plain", ARGV, tree="pristine", save=True),
     }
-    started = [start(name, config, roots, main_helpers, work, free_port()) for name, config in configs.items()]
+    started = [
+        start(name, config, roots, main_helpers, work, free_port()) for name, config in configs.items()
+    ]
     return {run.name: finish(run, procs) for run, procs in started}
 
 
