@@ -7,20 +7,44 @@ where comes from the specs (``taxonomy.Taxonomy``), never from a list of span na
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from codegen.capture import CaptureError
 from codegen.report.compute import Report, account
-from codegen.report.parse import Capture, read
+from codegen.report.parse import Capture, Window, read
 from codegen.report.render_html import render_html
 from codegen.report.render_perfetto import write_perfetto
 from codegen.report.render_text import render_text
+from codegen.report.store import (
+    ChdbConnection,
+    Connection,
+    Selection,
+    StoreError,
+    connect,
+    load_captures,
+    read_store,
+    read_window,
+)
 from codegen.report.taxonomy import Taxonomy, TaxonomyError
+from codegen.report.trace_window import choose
 from codegen.spec.model import Project
 
-__all__ = ["CaptureError", "Outputs", "Report", "TaxonomyError", "build", "write_outputs"]
+__all__ = [
+    "CaptureError",
+    "Outputs",
+    "Report",
+    "Selection",
+    "StoreError",
+    "TaxonomyError",
+    "build",
+    "build_from_store",
+    "build_with_chdb",
+    "write_outputs",
+]
 
 PERFETTO_FILE = "trace.perfetto.json"
 HTML_FILE = "report.html"
@@ -33,6 +57,8 @@ class Outputs:
     taxonomy: Taxonomy
     report: Report
     text: str
+    spans_in: Callable[[Window], Capture]  # every span of a window, for the Perfetto trace
+    close: Callable[[], None] = lambda: None  # the store's connection, when done
 
 
 def build(project: Project, paths: Sequence[Path], jobs: int | None = None) -> Outputs:
@@ -41,18 +67,60 @@ def build(project: Project, paths: Sequence[Path], jobs: int | None = None) -> O
     taxonomy = Taxonomy.from_project(project)
     capture = read(paths, taxonomy, jobs)
     report = account(capture, taxonomy)
-    return Outputs(capture, taxonomy, report, render_text(report))
+    spans_in = partial(_read_window, list(paths), taxonomy, jobs)
+    return Outputs(capture, taxonomy, report, render_text(report), spans_in)
 
 
-def write_outputs(outputs: Outputs, out: Path, title: str) -> list[Path]:
-    """Write the text summary, the Perfetto trace and the HTML page into ``out``; return their paths."""
+def build_from_store(project: Project, address: str, selection: Selection) -> Outputs:
+    """The report of the run ``selection`` picks out of the store at ``address`` (a ClickHouse
+    server's HTTP URL or ``chdb:PATH``); raise ``StoreError`` (a ``CaptureError``) on bad input."""
+    taxonomy = Taxonomy.from_project(project)
+    connection = connect(address)
+    try:
+        return _from_connection(connection, selection, taxonomy)
+    except BaseException:
+        connection.close()
+        raise
+
+
+def build_with_chdb(project: Project, paths: Sequence[Path]) -> Outputs:
+    """The report of capture files through the store's path: loaded into the exporter's schema in
+    an in-memory chdb, then the same queries as on a server (the ``report-store`` extra)."""
+    taxonomy = Taxonomy.from_project(project)
+    connection = ChdbConnection()
+    try:
+        with tempfile.TemporaryDirectory(prefix="codegen-report-") as tmp:
+            load_captures(connection, paths, Path(tmp))
+        return _from_connection(connection, Selection(), taxonomy)
+    except BaseException:
+        connection.close()
+        raise
+
+
+def _from_connection(connection: Connection, selection: Selection, taxonomy: Taxonomy) -> Outputs:
+    capture = read_store(connection, selection, taxonomy)
+    report = account(capture, taxonomy)
+    spans_in = partial(read_window, connection, selection, taxonomy, first=capture)
+    return Outputs(capture, taxonomy, report, render_text(report), spans_in, connection.close)
+
+
+def _read_window(paths: list[Path], taxonomy: Taxonomy, jobs: int | None, window: Window) -> Capture:
+    return read(paths, taxonomy, jobs, window)
+
+
+def write_outputs(outputs: Outputs, out: Path, title: str, ranks: Collection[int] | None = None,
+                  iterations: tuple[int, int] | None = None) -> tuple[list[Path], str]:  # fmt: skip
+    """Write the text summary, the Perfetto trace (of a window: ``trace_window.choose``) and the
+    HTML page into ``out``; return their paths and a line saying the trace's window."""
+    chosen = choose(outputs.capture, ranks, iterations)
+    spans = outputs.spans_in(chosen.window)  # read before anything is written: errors stop it all
     out.mkdir(parents=True, exist_ok=True)
     text = out / TEXT_FILE
     html = out / HTML_FILE
     perfetto = out / PERFETTO_FILE
-    write_perfetto(outputs.capture, outputs.taxonomy, perfetto)
+    write_perfetto(spans, outputs.taxonomy, perfetto)
     for path, content in ((text, outputs.text), (html, render_html(outputs.report, title))):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(content, encoding="utf-8")
         tmp.replace(path)
-    return [text, perfetto, html]
+    return [text, perfetto, html], chosen.note

@@ -15,7 +15,7 @@ import itertools
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import median
 
 from codegen.report.parse import Capture
@@ -30,7 +30,8 @@ from codegen.report.taxonomy import (
     Taxonomy,
 )
 
-TIMELINE_ITERATIONS = 2000  # iterations drawn per process at most (the step plot keeps them all)
+TIMELINE_BARS = 400  # iteration bars per process at most: beyond, one bar per run of consecutive
+# iterations (the first's start to the last's end, labelled A-B), as many as fit
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,9 @@ class Checkpoint:
     iteration: int  # -1 when the span does not say
     seconds: float  # the slowest process's
     interval_seconds: float  # the interval it closes (saves), the run's length (loads)
+    # a load whose span names no iteration: the iteration its run resumed from (the first
+    # interval's), which is the checkpoint's
+    resumed: bool = False
 
     @property
     def share(self) -> float:
@@ -112,6 +116,9 @@ class Report:
     iterations: list[Iteration]
     steps: StepStats
     phase_totals: dict[str, float]  # step phase -> median seconds per iteration
+    # process -> (its first step, the median of its other steps or None), seconds: the
+    # first-iteration overhead is the first beyond that process's own median
+    first_steps: dict[int, tuple[float, float | None]]
     checkpoints: list[Checkpoint]
     bars: list[Bar]
     unknown: dict[str, tuple[int, str]]
@@ -185,6 +192,17 @@ def account(capture: Capture, taxonomy: Taxonomy) -> Report:
     summaries, cut = _runs(capture, scan, ordered)
     median_step = {p: median(d) for p, d in _per_process_steps(ordered).items()}
     totals, startup_phases, per_process = _time(capture, scan, cut, median_step)
+    first_step: dict[int, int] = {}
+    for it in ordered:  # by run and number: a process's first is the first it appears in
+        for p, ns in it.durations.items():
+            first_step.setdefault(p, ns)
+    resumed = {r.index: r.resumed_from for r in summaries}
+    checkpoints = []
+    for c in _checkpoints(capture, scan):
+        at = resumed.get(c.run)
+        if c.kind == "load" and c.iteration < 0 and at is not None:
+            c = replace(c, iteration=at, resumed=True)
+        checkpoints.append(c)
     runs = capture.runs
     return Report(
         start=runs[0].start,
@@ -197,10 +215,13 @@ def account(capture: Capture, taxonomy: Taxonomy) -> Report:
         iterations=ordered,
         steps=steps,
         phase_totals=phase_totals,
-        checkpoints=_checkpoints(capture, scan),
-        bars=scan.bars,
+        first_steps={
+            p: (ns / 1e9, median_step[p] / 1e9 if p in median_step else None) for p, ns in first_step.items()
+        },
+        checkpoints=checkpoints,
+        bars=sorted(scan.bars, key=lambda b: (b.process, b.start, -b.end, b.row, b.name)),
         unknown=dict(capture.unknown),
-        spans=len(capture),
+        spans=capture.total,
     )
 
 
@@ -218,7 +239,6 @@ def _scan(capture: Capture, taxonomy: Taxonomy) -> _Scan:
     first_names = set(taxonomy.names_in(FIRST_ITERATION))
     role_of = [role.get(n, "first" if n in first_names else "") for n in names]
     scan = _Scan([[] for _ in capture.processes], defaultdict(list), [], [p.run for p in capture.processes])
-    drawn: dict[int, int] = defaultdict(int)
     for i in range(len(capture)):
         n = capture.name[i]
         bucket = bucket_of[n]
@@ -228,13 +248,7 @@ def _scan(capture: Capture, taxonomy: Taxonomy) -> _Scan:
         r = role_of[n]
         if r:
             scan.by_role[r].append(i)
-        if bucket is None and r != "iteration":
-            continue
-        if r == "iteration":
-            drawn[p] += 1
-            if drawn[p] > TIMELINE_ITERATIONS:
-                continue
-        elif names[n] not in taxonomy.timeline:
+        if bucket is None or names[n] not in taxonomy.timeline:
             continue
         number = capture.iteration[i]
         label = str(number) if number >= 0 else ""
@@ -242,6 +256,20 @@ def _scan(capture: Capture, taxonomy: Taxonomy) -> _Scan:
         scan.bars.append(
             Bar(p, row, names[n], capture.start[i], capture.end[i], label, bool(capture.error[i]))
         )
+    steps = capture.steps
+    rows: dict[int, list[int]] = defaultdict(list)
+    for k in sorted(range(len(steps)), key=lambda k: steps.start[k]):  # the iterations, in time order
+        rows[steps.process[k]].append(k)
+    for p, mine in rows.items():
+        per_bar = -(-len(mine) // TIMELINE_BARS)
+        for at in range(0, len(mine), per_bar):
+            group = mine[at : at + per_bar]
+            first, last = steps.number[group[0]], steps.number[group[-1]]
+            label = (str(first) if first >= 0 else "") + (f"-{last}" if len(group) > 1 else "")
+            start = steps.start[group[0]]
+            end = max(steps.start[k] + steps.duration[k] for k in group)
+            error = any(steps.error[k] for k in group)
+            scan.bars.append(Bar(p, "iteration", taxonomy.iteration, start, end, label, error))
     # a save span inside another (checkpoint.save within exposed_save) is part of that save
     saves = scan.by_role["save"]
     save_ids = {(capture.process[i], capture.span_id[i]) for i in saves}
@@ -251,45 +279,34 @@ def _scan(capture: Capture, taxonomy: Taxonomy) -> _Scan:
 
 def _iterations(capture: Capture, scan: _Scan) -> list[Iteration]:
     """Iterations per run and number, with each process's step time and the slowest's phases."""
-    by_role, proc_run, names = scan.by_role, scan.proc_run, capture.names
+    steps, proc_run = capture.steps, scan.proc_run
     per_iter: dict[tuple[int, int], Iteration] = {}
-    step_of_span: dict[tuple[int, int], tuple[int, int]] = {}
     seen: set[int] = set()
-    for i in sorted(by_role["iteration"], key=lambda k: capture.start[k]):
-        p = capture.process[i]
-        key = (proc_run[p], capture.iteration[i])
-        item = per_iter.setdefault(key, Iteration(key[0], key[1], {}))
-        item.durations[p] = capture.end[i] - capture.start[i]
-        step_of_span[(p, capture.span_id[i])] = key
-        if p not in seen:
-            seen.add(p)
-            item.first = True
-    for i in by_role["first"]:  # phases may run inside the first-iteration span
-        p = capture.process[i]
-        owner = step_of_span.get((p, capture.parent_id[i]))
-        if owner is not None:
-            step_of_span[(p, capture.span_id[i])] = owner
     phase_ns: dict[tuple[int, int], dict[int, dict[str, int]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(int))
     )
-    for i in by_role["phase"]:
-        p = capture.process[i]
-        owner = step_of_span.get((p, capture.parent_id[i]))
-        if owner is not None:
-            phase_ns[owner][p][names[capture.name[i]]] += capture.end[i] - capture.start[i]
-    # logging beside the iteration: the iteration of the same process that started last before it
+    columns = sorted(steps.phases.items())
     starts: dict[int, list[tuple[int, tuple[int, int]]]] = defaultdict(list)
-    for i in by_role["iteration"]:
-        p = capture.process[i]
-        starts[p].append((capture.start[i], (proc_run[p], capture.iteration[i])))
+    for k in sorted(range(len(steps)), key=lambda k: steps.start[k]):
+        p = steps.process[k]
+        key = (proc_run[p], steps.number[k])
+        item = per_iter.setdefault(key, Iteration(key[0], key[1], {}))
+        item.durations[p] = steps.duration[k]
+        if p not in seen:
+            seen.add(p)
+            item.first = True
+        for name, column in columns:
+            if column[k]:
+                phase_ns[key][p][name] += column[k]
+        starts[p].append((steps.start[k], key))
+    # logging beside the iteration: the iteration of the same process that started last before it
     for value in starts.values():
         value.sort()
-    for i in by_role["logging"]:
-        p = capture.process[i]
+    for p, start, ns in zip(steps.log_process, steps.log_start, steps.log_duration):
         candidates = starts.get(p, [])
-        at = bisect_right(candidates, (capture.start[i], (1 << 62, 0))) - 1
+        at = bisect_right(candidates, (start, (1 << 62, 0))) - 1
         if at >= 0:
-            phase_ns[candidates[at][1]][p]["logging"] += capture.end[i] - capture.start[i]
+            phase_ns[candidates[at][1]][p]["logging"] += ns
     ordered = sorted(per_iter.values(), key=lambda it: (it.run, it.number))
     for item in ordered:
         slow, _ = item.slowest
@@ -361,7 +378,7 @@ def _time(
     for run in capture.runs:
         share = 1.0 / len(run.processes)
         for p in run.processes:
-            spans = sorted(scan.classified[p], key=lambda s: (s[0], -s[1]))
+            spans = sorted(scan.classified[p], key=lambda s: (s[0], -s[1], s[2]))  # any source: one order
             found: dict[str, int] = defaultdict(int)
             at = cut.get(p)
             if at is not None and run.start < at < run.end:

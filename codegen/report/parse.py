@@ -1,8 +1,12 @@
 """Parse: capture records -> a compact, checked model of one job (processes, runs, spans).
 
-Spans are kept in flat arrays (about 60 bytes a span), not as objects: a million spans fit in
-tens of megabytes, and only one exported document is held as parsed JSON at a time. Everything
-the report needs later (accounting, the timeline files) reads these arrays.
+The report keeps aggregates, not spans: the spans it reads one by one (those that set a
+category, the training intervals, saves, loads, the first iteration: tens a run per process) in
+flat arrays, and one row per process and iteration (``Steps``: its step time, the time of its
+phases and of the logging after it), reduced while reading. The other spans (layers, microbatches,
+communication) are counted and dropped, so peak memory grows with processes x iterations (about
+80 bytes each), not with spans, and only one exported document is held as parsed JSON at a time.
+The Perfetto trace reads the files again, keeping every span of a window (``Window``).
 
 A *process* is one exporting rank of one run, told apart by its resource (the run id, the rank,
 host and pid). A *run* (an attempt: the first start or a restart) is the set of processes whose
@@ -28,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from codegen.capture import CapturedSpan, CaptureError, iter_records
-from codegen.report.taxonomy import Taxonomy
+from codegen.report.taxonomy import FIRST_ITERATION, Taxonomy
 
 RANK_KEYS = ("dl.rank", "megatron.rank", "rank", "slurm.procid")
 # Resource attributes every process of one job shares (the job's shape).
@@ -84,8 +88,84 @@ class Link:
 
 
 @dataclass
+class Steps:
+    """One row per iteration span: its process, number, start, step time, span id, status, and
+    the time of its phase spans (children, or children of its first-iteration span) by name.
+    ``logging``: the spans after the step (process, start, duration), given to an iteration when
+    the capture is closed; ``orphans``: phase spans whose parent was not read before them
+    (process, parent id, phase, duration), resolved then too."""
+
+    process: array[int] = field(default_factory=lambda: array("I"))
+    number: array[int] = field(default_factory=lambda: array("q"))
+    start: array[int] = field(default_factory=lambda: array("q"))
+    duration: array[int] = field(default_factory=lambda: array("q"))
+    span_id: array[int] = field(default_factory=lambda: array("Q"))
+    error: array[int] = field(default_factory=lambda: array("b"))
+    phases: dict[str, array[int]] = field(default_factory=dict)  # phase name -> ns per row
+    log_process: array[int] = field(default_factory=lambda: array("I"))
+    log_start: array[int] = field(default_factory=lambda: array("q"))
+    log_duration: array[int] = field(default_factory=lambda: array("q"))
+    orphans: list[tuple[int, int, str, int]] = field(default_factory=list)
+    aliases: list[tuple[int, int, int]] = field(
+        default_factory=list
+    )  # first-iteration spans: (process, id, parent)
+
+    def __len__(self) -> int:
+        return len(self.number)
+
+    def add(self, process: int, number: int, start: int, duration: int, span_id: int, error: bool) -> int:
+        row = len(self.number)
+        self.process.append(process)
+        self.number.append(number)
+        self.start.append(start)
+        self.duration.append(duration)
+        self.span_id.append(span_id)
+        self.error.append(1 if error else 0)
+        for column in self.phases.values():
+            column.append(0)
+        return row
+
+    def add_phase(self, row: int, name: str, ns: int) -> None:
+        column = self.phases.get(name)
+        if column is None:
+            column = self.phases[name] = array("q", bytes(8 * len(self.number)))
+        column[row] += ns
+
+    def extend(self, other: Steps, processes: list[int]) -> None:
+        offset = len(self.number)
+        rows = len(other.number)
+        self.process.extend(array("I", [processes[p] for p in other.process]))
+        for name in ("number", "start", "duration", "span_id", "error"):
+            getattr(self, name).extend(getattr(other, name))
+        for name in set(self.phases) | set(other.phases):
+            mine = self.phases.setdefault(name, array("q", bytes(8 * offset)))
+            mine.extend(other.phases.get(name, array("q", bytes(8 * rows))))
+        self.log_process.extend(array("I", [processes[p] for p in other.log_process]))
+        self.log_start.extend(other.log_start)
+        self.log_duration.extend(other.log_duration)
+        self.orphans += [(processes[p], parent, name, ns) for p, parent, name, ns in other.orphans]
+        self.aliases += [(processes[p], span, parent) for p, span, parent in other.aliases]
+
+    def resolve(self) -> None:
+        """Give each orphan phase span to the row of its parent iteration span (directly or
+        through a first-iteration span); those without one count nowhere, as before."""
+        if not self.orphans:
+            return
+        alias = {(p, span): parent for p, span, parent in self.aliases}
+        wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
+        for p, parent, name, ns in self.orphans:
+            parent = alias.get((p, parent), parent)
+            wanted.setdefault((p, parent), []).append((name, ns))
+        for row, (p, span) in enumerate(zip(self.process, self.span_id)):
+            for name, ns in wanted.pop((p, span), ()):
+                self.add_phase(row, name, ns)
+        self.orphans = []
+
+
+@dataclass
 class Capture:
-    """One job's spans: parallel arrays indexed by span number, and the processes and runs."""
+    """One job's spans that the accounting reads one by one, as parallel arrays indexed by span
+    number, its iterations (``steps``), and the processes and runs. ``total``: every span read."""
 
     names: list[str] = field(default_factory=list)  # name index -> name
     name_index: dict[str, int] = field(default_factory=dict)
@@ -104,6 +184,8 @@ class Capture:
     unknown: dict[str, tuple[int, str]] = field(default_factory=dict)  # name -> (count, first source)
     metrics: int = 0
     job: dict[str, tuple[Any, str]] = field(default_factory=dict)  # job-identity key -> (value, source)
+    steps: Steps = field(default_factory=Steps)
+    total: int = 0  # spans read (kept or reduced)
 
     def __len__(self) -> int:
         return len(self.name)
@@ -143,11 +225,43 @@ def _rank(resource: dict[str, Any]) -> int | None:
 
 PARALLEL_BYTES = 32 * 1024 * 1024  # below this much input, worker processes cost more than they save
 
+# what the reader does with a span of a name (``_kinds``)
+MARK, ITERATION, PHASE, LOGGING, FIRST = 1, 2, 4, 8, 16
 
-def read(paths: Iterable[Path], taxonomy: Taxonomy, jobs: int | None = None) -> Capture:
+
+def _kinds(taxonomy: Taxonomy) -> dict[str, int]:
+    """Per span name: MARK (kept: it sets a category, or is an interval, startup, save or load
+    span), and how an iteration's row takes it (ITERATION, PHASE, LOGGING; FIRST: the
+    first-iteration span, whose phase children count in its parent's row)."""
+    kinds: dict[str, int] = {}
+    for name in taxonomy.category:
+        kinds[name] = MARK
+    for name in (taxonomy.interval, taxonomy.startup, *taxonomy.save, *taxonomy.load):
+        kinds[name] = kinds.get(name, 0) | MARK
+    for name in taxonomy.names_in(FIRST_ITERATION):
+        kinds[name] = kinds.get(name, 0) | MARK | FIRST
+    kinds[taxonomy.iteration] = kinds.get(taxonomy.iteration, 0) | ITERATION
+    for name in taxonomy.step_phases:
+        kinds[name] = kinds.get(name, 0) | PHASE
+    for name in taxonomy.logging:
+        kinds[name] = kinds.get(name, 0) | LOGGING
+    return kinds
+
+
+@dataclass(frozen=True)
+class Window:
+    """The spans a second read keeps (for the Perfetto trace): those of the processes named (by
+    their key, as the first read found them) overlapping that process's time range."""
+
+    ranges: dict[tuple[Any, ...], tuple[int, int]]
+
+
+def read(paths: Iterable[Path], taxonomy: Taxonomy, jobs: int | None = None,
+         window: Window | None = None) -> Capture:  # fmt: skip
     """The checked capture of ``paths``. Several files (one per rank, say) are read by up to
     ``jobs`` worker processes (default: one per CPU when the input is large), each into arrays of
-    its own, merged in file order; the result is the same as reading them one after the other."""
+    its own, merged in file order; the result is the same as reading them one after the other.
+    With ``window``, every span in it is kept (and no iteration rows are made)."""
     files = [Path(p) for p in paths]
     if jobs is None:
         try:
@@ -157,10 +271,11 @@ def read(paths: Iterable[Path], taxonomy: Taxonomy, jobs: int | None = None) -> 
         jobs = min(len(files), os.cpu_count() or 1) if size >= PARALLEL_BYTES else 1
     if jobs > 1 and len(files) > 1:
         with ProcessPoolExecutor(min(jobs, len(files))) as pool:
-            parts = list(pool.map(_read_files, [[p] for p in files], [taxonomy] * len(files)))
+            count = len(files)
+            parts = list(pool.map(_read_files, [[p] for p in files], [taxonomy] * count, [window] * count))
         capture = _merge(parts)
     else:
-        capture = _read_files(files, taxonomy)
+        capture = _read_files(files, taxonomy, window)
     close(capture)
     return capture
 
@@ -197,18 +312,23 @@ def _merge(parts: list[Capture]) -> Capture:
         for field_name in ("start", "end", "span_id", "parent_id", "iteration", "thread", "error"):
             getattr(capture, field_name).extend(getattr(part, field_name))
         capture.links += [Link(offset + link.span, link.trace_id, link.span_id) for link in part.links]
+        capture.steps.extend(part.steps, processes)
         for name, (count, where) in part.unknown.items():
             before, first = capture.unknown.get(name, (0, where))
             capture.unknown[name] = (before + count, first)
         capture.metrics += part.metrics
+        capture.total += part.total
     return capture
 
 
-def _read_files(paths: list[Path], taxonomy: Taxonomy) -> Capture:
+def _read_files(paths: list[Path], taxonomy: Taxonomy, window: Window | None = None) -> Capture:
     capture = Capture()
     by_key: dict[tuple[Any, ...], Process] = {}
     key_attr = taxonomy.iteration_key
     known = taxonomy.names
+    kind_of = _kinds(taxonomy) if window is None else {}
+    steps = capture.steps
+    pending: dict[tuple[int, int], dict[str, int]] = {}  # (process, parent id) -> phase -> ns
     # the hot loop: local names for every array's append (a million spans take seconds)
     name_index = capture.name_index
     add_name, add_process = capture.name.append, capture.process.append
@@ -221,6 +341,8 @@ def _read_files(paths: list[Path], taxonomy: Taxonomy) -> Capture:
     )
     last_resource: dict[str, Any] | None = None
     process: Process | None = None
+    lo, hi = 0, -1  # the window's range for the current process
+    total = 0
     # millions of short-lived dicts, none in a cycle: the cyclic collector only costs time here
     collecting = gc.isenabled()
     gc.disable()
@@ -236,23 +358,34 @@ def _read_files(paths: list[Path], taxonomy: Taxonomy) -> Capture:
             if span.resource is not last_resource or process is None:
                 last_resource = span.resource
                 process = _process(capture, by_key, span)
+                if window is not None:
+                    lo, hi = window.ranges.get(process.key, (0, -1))
+            total += 1
             process.start = min(process.start, start)
             process.end = max(process.end, end)
             name = span.name
-            name_id = name_index.get(name)
-            if name_id is None:
-                name_id = capture.name_id(name)
-                if name not in known:
-                    capture.unknown[name] = (0, span.source)
-            if name in capture.unknown:
-                count, where = capture.unknown[name]
+            if name not in known:
+                count, where = capture.unknown.get(name, (0, span.source))
                 capture.unknown[name] = (count + 1, where)
-            if span.links:
+            if window is None:
+                kind = kind_of.get(name, 0)
+                if not kind:
+                    continue
+                if kind & ~(MARK | FIRST):
+                    _reduce(span, kind, process.index, key_attr, steps, pending)
+                    if not kind & MARK:
+                        continue
+            elif end < lo or start > hi:
+                continue
+            elif span.links:
                 index = len(capture.name)
                 for link in span.links:
                     capture.links.append(
                         Link(index, link.trace_id, _span_int(link.span_id, "linked span id", span.source))
                     )
+            name_id = name_index.get(name)
+            if name_id is None:
+                name_id = capture.name_id(name)
             add_name(name_id)
             add_process(process.index)
             add_start(start)
@@ -271,10 +404,51 @@ def _read_files(paths: list[Path], taxonomy: Taxonomy) -> Capture:
             thread = attributes.get("thread.id", 0) if attributes else 0
             add_thread(thread if thread.__class__ is int else 0)
             add_error(1 if span.status == "ERROR" else 0)
+            if window is None and kind & FIRST:  # its phase children count in its parent's row
+                steps.aliases.append((process.index, capture.span_id[-1], capture.parent_id[-1]))
+                moved = pending.pop((process.index, capture.span_id[-1]), None)
+                if moved:
+                    into = pending.setdefault((process.index, capture.parent_id[-1]), {})
+                    for phase, ns in moved.items():
+                        into[phase] = into.get(phase, 0) + ns
     finally:
         if collecting:
             gc.enable()
+    capture.total = total
+    steps.orphans += [
+        (p, parent, phase, ns) for (p, parent), found in pending.items() for phase, ns in found.items()
+    ]
     return capture
+
+
+def _reduce(span: CapturedSpan, kind: int, process: int, key_attr: str, steps: Steps,
+            pending: dict[tuple[int, int], dict[str, int]]) -> None:  # fmt: skip
+    """Fold an iteration, phase or logging span into the iterations' rows."""
+    duration = span.end_ns - span.start_ns
+    if kind & ITERATION:
+        span_id = _span_int(span.span_id, "span id", span.source) if span.span_id else 0
+        attributes = span.attributes
+        number = attributes.get(key_attr, -1) if attributes else -1
+        row = steps.add(
+            process,
+            number if number.__class__ is int else -1,
+            span.start_ns,
+            duration,
+            span_id,
+            span.status == "ERROR",
+        )
+        found = pending.pop((process, span_id), None)
+        if found:
+            for phase, ns in found.items():
+                steps.add_phase(row, phase, ns)
+    if kind & PHASE and span.parent_id:
+        parent = _span_int(span.parent_id, "parent span id", span.source)
+        into = pending.setdefault((process, parent), {})
+        into[span.name] = into.get(span.name, 0) + duration
+    if kind & LOGGING:
+        steps.log_process.append(process)
+        steps.log_start.append(span.start_ns)
+        steps.log_duration.append(duration)
 
 
 def located(source: str, message: str, severity: str = "error") -> str:
@@ -329,6 +503,7 @@ def close(capture: Capture) -> None:
     """Group the processes into runs and check that they belong to one job."""
     if not capture.processes:
         raise CaptureError("error: the capture holds no spans")
+    capture.steps.resolve()
     order = sorted(capture.processes, key=lambda p: (p.start, p.index))
     runs: list[Run] = []
     by_uuid: dict[str, Run] = {}
@@ -360,6 +535,27 @@ def close(capture: Capture) -> None:
                 )
             )
     capture.runs = runs
+    _renumber(capture)
+
+
+def _renumber(capture: Capture) -> None:
+    """Number the processes by run, rank and start, whatever order they were read in (from files
+    or from a store), so that every source gives the same report."""
+    order = sorted(
+        capture.processes,
+        key=lambda p: (p.run, p.rank if p.rank is not None else sys.maxsize, p.start, repr(p.key)),
+    )
+    new = [0] * len(order)
+    for index, process in enumerate(order):
+        new[process.index] = index
+        process.index = index
+    capture.processes = order
+    for run in capture.runs:
+        run.processes = sorted(new[p] for p in run.processes)
+    steps = capture.steps
+    for column in (capture.process, steps.process, steps.log_process):
+        for i, p in enumerate(column):
+            column[i] = new[p]
 
 
 def _check_run(capture: Capture, run: Run) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from codegen.report.compute import Report
-from codegen.report.taxonomy import CATEGORIES, GOODPUT, STARTUP, TITLES
+from codegen.report.taxonomy import CATEGORIES, FIRST_ITERATION, GOODPUT, STARTUP, TITLES
 
 
 def seconds(value: float | None) -> str:
@@ -14,6 +14,38 @@ def seconds(value: float | None) -> str:
     if value >= 1:
         return f"{value:.2f} s"
     return f"{value * 1000:.1f} ms"
+
+
+FIRST_RULE = (
+    "first-iteration overhead, per process: its first step beyond its own median step (the median "
+    "of its iterations after the first, not the step-time median over every run and rank)"
+)
+SHOWN_PROCESSES = 8
+
+
+def first_iteration_items(report: Report) -> list[str]:
+    """Per process (the first few), the figures the first-iteration rule used."""
+    run_of = {p: r.index for r in report.runs for p in r.processes}
+    items = sorted(report.first_steps.items(), key=lambda kv: (run_of.get(kv[0], 0), kv[0]))
+    out = []
+    for p, (first, own_median) in items[:SHOWN_PROCESSES]:
+        overhead = report.per_process.get(p, {}).get(FIRST_ITERATION, 0.0)
+        median_text = (
+            seconds(own_median) if own_median is not None else "- (no other iteration: all of it counts)"
+        )
+        out.append(
+            f"run {run_of.get(p, 0)} {report.labels[p]}: first {seconds(first)}, its median {median_text}, "
+            f"overhead {seconds(overhead)}"
+        )
+    if len(items) > SHOWN_PROCESSES:
+        out.append(f"... and {len(items) - SHOWN_PROCESSES} more processes")
+    return out
+
+
+def first_iteration_lines(report: Report) -> list[str]:
+    """The first-iteration rule and, per process, the figures it used (the text report's lines)."""
+    items = first_iteration_items(report)
+    return [f"  {FIRST_RULE}:", *(f"    {item}" for item in items)] if items else []
 
 
 def render_text(report: Report) -> str:
@@ -60,11 +92,13 @@ def render_text(report: Report) -> str:
     lines += ["", f"Iterations: {steps.count}"]
     if steps.count:
         lines.append(
-            f"  step time: first {seconds(steps.first)}; others median {seconds(steps.median)}, "
+            f"  step time (the slowest rank's, every run): first {seconds(steps.first)}; the others: "
+            f"median {seconds(steps.median)}, "
             f"p90 {seconds(steps.p90)}, max {seconds(steps.max)}"
         )
         for phase, value in report.phase_totals.items():
             lines.append(f"    {phase}: median {seconds(value)}")
+        lines += first_iteration_lines(report)
         if len(report.labels) > 1:
             # the first iteration apart (warm-up), and iterations where every rank took as long
             multi = [it for it in report.iterations if len(it.durations) > 1 and not it.first]
@@ -86,6 +120,7 @@ def render_text(report: Report) -> str:
         lines += ["", "Checkpoints:"]
         for c in report.checkpoints:
             at = f"iteration {c.iteration}" if c.iteration >= 0 else "(iteration not recorded)"
+            at += f" (the iteration run {c.run} resumed from)" if c.resumed else ""
             span = "of its interval" if c.kind == "save" else "of the run"
             lines.append(f"  run {c.run} {c.kind} {at}: {seconds(c.seconds)} ({c.share * 100:.1f}% {span})")
     if report.unknown:

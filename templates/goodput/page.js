@@ -98,7 +98,7 @@
   (function () {
     const svg = document.getElementById("steps");
     const steps = data.steps;
-    const height = 220, left = 60, top = 10, bottom = 30;
+    const height = 232, left = 60, top = 22, bottom = 30;
     const width = size(svg, height);
     const right = width - 10;
     if (!steps.length) {
@@ -142,8 +142,19 @@
       tip(c, "run " + s[0] + ", iteration " + s[1] + ": " + fmt(s[2]) + (s[3] ? " (first iteration)" : "") + ", slowest: " + s[4]);
     });
     el("line", { x1: left, x2: right, y1: height - bottom, y2: height - bottom, "class": "axis" }, svg);
-    el("text", { x: left, y: height - 8 }, svg, "iteration " + steps[0][1]);
-    el("text", { x: right, y: height - 8, "text-anchor": "end" }, svg, "iteration " + steps[steps.length - 1][1]);
+    // x ticks: about eight points, each labelled with its iteration (and its run, after a restart)
+    const marks = ticks(0, steps.length - 1, 8).filter(function (t) { return t === Math.round(t); });
+    if (marks[marks.length - 1] !== steps.length - 1) { marks.push(steps.length - 1); }
+    marks.forEach(function (i, k) {
+      const label = (steps[i][0] !== steps[0][0] ? "run " + steps[i][0] + ": " : "") + steps[i][1];
+      el("line", { x1: xs(i), x2: xs(i), y1: height - bottom, y2: height - bottom + 4, "class": "axis" }, svg);
+      if (k === marks.length - 1 || xs(marks[k + 1]) - xs(i) > 40) {
+        const anchor = k === 0 ? "start" : k === marks.length - 1 ? "end" : "middle";
+        el("text", { x: xs(i), y: height - bottom + 15, "text-anchor": anchor, "class": "xtick" }, svg, label);
+      }
+    });
+    el("text", { x: left - 6, y: height - bottom + 15, "text-anchor": "end", "class": "axis-title" }, svg, "iteration");
+    el("text", { x: 4, y: 12, "class": "axis-title" }, svg, "step time");
   })();
 
   // 4. heat strip: step time per rank (row) and iteration (column), relative to the median

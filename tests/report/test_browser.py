@@ -123,6 +123,23 @@ def test_page_renders_its_plots_without_console_errors(tmp_path, capsys):
         assert drawn == count(dom, r'<circle[^>]*class="step"'), name
         assert count(dom, r'<line[^>]*class="run-break"') == runs - 1, name
         assert not re.search(r'<rect[^>]*width="0"', dom), name
+        # the step plot defines its marks where it shows them: a legend entry for the line, the
+        # first iteration's pink dot, the dashed median and the dotted restart rule, each drawn
+        legend = re.search(r'<ul class="legend" id="steps-legend">(.*?)</ul>', dom, re.DOTALL)
+        assert legend, name
+        assert re.findall(r'data-mark="(\w+)"', legend[1]) == ["step", "first", "median", "restart"], name
+        assert 'stroke-dasharray="4 3"' in legend[1] and 'stroke-dasharray="2 3"' in legend[1], name
+        # the x axis labels iterations along it, not only its two ends
+        xticks = re.findall(r'<text[^>]*class="xtick"[^>]*>([^<]*)</text>', dom)
+        assert len(xticks) >= 3 and xticks[0].endswith("0"), (name, xticks)
+        assert "axis-title" in dom, name
+        if name == "real":  # the resumed run's ticks name their run; the load row its iteration
+            assert any(t.startswith("run 1: ") for t in xticks), xticks
+            assert "4 (resumed from)" in dom
+            assert (
+                "its median 294.7 ms"
+                in re.search(r'<p class="note" id="first-rule">(.*?)</p>', dom, re.DOTALL)[1]
+            )
         cells = count(dom, r'<rect[^>]*class="cell"')
         if name == "ranks":
             assert cells == 2 * 7  # two ranks, 8 iterations less the first
