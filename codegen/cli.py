@@ -390,7 +390,35 @@ def _report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "(trace.perfetto.json) and a self-contained HTML page (report.html). Exit 0, or 3 when a capture "
         "cannot be read.",
     )
-    report.add_argument("captures", type=Path, nargs="+", metavar="CAPTURE", help="captured spans")
+    report.add_argument("captures", type=Path, nargs="*", metavar="CAPTURE", help="captured spans")
+    store = report.add_argument_group(
+        "trace store",
+        "Instead of files, the OpenTelemetry Collector ClickHouse exporter's otel_traces table: the "
+        "figures are computed by queries in the store, only aggregates come back "
+        "(docs/guide/report-store.md).",
+    )
+    store.add_argument(
+        "--store",
+        metavar="ADDRESS",
+        help="http(s)://host:8123[/database] (a ClickHouse server; user:password@ in the URL if "
+        "needed) or chdb:PATH (a chdb database folder; the report-store extra)",
+    )
+    store.add_argument("--table", default="otel_traces", help="the spans' table (default: %(default)s)")
+    store.add_argument("--service", metavar="NAME", help="the run's service.name (ServiceName)")
+    store.add_argument("--run-id", metavar="ID", help="the run's megatron.run_id (or SLURM run_uuid)")
+    store.add_argument(
+        "--since", type=_time_arg, metavar="TIME", help="spans starting at or after (ISO 8601, UTC)"
+    )
+    store.add_argument(
+        "--until", type=_time_arg, metavar="TIME", help="spans starting at or before (ISO 8601, UTC)"
+    )
+    report.add_argument(
+        "--engine",
+        choices=("python", "chdb"),
+        default="python",
+        help="for capture files: python (default) reads them here; chdb loads them into the "
+        "exporter's schema in an in-memory chdb and runs the store's queries (report-store extra)",
+    )
     report.add_argument(
         "--specs",
         type=Path,
@@ -422,6 +450,15 @@ def _report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
 
 
+def _time_arg(text: str) -> int:
+    from codegen.report.store import parse_time
+
+    try:
+        return parse_time(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time (ISO 8601 or ns since the epoch): {text!r}") from None
+
+
 def _ranks_arg(text: str) -> tuple[int, ...]:
     from codegen.report.trace_window import parse_ranks
 
@@ -441,18 +478,38 @@ def _range_arg(text: str) -> tuple[int, int]:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from codegen.report import CaptureError, TaxonomyError, build, write_outputs
+    from codegen.report import (
+        CaptureError,
+        Selection,
+        TaxonomyError,
+        build,
+        build_from_store,
+        build_with_chdb,
+        write_outputs,
+    )
     from codegen.spec.load import load_project
 
+    if bool(args.captures) == (args.store is not None):
+        print("error: codegen report takes capture files or --store ADDRESS (one of them)", file=sys.stderr)
+        return 2  # a usage error, as argparse exits
     diags = Diagnostics()
     try:
         project = load_project(args.specs, diags)
-        outputs = build(project, args.captures, args.jobs)
-        written, window = (
-            write_outputs(outputs, args.out, args.title, args.trace_ranks, args.trace_iterations)
-            if args.out is not None
-            else ([], "")
-        )
+        if args.store is not None:
+            selection = Selection(args.table, args.service, args.run_id, args.since, args.until)
+            outputs = build_from_store(project, args.store, selection)
+        elif args.engine == "chdb":
+            outputs = build_with_chdb(project, args.captures)
+        else:
+            outputs = build(project, args.captures, args.jobs)
+        try:
+            written, window = (
+                write_outputs(outputs, args.out, args.title, args.trace_ranks, args.trace_iterations)
+                if args.out is not None
+                else ([], "")
+            )
+        finally:
+            outputs.close()
     except SpecError as exc:
         print(exc.diagnostics.render(), file=sys.stderr)
         return EXIT_SPEC

@@ -155,6 +155,7 @@ ENV: dict[str, EnvVar] = {
     "own_providers": EnvVar(
         "MEGATRON_OTEL_OWN_PROVIDERS", "0", ("0", "1", "false", "true", "no", "yes", "off", "on")
     ),
+    "recording": EnvVar("MEGATRON_OTEL_RECORDING", "auto", ("auto", "lean", "sdk")),
     "export_strategy": EnvVar(
         "MEGATRON_OTEL_EXPORT_STRATEGY",
         "single_rank",

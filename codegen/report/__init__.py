@@ -7,6 +7,7 @@ where comes from the specs (``taxonomy.Taxonomy``), never from a list of span na
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -18,11 +19,32 @@ from codegen.report.parse import Capture, Window, read
 from codegen.report.render_html import render_html
 from codegen.report.render_perfetto import write_perfetto
 from codegen.report.render_text import render_text
+from codegen.report.store import (
+    ChdbConnection,
+    Connection,
+    Selection,
+    StoreError,
+    connect,
+    load_captures,
+    read_store,
+    read_window,
+)
 from codegen.report.taxonomy import Taxonomy, TaxonomyError
 from codegen.report.trace_window import choose
 from codegen.spec.model import Project
 
-__all__ = ["CaptureError", "Outputs", "Report", "TaxonomyError", "build", "write_outputs"]
+__all__ = [
+    "CaptureError",
+    "Outputs",
+    "Report",
+    "Selection",
+    "StoreError",
+    "TaxonomyError",
+    "build",
+    "build_from_store",
+    "build_with_chdb",
+    "write_outputs",
+]
 
 PERFETTO_FILE = "trace.perfetto.json"
 HTML_FILE = "report.html"
@@ -36,6 +58,7 @@ class Outputs:
     report: Report
     text: str
     spans_in: Callable[[Window], Capture]  # every span of a window, for the Perfetto trace
+    close: Callable[[], None] = lambda: None  # the store's connection, when done
 
 
 def build(project: Project, paths: Sequence[Path], jobs: int | None = None) -> Outputs:
@@ -46,6 +69,39 @@ def build(project: Project, paths: Sequence[Path], jobs: int | None = None) -> O
     report = account(capture, taxonomy)
     spans_in = partial(_read_window, list(paths), taxonomy, jobs)
     return Outputs(capture, taxonomy, report, render_text(report), spans_in)
+
+
+def build_from_store(project: Project, address: str, selection: Selection) -> Outputs:
+    """The report of the run ``selection`` picks out of the store at ``address`` (a ClickHouse
+    server's HTTP URL or ``chdb:PATH``); raise ``StoreError`` (a ``CaptureError``) on bad input."""
+    taxonomy = Taxonomy.from_project(project)
+    connection = connect(address)
+    try:
+        return _from_connection(connection, selection, taxonomy)
+    except BaseException:
+        connection.close()
+        raise
+
+
+def build_with_chdb(project: Project, paths: Sequence[Path]) -> Outputs:
+    """The report of capture files through the store's path: loaded into the exporter's schema in
+    an in-memory chdb, then the same queries as on a server (the ``report-store`` extra)."""
+    taxonomy = Taxonomy.from_project(project)
+    connection = ChdbConnection()
+    try:
+        with tempfile.TemporaryDirectory(prefix="codegen-report-") as tmp:
+            load_captures(connection, paths, Path(tmp))
+        return _from_connection(connection, Selection(), taxonomy)
+    except BaseException:
+        connection.close()
+        raise
+
+
+def _from_connection(connection: Connection, selection: Selection, taxonomy: Taxonomy) -> Outputs:
+    capture = read_store(connection, selection, taxonomy)
+    report = account(capture, taxonomy)
+    spans_in = partial(read_window, connection, selection, taxonomy, first=capture)
+    return Outputs(capture, taxonomy, report, render_text(report), spans_in, connection.close)
 
 
 def _read_window(paths: list[Path], taxonomy: Taxonomy, jobs: int | None, window: Window) -> Capture:

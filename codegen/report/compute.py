@@ -30,7 +30,8 @@ from codegen.report.taxonomy import (
     Taxonomy,
 )
 
-TIMELINE_ITERATIONS = 2000  # iterations drawn per process at most (the step plot keeps them all)
+TIMELINE_BARS = 400  # iteration bars per process at most: beyond, one bar per run of consecutive
+# iterations (the first's start to the last's end, labelled A-B), as many as fit
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,6 @@ def _scan(capture: Capture, taxonomy: Taxonomy) -> _Scan:
     first_names = set(taxonomy.names_in(FIRST_ITERATION))
     role_of = [role.get(n, "first" if n in first_names else "") for n in names]
     scan = _Scan([[] for _ in capture.processes], defaultdict(list), [], [p.run for p in capture.processes])
-    drawn: dict[int, int] = defaultdict(int)
     for i in range(len(capture)):
         n = capture.name[i]
         bucket = bucket_of[n]
@@ -257,15 +257,19 @@ def _scan(capture: Capture, taxonomy: Taxonomy) -> _Scan:
             Bar(p, row, names[n], capture.start[i], capture.end[i], label, bool(capture.error[i]))
         )
     steps = capture.steps
+    rows: dict[int, list[int]] = defaultdict(list)
     for k in sorted(range(len(steps)), key=lambda k: steps.start[k]):  # the iterations, in time order
-        p = steps.process[k]
-        drawn[p] += 1
-        if drawn[p] > TIMELINE_ITERATIONS:
-            continue
-        number, start = steps.number[k], steps.start[k]
-        label = str(number) if number >= 0 else ""
-        end = start + steps.duration[k]
-        scan.bars.append(Bar(p, "iteration", taxonomy.iteration, start, end, label, bool(steps.error[k])))
+        rows[steps.process[k]].append(k)
+    for p, mine in rows.items():
+        per_bar = -(-len(mine) // TIMELINE_BARS)
+        for at in range(0, len(mine), per_bar):
+            group = mine[at : at + per_bar]
+            first, last = steps.number[group[0]], steps.number[group[-1]]
+            label = (str(first) if first >= 0 else "") + (f"-{last}" if len(group) > 1 else "")
+            start = steps.start[group[0]]
+            end = max(steps.start[k] + steps.duration[k] for k in group)
+            error = any(steps.error[k] for k in group)
+            scan.bars.append(Bar(p, "iteration", taxonomy.iteration, start, end, label, error))
     # a save span inside another (checkpoint.save within exposed_save) is part of that save
     saves = scan.by_role["save"]
     save_ids = {(capture.process[i], capture.span_id[i]) for i in saves}

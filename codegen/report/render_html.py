@@ -11,6 +11,7 @@ so a vendored, pinned dependency would cost more than it saves.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import jinja2
 from markupsafe import Markup
 
 from codegen import TEMPLATES_DIR
-from codegen.report.compute import Report
+from codegen.report.compute import Iteration, Report
 from codegen.report.render_text import FIRST_RULE, first_iteration_items, seconds
 from codegen.report.taxonomy import CATEGORIES, GOODPUT, TITLES
 
@@ -47,13 +48,20 @@ LANES = (
     ("evaluation", "evaluation", "evaluation"),
 )
 HEAT_COLUMNS = 600  # iterations are binned (the slowest in each bin) beyond this many
+# Pictures of big runs, drawn from the aggregates (the same from files or a store):
+HEAT_ROWS = 128  # beyond this many processes, consecutive ranks share a row (the slowest of them)
+TIMELINE_PROCESSES = (
+    32  # beyond, the timeline draws the ranks slowest most often (up to half), then the lowest
+)
+STEP_POINTS = 2000  # beyond, each point of the step plot is the slowest of consecutive iterations of a run
 
 
 def page_data(report: Report) -> dict[str, Any]:
     origin = report.start
     wall = report.wall
     lane_index = {row: k for k, (row, _, _) in enumerate(LANES)}
-    processes = sorted(report.labels, key=lambda p: (_run_of(report, p), p))
+    processes = _timeline_processes(report)
+    shown = set(processes)
     bars = [
         [
             b.process,
@@ -65,11 +73,11 @@ def page_data(report: Report) -> dict[str, Any]:
             b.error,
         ]
         for b in report.bars
-        if b.row in lane_index
+        if b.row in lane_index and b.process in shown
     ]
     steps = [
         [it.run, it.number, it.slowest[1] / 1e9, it.first, report.labels[it.slowest[0]]]
-        for it in report.iterations
+        for it in _step_points(report)
     ]
     return {
         "wall": wall,
@@ -98,6 +106,46 @@ def page_data(report: Report) -> dict[str, Any]:
     }
 
 
+def _timeline_processes(report: Report) -> list[int]:
+    """The processes the timeline draws: all up to TIMELINE_PROCESSES; beyond, the ones slowest
+    most often (strictly slowest, up to half of them), then the lowest (run, rank)."""
+    ordered = sorted(report.labels, key=lambda p: (_run_of(report, p), p))
+    if len(ordered) <= TIMELINE_PROCESSES:
+        return ordered
+    slowest = Counter(
+        it.slowest[0]
+        for it in report.iterations
+        if not it.first and sorted(it.durations.values())[-2:].count(it.slowest[1]) == 1  # no tie
+    )
+    chosen = {p for p, _ in slowest.most_common(TIMELINE_PROCESSES // 2)}
+    for p in ordered:
+        if len(chosen) >= TIMELINE_PROCESSES:
+            break
+        chosen.add(p)
+    return [p for p in ordered if p in chosen]
+
+
+def _step_points(report: Report) -> list[Iteration]:
+    """The iterations the step plot draws: all up to STEP_POINTS; beyond, the slowest of each group
+    of consecutive iterations of one run (a first iteration stays a point of its own)."""
+    items = report.iterations
+    if len(items) <= STEP_POINTS:
+        return items
+    per_point = -(-len(items) // STEP_POINTS)
+    points: list[Iteration] = []
+    group: list[Iteration] = []
+    for it in [*items, None]:
+        if group and (it is None or it.first or it.run != group[0].run or len(group) >= per_point):
+            points.append(max(group, key=lambda g: g.slowest[1]))
+            group = []
+        if it is not None:
+            group.append(it)
+            if it.first:
+                points.append(it)
+                group = []
+    return points
+
+
 def _run_of(report: Report, process: int) -> int:
     return next((r.index for r in report.runs if process in r.processes), 0)
 
@@ -114,15 +162,18 @@ def _heat(report: Report) -> dict[str, Any]:
         f"run {b[0].run} iteration {b[0].number}" + (f"-{b[-1].number}" if len(b) > 1 else "") for b in bins
     ]
     processes = sorted({p for it in items for p in it.durations})
+    per_row = -(-len(processes) // HEAT_ROWS)
     rows = []
     values_all: list[float] = []
-    for p in processes:
+    for at in range(0, len(processes), per_row):
+        group = processes[at : at + per_row]
         values: list[float | None] = []
         for b in bins:
-            found = [it.durations[p] / 1e9 for it in b if p in it.durations and not it.first]
+            found = [it.durations[p] / 1e9 for it in b for p in group if p in it.durations and not it.first]
             values.append(max(found) if found else None)
         values_all += [v for v in values if v is not None]
-        rows.append({"label": report.labels[p], "values": values})
+        label = report.labels[group[0]] + (f" to {report.labels[group[-1]]}" if len(group) > 1 else "")
+        rows.append({"label": label, "values": values})
     return {
         "rows": rows,
         "columns": columns,

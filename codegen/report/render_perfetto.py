@@ -84,7 +84,12 @@ def _write(capture: Capture, taxonomy: Taxonomy, origin: int, out: IO[str]) -> i
     for i, span_id in enumerate(capture.span_id):
         if span_id in wanted:
             where.setdefault(span_id, []).append(i)
-    for number, link in enumerate(capture.links, 1):
+    # numbered in one order whatever order the spans came in (files, a store)
+    links = sorted(
+        capture.links,
+        key=lambda k: (capture.process[k.span], capture.start[k.span], capture.end[k.span], k.span_id),
+    )
+    for number, link in enumerate(links, 1):
         found = where.get(link.span_id, [])
         if not found:
             continue

@@ -34,6 +34,8 @@ class _Writer:
     def __init__(self, handle, resource: dict[str, object], batch: int = 512) -> None:
         self.handle = handle
         self.resource = ",".join(_attr(k, v) for k, v in resource.items())
+        self.service = str(resource.get("service.name", ""))
+        self.resource_map = json.dumps({k: str(v) for k, v in resource.items()})
         self.pending: list[str] = []
         self.batch = batch
         self.next_id = 1
@@ -68,12 +70,46 @@ class _Writer:
             self.pending = []
 
 
+class _RowWriter(_Writer):
+    """The same spans as the OpenTelemetry Collector's ClickHouse exporter stores them: one
+    JSONEachRow line a span in ``codegen.report.store.LOAD_COLUMNS``' shape."""
+
+    def span(self, name: str, start: int, end: int, parent: int = 0, iteration: int | None = None,
+             trace: int = 1, links: tuple[int, ...] = (), span_id: int = 0) -> int:  # fmt: skip
+        if not span_id:
+            span_id = self.next_id
+            self.next_id += 1
+        attrs = '{"megatron.span_group":"x"' + (
+            f',"megatron.iteration":"{iteration}"}}' if iteration is not None else "}"
+        )
+        parent_text = f"{parent:016x}" if parent else ""
+        link_spans = ",".join(f'"{s:016x}"' for s in links)
+        link_traces = ",".join(f'"{trace - 1:032x}"' for _ in links)
+        self.pending.append(
+            f'{{"start":{start},"TraceId":"{trace:032x}","SpanId":"{span_id:016x}","ParentSpanId":"{parent_text}",'
+            f'"SpanName":"{name}","SpanKind":"Internal","ServiceName":"{self.service}",'
+            f'"ResourceAttributes":{self.resource_map},"ScopeName":"megatron","ScopeVersion":"",'
+            f'"SpanAttributes":{attrs},"Duration":{end - start},"StatusCode":"Unset","StatusMessage":"",'
+            f'"LinkTraceIds":[{link_traces}],"LinkSpanIds":[{link_spans}]}}'
+        )
+        self.count += 1
+        if len(self.pending) >= self.batch:
+            self.flush()
+        return span_id
+
+    def flush(self) -> None:
+        if self.pending:
+            self.handle.write("\n".join(self.pending) + "\n")
+            self.pending = []
+
+
 def write_capture(path: Path, ranks: int = 8, iterations: int = 5000, save_every: int = 500,
                   eval_every: int = 1000, step_ms: int = 100, seed_skew_ms: int = 3,
-                  split: bool = False, layers: int = 4) -> int:  # fmt: skip
+                  split: bool = False, layers: int = 4, rows: bool = False) -> int:  # fmt: skip
     """Write the capture: one file, every rank (``split``: one file per rank, ``path`` a folder,
     files ``rank-N.jsonl``); return the number of spans written. ``layers``: layer spans per
-    microbatch (``spans_per_iteration(layers)`` spans an iteration)."""
+    microbatch (``spans_per_iteration(layers)`` spans an iteration). ``rows``: as the ClickHouse
+    exporter's rows (``_RowWriter``) instead of OTLP JSON."""
     total = 0
     t0 = 1_700_000_000 * 1_000_000_000
     if split:
@@ -87,7 +123,7 @@ def write_capture(path: Path, ranks: int = 8, iterations: int = 5000, save_every
                 handle = (path / f"rank-{rank}.jsonl" if split else path).open("w", encoding="utf-8")
             resource = {"service.name": "synthetic", "process.pid": 1000 + rank, "dl.rank": rank,
                         "dl.world_size": ranks, "host.name": "node0"}  # fmt: skip
-            w = _Writer(handle, resource)
+            w = (_RowWriter if rows else _Writer)(handle, resource)
             w.span("pre_startup", t0, t0 + 2000 * MS)
             t = t0 + 2000 * MS
             startup = w.span("megatron.startup", t, t + 8000 * MS, trace=2)

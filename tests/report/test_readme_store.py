@@ -1,0 +1,71 @@
+"""The guide page "The report from a trace store" (docs/guide/report-store.md): its commands run
+exactly as written, against a chdb store behind ClickHouse's HTTP interface and on a capture file
+through chdb; its Collector configuration routes OTLP traces to the ClickHouse exporter's table."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from codegen.report import build
+from codegen.report.store import TABLE
+from tests.readme_blocks import GUIDE, blocks
+from tests.report.conftest import DATA, Spans, simple_run
+from tests.report.store_support import chdb_http, make_store
+
+PAGE = GUIDE / "report-store.md"
+
+
+def _workspace(tmp_path: Path) -> Path:
+    script = shutil.which("codegen", path=str(Path(sys.executable).parent)) or shutil.which("codegen")
+    assert script, "the codegen console script is not installed"
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "codegen").symlink_to(script)
+    return tmp_path
+
+
+def _run(command: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+    )
+
+
+def test_collector_configuration():
+    config = yaml.safe_load(blocks(PAGE)["file otel-collector.yaml"])
+    exporter = config["exporters"]["clickhouse"]
+    assert exporter["traces_table_name"] == TABLE and exporter["create_schema"] is True
+    pipeline = config["service"]["pipelines"]["traces"]
+    assert pipeline["receivers"] == ["otlp"] and pipeline["exporters"] == ["clickhouse"]
+    assert set(config["receivers"]["otlp"]["protocols"]) == {"grpc", "http"}
+
+
+def test_store_command_runs_as_written(project, tmp_path):
+    pytest.importorskip("chdb", reason="the report-store extra (chdb) is not installed")
+    spans = Spans({"service.name": "megatron", "process.pid": 7, "megatron.run_id": "run-1"})
+    simple_run(spans)
+    capture = spans.write(tmp_path / "capture.json")
+    other = Spans({"service.name": "another-job", "process.pid": 8})
+    simple_run(other, offset=100.0)
+    store = make_store(tmp_path / "store", [capture, other.write(tmp_path / "other.json")])
+    work = _workspace(tmp_path / "work")
+    with chdb_http(store) as (url, _):
+        result = _run(blocks(PAGE)["report-store"], work, CLICKHOUSE_URL=url)
+    assert result.returncode == 0, result.stderr
+    assert (work / "report" / "report.txt").read_text() == build(project, [capture]).text
+    assert {p.name for p in (work / "report").iterdir()} == {"report.txt", "report.html", "trace.perfetto.json"}
+
+
+def test_engine_chdb_command_runs_as_written(project, tmp_path):
+    pytest.importorskip("chdb", reason="the report-store extra (chdb) is not installed")
+    work = _workspace(tmp_path)
+    (work / "run").mkdir()
+    shutil.copy2(DATA / "fresh.jsonl", work / "run" / "capture.jsonl")
+    result = _run(blocks(PAGE)["report-engine-chdb"], work)
+    assert result.returncode == 0, result.stderr
+    assert (work / "report" / "report.txt").read_text() == build(project, [DATA / "fresh.jsonl"]).text

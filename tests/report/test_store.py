@@ -1,0 +1,219 @@
+"""The report from a trace store: the Collector ClickHouse exporter's ``otel_traces`` in chdb.
+
+Each capture is inserted into a table created with the exporter's DDL (``store.EXPORTER_DDL``,
+from its ``traces_table.sql`` template) in the exporter's column mapping, then ``codegen report
+--store chdb:DIR`` must give the file report exactly: the same text, the same HTML page, and the
+same figures to the nanosecond (the ``Report`` compared field by field). A ClickHouse server's
+HTTP interface is exercised against an HTTP front of chdb (``chdb_http``): no ClickHouse server
+that can create the exporter's schema installs here (Debian's clickhouse-server is 18.16, without
+the Map type; PyPI has no server).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from codegen.capture import read_spans
+from codegen.cli import EXIT_SOURCE, main
+from codegen.report import build, build_from_store, build_with_chdb
+from codegen.report.store import EXPORTER_DDL, ChdbConnection, Selection
+from tests.report.conftest import DATA, SPECS, Spans, simple_run
+from tests.report.store_support import chdb_http, make_store
+from tests.report.synthetic import write_capture
+
+pytest.importorskip("chdb", reason="the report-store extra (chdb) is not installed")
+
+
+def _committed() -> dict[str, list[Path]]:
+    return {
+        "fresh": [DATA / "fresh.jsonl"],
+        "resume": [DATA / "resume.jsonl"],
+        "fresh+resume": [DATA / "fresh.jsonl", DATA / "resume.jsonl"],
+    }
+
+
+def _made(tmp_path: Path) -> dict[str, list[Path]]:
+    """Hand-made captures whose figures the accounting tests know, and a synthetic 4-rank one."""
+    ranks = []
+    for rank in (0, 1):
+        spans = Spans({"service.name": "test", "process.pid": 10 + rank, "dl.rank": rank, "dl.world_size": 2})
+        simple_run(spans, step=1.0 + rank * 0.5, fail_after=3)
+        simple_run(spans, offset=40.0, first_iteration=2, iterations=4)
+        ranks.append(spans.write(tmp_path / f"rank{rank}.json"))
+    synthetic = tmp_path / "synthetic.jsonl"
+    write_capture(synthetic, ranks=4, iterations=60, save_every=20, eval_every=30)
+    return {"two ranks, failed and resumed": ranks, "synthetic 4 ranks": [synthetic]}
+
+
+def _figures(report):
+    """Every field of the report; unknown names without where they were first seen (a file's line
+    or the store)."""
+    fields = dataclasses.asdict(report)
+    fields["unknown"] = {name: count for name, (count, _) in report.unknown.items()}
+    return fields
+
+
+def _same_report(project, tmp_path, name, paths):
+    store = make_store(tmp_path / "store", paths)
+    want = build(project, paths)
+    got = build_from_store(project, f"chdb:{store}", Selection())
+    try:
+        assert _figures(got.report) == _figures(want.report), name
+        assert got.text == want.text
+    finally:
+        got.close()
+    out_files, out_store = tmp_path / "files", tmp_path / "from-store"
+    assert main(["report", "--specs", str(SPECS), *map(str, paths), "--out", str(out_files)]) == 0
+    assert main(["report", "--specs", str(SPECS), "--store", f"chdb:{store}", "--out", str(out_store)]) == 0
+    for page in ("report.txt", "report.html"):
+        assert (out_store / page).read_text() == (out_files / page).read_text(), page
+    trace_files = json.loads((out_files / "trace.perfetto.json").read_text())["traceEvents"]
+    trace_store = json.loads((out_store / "trace.perfetto.json").read_text())["traceEvents"]
+    key = lambda e: json.dumps(e, sort_keys=True)  # the order of events may differ
+    assert sorted(map(key, trace_store)) == sorted(map(key, trace_files))
+
+
+@pytest.mark.parametrize("name", sorted(_committed()))
+def test_store_report_equals_file_report_on_committed_captures(project, tmp_path, name, capsys):
+    _same_report(project, tmp_path, name, _committed()[name])
+
+
+@pytest.mark.parametrize("name", ["two ranks, failed and resumed", "synthetic 4 ranks"])
+def test_store_report_equals_file_report_on_made_captures(project, tmp_path, name, capsys):
+    _same_report(project, tmp_path, name, _made(tmp_path)[name])
+
+
+def test_engine_chdb_on_files_equals_the_python_reader(project, tmp_path):
+    paths = _committed()["fresh+resume"]
+    got = build_with_chdb(project, paths)
+    try:
+        assert _figures(got.report) == _figures(build(project, paths).report)
+    finally:
+        got.close()
+
+
+def test_selection_by_time_window_and_service(project, tmp_path, capsys):
+    fresh, resume = _committed()["fresh+resume"]
+    store = make_store(tmp_path / "store", [fresh, resume])
+    until = str(min(span.start_ns for span in read_spans(resume)) - 1)
+    out = tmp_path / "out"
+    argv = ["report", "--specs", str(SPECS), "--store", f"chdb:{store}", "--until", until]
+    assert main([*argv, "--service", "unknown_service:python", "--out", str(out)]) == 0
+    assert (out / "report.txt").read_text() == build(project, [fresh]).text
+
+
+# -- bad input: one line, exit 3, nothing written -----------------------------------------------
+
+
+def _fails(tmp_path, capsys, *argv) -> str:
+    out = tmp_path / "out"
+    assert main(["report", "--specs", str(SPECS), *argv, "--out", str(out)]) == EXIT_SOURCE
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+    return err.strip()
+
+
+def test_missing_table(tmp_path, capsys):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    err = _fails(tmp_path, capsys, "--store", f"chdb:{folder}")
+    assert (
+        err
+        == f"chdb:{folder}: error: no table otel_traces (the Collector's ClickHouse exporter creates it: create_schema: true, traces_table_name)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("Duration UInt64", "column Duration is String, the ClickHouse exporter's schema has UInt64"),
+        ("SpanName LowCardinality(String)", "has no column SpanName"),
+    ],
+)
+def test_table_of_another_schema(tmp_path, capsys, change, message):
+    folder = tmp_path / "other"
+    folder.mkdir()
+    ddl = EXPORTER_DDL.format(table="otel_traces")
+    if change.startswith("Duration"):
+        ddl = ddl.replace("Duration UInt64 CODEC(T64, ZSTD(1))", "Duration String CODEC(ZSTD(1))")
+        ddl = ddl.replace("    INDEX idx_duration Duration TYPE minmax GRANULARITY 1,\n", "")
+    else:
+        ddl = ddl.replace("    SpanName LowCardinality(String) CODEC(ZSTD(1)),\n", "")
+        ddl = (
+            ddl.replace("ServiceName, SpanName, ", "ServiceName, ")
+            .replace(
+                "    INDEX idx_lower_span_name lower(SpanName) TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 8\n",
+                "",
+            )
+            .replace("GRANULARITY 1,\n) ENGINE", "GRANULARITY 1\n) ENGINE")
+        )
+    connection = ChdbConnection(str(folder))
+    try:
+        connection.execute(ddl)
+    finally:
+        connection.close()
+    err = _fails(tmp_path, capsys, "--store", f"chdb:{folder}")
+    assert err.startswith(f"chdb:{folder}: error: ") and message in err, err
+
+
+def test_run_id_with_no_spans(tmp_path, capsys):
+    store = make_store(tmp_path / "store", _committed()["fresh"])
+    err = _fails(tmp_path, capsys, "--store", f"chdb:{store}", "--run-id", "no-such-run")
+    assert err == f"chdb:{store}: error: no spans for table otel_traces, run id 'no-such-run'"
+
+
+def test_unreachable_server(tmp_path, capsys):
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    err = _fails(tmp_path, capsys, "--store", f"http://127.0.0.1:{port}")
+    assert err.startswith(f"http://127.0.0.1:{port}/default: error: cannot reach the store: "), err
+
+
+def test_no_chdb_folder(tmp_path, capsys):
+    err = _fails(tmp_path, capsys, "--store", f"chdb:{tmp_path / 'nowhere'}")
+    assert err == f"chdb:{tmp_path / 'nowhere'}: error: cannot reach the store: no chdb database folder there"
+
+
+def test_not_a_store_address(tmp_path, capsys):
+    err = _fails(tmp_path, capsys, "--store", "ftp://host")
+    assert err.startswith("ftp://host: error: not a store address")
+
+
+def test_files_and_store_together_is_a_usage_error(tmp_path, capsys):
+    assert main(["report", "--specs", str(SPECS), str(DATA / "fresh.jsonl"), "--store", "chdb:x"]) == 2
+    assert "takes capture files or --store ADDRESS" in capsys.readouterr().err
+
+
+# -- the server's path: ClickHouse's HTTP interface ---------------------------------------------
+
+
+@pytest.fixture
+def served(tmp_path):
+    with chdb_http(make_store(tmp_path / "store", _committed()["fresh+resume"])) as found:
+        yield found
+
+
+def test_server_path_over_http(project, tmp_path, served, capsys):
+    url, seen = served
+    out = tmp_path / "out"
+    assert main(["report", "--specs", str(SPECS), "--store", url, "--out", str(out)]) == 0
+    assert (out / "report.txt").read_text() == build(project, _committed()["fresh+resume"]).text
+    # the same query text as on chdb, and no query that returns spans but the trace's window
+    assert any("ASOF LEFT JOIN" in sql for sql in seen)
+    assert sum("LIMIT" in sql for sql in seen) == 1
+
+
+def test_server_path_refused_query(tmp_path, served, capsys):
+    url, _ = served
+    err = _fails(tmp_path, capsys, "--store", url, "--table", "nope")
+    assert (
+        err
+        == f"{url}/default: error: no table nope (the Collector's ClickHouse exporter creates it: create_schema: true, traces_table_name)"
+    )
