@@ -108,6 +108,7 @@ ENV: dict[str, EnvVar] = {
     "span_schedule_delay": EnvVar("OTEL_BSP_SCHEDULE_DELAY", "5000", ()),
     "metric_export_interval": EnvVar("OTEL_METRIC_EXPORT_INTERVAL", "60000", ()),
     "own_providers": EnvVar("MEGATRON_OTEL_OWN_PROVIDERS", "0", CHOICES),
+    "recording": EnvVar("MEGATRON_OTEL_RECORDING", "auto", ("auto", "lean", "sdk")),
     "export_strategy": EnvVar(
         "MEGATRON_OTEL_EXPORT_STRATEGY",
         "single_rank",
