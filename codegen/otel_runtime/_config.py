@@ -83,6 +83,7 @@ class Settings:
     service_name: str
     export: ExportLimits = field(default_factory=ExportLimits)
     own_providers: bool = False  # build our providers even when the application set global ones
+    recording: str = "auto"  # auto, lean or sdk: which recording path spans take (see _lean)
     export_ranks: ExportRanks = field(default_factory=ExportRanks)  # which ranks export
     metrics_exporter: str = ""  # the metrics' exporter; empty: the spans'
     # Upstream's (PR #6438) labels and switches, accepted with the same meaning.
@@ -147,6 +148,7 @@ def read_settings(args: Any = None, environ: Mapping[str, str] | None = None) ->
         service_name=raw["service_name"][0],
         export=_export_limits(raw, environ),
         own_providers=_boolean(raw, "own_providers"),
+        recording=_choice(raw, "recording", RECORDING_PATHS),
         export_ranks=_export_ranks(raw),
         run_label=raw["run_id"][0],
         user_id=raw["user_id"][0],
@@ -252,9 +254,13 @@ def _boolean(raw: Mapping[str, tuple[str, str]], role: str) -> bool:
     )
 
 
-def _choice(raw: Mapping[str, tuple[str, str]], role: str) -> str:
+# MEGATRON_OTEL_RECORDING's values, when the specs declare none (see _lean.borrowable).
+RECORDING_PATHS = ("auto", "lean", "sdk")
+
+
+def _choice(raw: Mapping[str, tuple[str, str]], role: str, default: tuple[str, ...] = ()) -> str:
     value, where = raw[role]
-    choices = ENV[role].choices
+    choices = ENV[role].choices or default
     for choice in choices:
         if value.lower() == choice.lower():
             return choice

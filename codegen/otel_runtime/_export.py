@@ -50,7 +50,15 @@ def tracer_provider(settings: Any, resource: Any) -> tuple[Any, list[Any]]:
         exporter = ConsoleSpanExporter()
     else:
         exporter = otlp_exporter(settings, "trace", "Span")
-    if exporter is not None and _lean.usable(provider):
+    if exporter is None:
+        PROCESS.run.recording_reason = "no span exporter (MEGATRON_OTEL_EXPORTER=none)"
+    elif not _lean.usable(provider, settings.recording):
+        PROCESS.run.recording_reason = (
+            "MEGATRON_OTEL_RECORDING=sdk"
+            if settings.recording == "sdk" or not _lean.ALLOWED
+            else f"the sampler is {provider.sampler!r} (OTEL_TRACES_SAMPLER)"
+        )
+    if exporter is not None and _lean.usable(provider, settings.recording):
         # the lean path: the recorder is the provider's processor (see _lean)
         processors.append(
             _lean.install(provider, exporter, settings.export, _spans.SPAN_ATTRIBUTES)

@@ -84,10 +84,11 @@ _PLAIN = frozenset((str, bool, int, float))
 _get_ident = threading.get_ident
 
 
-def usable(provider: Any) -> bool:
+def usable(provider: Any, recording: str = "auto") -> bool:
     """Whether spans of ``provider`` (an SDK TracerProvider the runtime built) may record lean:
-    the lean path is allowed and the provider samples everything its parents sample."""
-    if not ALLOWED:
+    the lean path is allowed (``recording`` is not ``sdk``) and the provider samples everything
+    its parents sample (``recording`` ``lean``: whatever its sampler)."""
+    if not ALLOWED or recording == "sdk":
         return False
     sampler = getattr(provider, "sampler", None)
     try:
@@ -95,7 +96,81 @@ def usable(provider: Any) -> bool:
     except ImportError:
         return False
 
-    return sampler is sampling.DEFAULT_ON or sampler is sampling.ALWAYS_ON
+    return recording == "lean" or sampler is sampling.DEFAULT_ON or sampler is sampling.ALWAYS_ON
+
+
+# The exporters opentelemetry-instrument's configurator builds from OTEL_TRACES_EXPORTER that the
+# lean path sends through unasked (``recording`` auto): (module prefix, class name).
+_STANDARD_EXPORTERS = (
+    ("opentelemetry.exporter.otlp.proto.http", "OTLPSpanExporter"),
+    ("opentelemetry.exporter.otlp.proto.grpc", "OTLPSpanExporter"),
+    ("opentelemetry.sdk.trace.export", "ConsoleSpanExporter"),
+)
+
+
+def borrowable(provider: Any, recording: str = "auto") -> tuple[Any, Any] | str:
+    """``(exporter, span limits)`` when spans of ``provider``, a TracerProvider the program or
+    the OpenTelemetry distro set (``opentelemetry-instrument``), may record lean and be sent
+    through ``exporter``, the provider's own; else why they take the SDK path.
+
+    With ``recording`` auto: the SDK's own ``TracerProvider`` (not a subclass), not disabled, with
+    the default tracer configuration, the default sampler (``parentbased_always_on``, or
+    ``always_on``), the default id generator, and one span processor, the SDK's own
+    ``BatchSpanProcessor`` or ``SimpleSpanProcessor`` (not a subclass), over an OTLP (HTTP or
+    gRPC) or console span exporter: what the distro builds from the ``OTEL_*`` variables. With
+    ``lean``: the same, but any sampler, id generator and exporter. With ``sdk``: never.
+
+    Anything else stays on the SDK path, since the lean path would change what it does: another
+    processor sees each span start and end (to enrich, filter, redact or count spans: the lean
+    path calls no processor per span); another sampler decides per span (no sampler runs per lean
+    span); another id generator makes ids with a meaning (X-Ray's carry a time); another exporter
+    may rely on the SDK's span objects or on being called by its processor alone."""
+    if not ALLOWED or recording == "sdk":
+        return "the SDK path is asked for" if recording == "sdk" else "the lean path is off"
+    try:
+        from opentelemetry.sdk import trace as sdk_trace
+        from opentelemetry.sdk.trace import export as sdk_export
+        from opentelemetry.sdk.trace import id_generator, sampling
+    except ImportError:
+        return "the OpenTelemetry SDK is not installed"
+    if type(provider) is not sdk_trace.TracerProvider:
+        return f"the provider is a {type(provider).__qualname__}, not the SDK's TracerProvider"
+    if getattr(provider, "_disabled", False):
+        return "the SDK is disabled (OTEL_SDK_DISABLED)"
+    default_configurator = getattr(sdk_trace, "_default_tracer_configurator", None)
+    if getattr(provider, "_tracer_configurator", default_configurator) is not default_configurator:
+        return "the provider has a tracer configurator"
+    if recording != "lean":
+        sampler = getattr(provider, "sampler", None)
+        if sampler is not sampling.DEFAULT_ON and sampler is not sampling.ALWAYS_ON:
+            return f"the provider's sampler is {type(sampler).__name__} ({sampler!r})"
+        if type(getattr(provider, "id_generator", None)) is not id_generator.RandomIdGenerator:
+            return "the provider has another id generator"
+    # The provider's processors: no public accessor (SDK 1.27-1.45 keep them here).
+    active = getattr(provider, "_active_span_processor", None)
+    processors = getattr(active, "_span_processors", None)
+    multi = (sdk_trace.SynchronousMultiSpanProcessor, sdk_trace.ConcurrentMultiSpanProcessor)
+    if type(active) not in multi or not isinstance(processors, tuple):
+        return "the provider's span processors cannot be read"
+    if len(processors) != 1:
+        return f"the provider has {len(processors)} span processors, not one"
+    (processor,) = processors
+    if type(processor) not in (sdk_export.BatchSpanProcessor, sdk_export.SimpleSpanProcessor):
+        return f"the provider's span processor is a {type(processor).__qualname__}"
+    exporter = getattr(processor, "span_exporter", None)
+    if exporter is None:
+        return "the provider's span processor has no exporter"
+    kind = type(exporter)
+    standard = any(
+        kind.__module__.startswith(module) and kind.__name__ == name
+        for module, name in _STANDARD_EXPORTERS
+    )
+    if recording != "lean" and not standard:
+        return f"the provider's exporter is a {kind.__qualname__}"
+    limits = getattr(provider, "_span_limits", None)  # the provider's own (no public accessor)
+    if not isinstance(limits, sdk_trace.SpanLimits):
+        limits = sdk_trace.SpanLimits()  # what a provider built without limits has
+    return exporter, limits
 
 
 class LeanSpan:
@@ -760,13 +835,21 @@ class LeanRecorder:
         max_export_batch_size: int,
         schedule_delay_millis: float,
         export_timeout_millis: float,
+        limits: Any = None,
+        borrowed: bool = False,
     ) -> None:
         self.exporter = exporter
         self.resource = resource
         self.base = base_attributes
         sdk = self.sdk = _sdk()
         self.scope = sdk.InstrumentationScope(SCOPE, VERSION, SCHEMA_URL, None)  # as _spans.select
-        self.limits = sdk.SpanLimits()
+        self.limits = sdk.SpanLimits() if limits is None else limits
+        # A borrowed exporter (a provider the program or the distro set) is also driven by that
+        # provider's own processor: ``share_exporter`` makes every call of its ``export`` take
+        # ``exporter_lock``, as this recorder's sends do; it is never shut down here.
+        self.borrowed = borrowed
+        self.exporter_lock = threading.Lock()
+        self.provider: Callable[[], Any] | None = None  # a weak reference, set by install()
         self.capacity = int(max_queue_size)
         self.batch_size = int(max_export_batch_size)
         self.delay = float(schedule_delay_millis) / 1000
@@ -857,6 +940,13 @@ class LeanRecorder:
         thread, self.thread = self.thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))
+        if self.borrowed:
+            provider = self.provider() if self.provider is not None else None
+            if provider is not None and _BY_PROVIDER.get(provider) is self:
+                del _BY_PROVIDER[provider]  # a later run decides afresh
+            if thread is None or not thread.is_alive():  # else its last send still needs the lock
+                unshare_exporter(self)
+            return  # the exporter is the provider's: it shuts it down
         try:
             self.exporter.shutdown()
         except Exception:
@@ -938,7 +1028,7 @@ class LeanRecorder:
         self.in_flight = len(readable)
         result = None
         try:
-            result = self.exporter.export(readable)
+            result = self.exporter.export(readable)  # takes exporter_lock when borrowed
         except Exception:
             log_once("lean-export", "exporting spans failed", exc_info=True)
         finally:
@@ -962,7 +1052,11 @@ class LeanRecorder:
         self.in_flight = count
         sent = False
         try:
-            sent = send(data)
+            if self.borrowed:
+                with self.exporter_lock:  # the provider's processor exports through it too
+                    sent = send(data)
+            else:
+                sent = send(data)
         except Exception:
             log_once("lean-export", "exporting spans failed", exc_info=True)
         finally:
@@ -1065,6 +1159,12 @@ def _after_fork_in_child() -> None:
                 spans.clear()
             recorder.export_lock = threading.Lock()
             recorder.lock = threading.Lock()
+            recorder.exporter_lock = threading.Lock()  # the parent's thread may have held it
+            if recorder.borrowed:
+                unshare_exporter(recorder)
+                provider = recorder.provider() if recorder.provider is not None else None
+                if provider is not None and _BY_PROVIDER.get(provider) is recorder:
+                    del _BY_PROVIDER[provider]
     except Exception:
         pass
 
@@ -1074,11 +1174,22 @@ if hasattr(os, "register_at_fork"):
 
 
 def install(
-    provider: Any, exporter: Any, limits: Any, base_attributes: Mapping[str, Mapping[str, Any]]
+    provider: Any,
+    exporter: Any,
+    limits: Any,
+    base_attributes: Mapping[str, Mapping[str, Any]],
+    span_limits: Any = None,
+    borrowed: bool = False,
 ) -> LeanRecorder:
-    """Make ``provider`` (a TracerProvider the runtime built) record lean, exporting through
-    ``exporter`` within the run's export limits (``ExportLimits``), every span of a name starting
-    with that name's ``base_attributes``; the recorder is its processor."""
+    """Make ``provider`` record lean, exporting through ``exporter`` within the run's export
+    limits (``ExportLimits``), every span of a name starting with that name's
+    ``base_attributes``, attributes limited by ``span_limits`` (default: the SDK's defaults).
+
+    A provider the runtime built: the recorder is its processor. A ``borrowed`` one (the
+    program's or the distro's, ``borrowable``): its own processor stays and exports the SDK spans
+    of the provider (the lifecycle spans, anyone else's); the recorder sends the lean spans through
+    the same exporter, never at the same time as that processor (``share_exporter``), and leaves
+    the exporter to the provider to shut down."""
     recorder = LeanRecorder(
         exporter,
         provider.resource,
@@ -1087,10 +1198,43 @@ def install(
         max_export_batch_size=limits.span_batch_size,
         schedule_delay_millis=limits.span_schedule_delay_ms,
         export_timeout_millis=limits.export_timeout * 1000,
+        limits=span_limits,
+        borrowed=borrowed,
     )
-    provider.add_span_processor(recorder)
+    if borrowed:
+        share_exporter(recorder)
+    else:
+        provider.add_span_processor(recorder)
     _BY_PROVIDER[provider] = recorder
+    recorder.provider = weakref.ref(provider)
     return recorder
+
+
+def share_exporter(recorder: LeanRecorder) -> None:
+    """Make every call of the borrowed exporter's ``export`` (its processor's, on that
+    processor's thread, or on any thread for the simple processor) hold the recorder's
+    ``exporter_lock``, which the recorder's own sends hold too: the exporter is never driven from
+    two threads at once. The SpanExporter interface is ``export``, ``force_flush`` and
+    ``shutdown``; only ``export`` sends (the OTLP exporters' ``force_flush`` sends nothing, and
+    ``shutdown`` must not wait behind a send: it interrupts the exporter's retries)."""
+    exporter = recorder.exporter
+    original = exporter.export
+
+    def export(spans: Sequence[Any]) -> Any:
+        with recorder.exporter_lock:
+            return original(spans)
+
+    export.__wrapped__ = original  # type: ignore[attr-defined]
+    exporter.export = export
+
+
+def unshare_exporter(recorder: LeanRecorder) -> None:
+    """Give the borrowed exporter its own ``export`` back (the recorder sends no more)."""
+    try:
+        if "export" in vars(recorder.exporter):
+            del recorder.exporter.export
+    except Exception:
+        pass
 
 
 def tracer(provider: Any, sdk_tracer: Any) -> Any:

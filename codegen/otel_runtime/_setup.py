@@ -4,16 +4,17 @@ and the bootstrap that sets telemetry up in the async checkpoint worker."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import _export, _metrics, _process, _ranks
+from . import _export, _lean, _metrics, _process, _ranks
 from ._config import ExportLimits, Settings, rank_and_world, rank_sampled, read_settings
 from ._registry import GROUPS
 from ._resource import resource_attributes
-from ._spans import OTEL_INSTALLED, enabled_groups, select
-from ._state import PROCESS, flag, log_once, set_flag
+from ._spans import OTEL_INSTALLED, SPAN_ATTRIBUTES, enabled_groups, select
+from ._state import LOG, PROCESS, flag, log_once, set_flag
 from ._taxonomy import ENV
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
@@ -188,9 +189,16 @@ def _start(
             provider, processors = _export.tracer_provider(settings, sdk_resource)
             run.processors.extend(processors)
             owned = True
+        else:
+            recorder = _borrow(provider, settings)
+            if recorder is not None:
+                run.processors.append(recorder)
+                run.borrowed.append(recorder)  # flushed before the provider, whose processor
+                # then exports what the SDK spans of the provider (lifecycle spans) left
         if provider is not None:
             _process.adopt(provider, owned)
         groups = select(groups, tracer_provider=provider)
+        _log_recording_path(provider, owned)
         PROCESS.run.ids = _ranks.install_ids(PROCESS.run.tracer)
     if settings.metrics:
         provider, owned = meter_provider, False
@@ -212,6 +220,47 @@ def _start(
         run.flush_timeout = settings.export.flush_timeout
         _process.install_exit_hooks(settings.sigterm_flush_timeout)
     return groups
+
+
+def _borrow(provider: Any, settings: Settings) -> Any:
+    """The lean recorder for ``provider``, a tracer provider the program or the distro set, when
+    its spans may record lean (``_lean.borrowable``: the rule); else None (the SDK path), why
+    remembered for ``_log_recording_path``."""
+    try:
+        found = _lean.borrowable(provider, settings.recording)
+        if isinstance(found, str):
+            PROCESS.run.recording_reason = found
+            return None
+        exporter, span_limits = found
+        return _lean.install(
+            provider,
+            exporter,
+            settings.export,
+            SPAN_ATTRIBUTES,
+            span_limits=span_limits,
+            borrowed=True,
+        )
+    except Exception:
+        log_once(
+            "lean-borrow", "recording lean into the global tracer provider failed", exc_info=True
+        )
+        PROCESS.run.recording_reason = "setting the lean path up failed"
+        return None
+
+
+def _log_recording_path(provider: Any, owned: bool) -> None:
+    """Say once per run which path spans record on, and why (INFO; a WARNING when
+    MEGATRON_OTEL_RECORDING=lean could not be honoured)."""
+    run = PROCESS.run
+    lean = type(run.tracer).__name__ == "LeanTracer"
+    whose = "the runtime's own" if owned else "the global (or given)"
+    where = f"{whose} tracer provider ({type(provider).__name__})"
+    if lean:
+        LOG.info("telemetry: spans record on the lean path, through %s", where)
+        return
+    reason = run.recording_reason or "the provider has no exporter or another sampler"
+    level = logging.WARNING if run.settings and run.settings.recording == "lean" else logging.INFO
+    LOG.log(level, "telemetry: spans record on the SDK path, through %s: %s", where, reason)
 
 
 def _application_provider(signal: str) -> Any:

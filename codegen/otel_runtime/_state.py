@@ -74,6 +74,7 @@ class Run:
     programmatic: bool = False  # enable() called by the program: configure() keeps its groups
     recorders: dict[str, Recorder] = field(default_factory=dict)
     settings: Settings | None = None
+    recording_reason: str = ""  # why spans take the SDK path, when they do (logged once)
     resource: dict[str, Any] = field(default_factory=dict)
     flush_timeout: float = 5.0  # seconds for flush and shutdown at the end of a run, in all
     sigterm_timeout: float = 0.0  # seconds for the flush on SIGTERM

@@ -46,6 +46,7 @@ ENV_ROLES: dict[str, tuple[str, str]] = {
     "span_schedule_delay": ("OTEL_BSP_SCHEDULE_DELAY", "5000"),
     "metric_export_interval": ("OTEL_METRIC_EXPORT_INTERVAL", "60000"),
     "own_providers": ("MEGATRON_OTEL_OWN_PROVIDERS", "0"),
+    "recording": ("MEGATRON_OTEL_RECORDING", "auto"),
     # Upstream Megatron-LM's variables (PR #6438, read through nemo-lens): which ranks export, a
     # run and user label, the log bridge (accepted, not built) and the rank-aware sampler.
     "export_strategy": ("MEGATRON_OTEL_EXPORT_STRATEGY", "single_rank"),
@@ -61,6 +62,7 @@ ROLE_BY_NAME = {name: role for role, (name, _) in ENV_ROLES.items()}
 # shadow. ``METRICS`` is also the guard name of metric hooks.
 # The constants of the runtime's generated taxonomy module (_taxonomy.py), in file order.
 TAXONOMY_CONSTANTS = (
+    "CHOICES",
     "FLAGS",
     "GROUPS",
     "PRESETS",
@@ -75,7 +77,7 @@ TAXONOMY_CONSTANTS = (
     "PRE_STARTUP",
     "INSTRUMENTS",
 )
-RESERVED_FLAGS = frozenset({*TAXONOMY_CONSTANTS, "METRICS", "TYPE_CHECKING"})
+RESERVED_FLAGS = frozenset({*TAXONOMY_CONSTANTS, "FORMAT", "METRICS", "TYPE_CHECKING"})
 RESERVED_GROUP_NAMES = frozenset(flag.lower() for flag in RESERVED_FLAGS)
 
 

@@ -1,8 +1,8 @@
 """The instrumented fork exporting through the runtime's real OTLP path; a subprocess of the tests.
 
     python otlp_worker.py train --out FILE --port P [--steps N] [--evaluate] [--phases A,B,...]
-                                [--end normal|exception|sigterm] [--recording lean|sdk|program]
-    python otlp_worker.py spans --out FILE --count N [--more M] [--end ...]
+                                [--end normal|exception|sigterm] [--recording lean|sdk|program|distro]
+    python otlp_worker.py spans --out FILE --count N [--more M] [--end ...] [--recording lean|distro]
     python otlp_worker.py chatter --out FILE --count N
 
 Telemetry is configured the way a production job configures it: ``otel.configure(args)`` with
@@ -110,9 +110,17 @@ def end(how: str, results: dict[str, Any], out: str) -> None:
 def set_recording(otel: Any, recording: str, args: Any) -> None:
     """``lean``: as the runtime decides (its own providers: the lean path); ``sdk``: its own
     providers on the SDK path; ``program``: a global TracerProvider the program sets (batch span
-    processor, OTLP/HTTP exporter, the resource the runtime would build), which the runtime uses."""
+    processor, OTLP/HTTP exporter, the resource the runtime would build), which the runtime uses;
+    ``distro``: the global providers ``opentelemetry-instrument`` set from the ``OTEL_*``
+    variables (the worker runs under it; ``MEGATRON_OTEL_RECORDING`` chooses the path)."""
     if recording == "sdk":
         otel._lean.ALLOWED = False
+    elif recording == "distro":  # run under opentelemetry-instrument: the distro set it up
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        if type(trace.get_tracer_provider()) is not TracerProvider:
+            raise SystemExit("--recording distro: run the worker under opentelemetry-instrument")
     elif recording == "program":
         from opentelemetry import trace
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -299,7 +307,8 @@ def main_train(options: argparse.Namespace) -> None:
 def main_spans(options: argparse.Namespace) -> None:
     from megatron.core import otel
 
-    results: dict[str, Any] = {"groups": sorted(otel.configure())}
+    set_recording(otel, options.recording, None)
+    results: dict[str, Any] = {"groups": sorted(otel.configure()), "tracer": tracer_type(otel)}
     otel.METRICS and otel.record_metrics(lambda: {"megatron.training.loss": 2.5})
     rss = [rss_bytes()]
     queued: list[int] = []
@@ -360,10 +369,11 @@ def main(argv: list[str] | None = None) -> None:
     train.add_argument("--phases", default="")
     train.add_argument("--phase-seconds", type=float, default=0.0)
     train.add_argument("--save-interval", type=int, default=2)
-    train.add_argument("--recording", choices=("lean", "sdk", "program"), default="lean")
+    train.add_argument("--recording", choices=("lean", "sdk", "program", "distro"), default="lean")
     spans = sub.add_parser("spans")
     spans.add_argument("--count", type=int, required=True)
     spans.add_argument("--more", type=int, default=0)
+    spans.add_argument("--recording", choices=("lean", "distro"), default="lean")
     chatter = sub.add_parser("chatter")
     chatter.add_argument("--count", type=int, required=True)
     for command in (train, spans, chatter):

@@ -1,10 +1,14 @@
 """The recording paths over the wire: the same CPU run on the lean path, on the SDK path of the
-runtime's own providers, and through a TracerProvider the program sets, to a live OTLP receiver.
+runtime's own providers, through a TracerProvider the program sets (a batch processor over the
+OTLP/HTTP exporter: the lean path), and under ``opentelemetry-instrument`` (the distro's providers
+from the ``OTEL_*`` variables) on the lean path and, with ``MEGATRON_OTEL_RECORDING=sdk``, on the
+SDK path, to a live OTLP receiver.
 
-``otlp_worker.py train --recording lean|sdk|program``: the tiny GPT's evaluate and train steps,
-configured as a job configures them. Each capture passes ``codegen verify`` with the same report
-(0 findings), and the lean and SDK captures hold the same spans field by field (names, parents,
-attributes, status, events, links, kind, scope, resource), ids and times aside.
+``otlp_worker.py train --recording lean|sdk|program|distro``: the tiny GPT's evaluate and train
+steps, configured as a job configures them. Each capture passes ``codegen verify`` with the same
+report (0 findings), and the lean and SDK captures of each provider hold the same spans field by
+field (names, parents, attributes, status, events, links, kind, scope, resource), ids and times
+aside.
 """
 
 from __future__ import annotations
@@ -24,10 +28,18 @@ for _module in (
 
 from tests.megatron_cpu.conftest import free_port
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver
-from tests.megatron_cpu.test_otlp_export import SPECS, Worker, otel_env
+from tests.megatron_cpu.test_otlp_export import SPECS, Worker, distro_env, otel_env
 
-RECORDINGS = ("lean", "sdk", "program")
-TRACERS = {"lean": "LeanTracer", "sdk": "Tracer", "program": "Tracer"}
+pytest.importorskip("opentelemetry.distro", reason="opentelemetry-distro is needed (tox -e runtime)")
+
+RECORDINGS = ("lean", "sdk", "program", "distro", "distro_sdk")
+TRACERS = {
+    "lean": "LeanTracer",
+    "sdk": "Tracer",
+    "program": "LeanTracer",
+    "distro": "LeanTracer",
+    "distro_sdk": "Tracer",
+}
 # Resource attributes that name the process itself or the run (megatron.run_id: random per run,
 # shared by its ranks); they differ between two runs
 PER_PROCESS = (
@@ -53,9 +65,13 @@ def captures(fork_root: Path, tmp_path_factory) -> dict[str, dict[str, Any]]:
                 "3",
                 "--evaluate",
                 "--recording",
-                recording,
+                recording.removesuffix("_sdk"),
             ]
-            worker = Worker(fork_root, args, otel_env(receiver), work)
+            distro = recording.startswith("distro")
+            env = distro_env(receiver) if distro else otel_env(receiver)
+            if recording == "distro_sdk":
+                env["MEGATRON_OTEL_RECORDING"] = "sdk"
+            worker = Worker(fork_root, args, env, work, instrument=distro)
             code = worker.wait()
             assert code == 0, worker.output()[-4000:]
             out[recording] = {
@@ -113,7 +129,7 @@ def test_verify_reports_the_same_on_every_path(captures, capsys) -> None:
         main(["verify", str(SPECS), str(captures[recording]["traces"]), "--groups", ""])
         # the report names the capture file; the rest must be identical
         reports[recording] = capsys.readouterr().out.replace(str(captures[recording]["traces"]), "CAPTURE")
-    assert reports["lean"] == reports["sdk"] == reports["program"], reports
+    assert len(set(reports.values())) == 1, reports
 
 
 def test_the_lean_capture_equals_the_sdk_capture_field_by_field(captures) -> None:
@@ -122,3 +138,17 @@ def test_the_lean_capture_equals_the_sdk_capture_field_by_field(captures) -> Non
     for lean_span, sdk_span in zip(lean, sdk):
         assert lean_span == sdk_span
     assert captures["lean"]["results"]["losses"] == captures["sdk"]["results"]["losses"]
+
+
+def test_the_distro_lean_capture_equals_its_sdk_capture_field_by_field(captures) -> None:
+    """Under opentelemetry-instrument: what the lean path sent through the distro's provider (its
+    exporter, resource and limits) is what the SDK path of that provider sends."""
+    lean, sdk = (normalized(captures[r]["traces"]) for r in ("distro", "distro_sdk"))
+    assert len(lean) == len(sdk) > 30
+    for lean_span, sdk_span in zip(lean, sdk):
+        assert lean_span == sdk_span
+    # the distro's resource (OTEL_SERVICE_NAME and the SDK's own), not the runtime's
+    resource = lean[0]["resource"]
+    assert resource["service.name"] == "megatron-otlp-test" and "telemetry.sdk.version" in resource
+    assert "megatron.num_layers" not in resource
+    assert captures["distro"]["results"]["losses"] == captures["distro_sdk"]["results"]["losses"]

@@ -72,6 +72,19 @@ def otel_env(receiver: OtlpReceiver, **extra: str) -> dict[str, str]:
     return env
 
 
+def distro_env(receiver: OtlpReceiver, **extra: str) -> dict[str, str]:
+    """``otel_env`` for a worker under ``opentelemetry-instrument``: the distro builds the global
+    providers from the standard variables (OTLP spans and metrics, no logs); its exporters' timeout
+    is the standard OTEL_EXPORTER_OTLP_TIMEOUT (MEGATRON_OTEL_EXPORT_TIMEOUT_S is the runtime's
+    own exporters')."""
+    settings = {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_METRICS_EXPORTER": "otlp",
+        "OTEL_LOGS_EXPORTER": "none",
+    }
+    return otel_env(receiver, **{**settings, **extra})
+
+
 def fault_env(receiver: OtlpReceiver, **extra: str) -> dict[str, str]:
     """Short timeouts and a short batch delay: exports (and their failures) happen during the run."""
     settings = {
@@ -90,14 +103,18 @@ class Worker:
     threads write at any time) are kept apart from them, for the assertions on logs and for
     failure messages."""
 
-    def __init__(self, fork_root: Path, args: list[str], env: dict[str, str], cwd: Path) -> None:
+    def __init__(
+        self, fork_root: Path, args: list[str], env: dict[str, str], cwd: Path, instrument: bool = False
+    ) -> None:
         environ = _env(fork_root)
         environ.update(env)
         self.out = cwd / f"worker-{time.monotonic_ns()}.json"
+        # under opentelemetry-instrument (installed beside this Python): the distro's providers
+        launcher = [str(Path(sys.executable).parent / "opentelemetry-instrument")] if instrument else []
         protocol_read, protocol_write = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, str(WORKER), *args, "--out", str(self.out)]
+                [*launcher, sys.executable, str(WORKER), *args, "--out", str(self.out)]
                 + ["--protocol-fd", str(protocol_write)],
                 cwd=cwd,
                 env=environ,
@@ -297,6 +314,28 @@ def test_resource_attributes_arrive(wire):
         assert attributes["megatron.num_layers"] == "2" and attributes["megatron.precision"] == "fp32"
 
 
+# The fault tests run on the runtime's own providers and on the providers opentelemetry-instrument
+# sets from the OTEL_* variables (the lean path through the distro's exporter).
+PROVIDERS = ["own", "distro"]
+
+
+def fault_worker(
+    fork_root: Path, args: list[str], receiver: OtlpReceiver, cwd: Path, provider: str, **extra: str
+) -> Worker:
+    """``otlp_worker.py`` for a fault run on ``provider``'s providers (the distro's exporters take
+    their timeout from OTEL_EXPORTER_OTLP_TIMEOUT, the runtime's from MEGATRON_OTEL_EXPORT_TIMEOUT_S)."""
+    env = fault_env(receiver, **extra)
+    if provider == "distro":
+        env = distro_env(receiver, **{**env, "OTEL_EXPORTER_OTLP_TIMEOUT": str(EXPORT_TIMEOUT_S)})
+        args = [*args, "--recording", "distro"]
+    return Worker(fork_root, args, env, cwd, instrument=provider == "distro")
+
+
+def check_tracer(worker: Worker, provider: str) -> None:
+    """The run recorded on the lean path (the distro's provider too)."""
+    assert worker.results()["tracer"] == "LeanTracer", (provider, worker.output()[-3000:])
+
+
 # --------------------------------------------------------------------------------------------
 # faults: step time
 
@@ -307,16 +346,16 @@ STEPS_PER_PHASE = 20
 PHASE_SECONDS = 2.5  # each fault lasts a few export rounds (OTEL_BSP_SCHEDULE_DELAY=200 ms)
 
 
-@pytest.fixture(scope="module")
-def step_phases(fork_root: Path, tmp_path_factory) -> dict[str, Any]:
+@pytest.fixture(scope="module", params=PROVIDERS)
+def step_phases(request, fork_root: Path, tmp_path_factory) -> dict[str, Any]:
     """One training process; the receiver changes mode between phases of the same steps."""
-    work = tmp_path_factory.mktemp("otlp-steps")
+    work = tmp_path_factory.mktemp(f"otlp-steps-{request.param}")
     labels = [f"{index}-{mode}" for index, mode in enumerate(STEP_PHASES)]
     with OtlpReceiver("http", delay_s=2.0) as receiver:
         args = ["train", "--port", str(free_port()), "--steps", str(STEPS_PER_PHASE)]
         args += ["--phases", ",".join(labels), "--phase-seconds", str(PHASE_SECONDS)]
         args += ["--save-interval", "0"]
-        worker = Worker(fork_root, args, fault_env(receiver), work)
+        worker = fault_worker(fork_root, args, receiver, work, request.param)
         for label, mode in zip(labels, STEP_PHASES):
             worker.expect(f"PHASE {label}")
             receiver.set_mode("accept" if mode == "warmup" else mode)
@@ -324,6 +363,7 @@ def step_phases(fork_root: Path, tmp_path_factory) -> dict[str, Any]:
         worker.expect("END")
         assert worker.wait() == 0, worker.output()[-4000:]
         modes = [(r.mode, r.status) for r in receiver.requests()]
+    check_tracer(worker, request.param)
     results = worker.results()
     by_mode: dict[str, list[float]] = {}
     cpu_by_mode: dict[str, list[float]] = {}
@@ -334,6 +374,7 @@ def step_phases(fork_root: Path, tmp_path_factory) -> dict[str, Any]:
     for label, mode in zip(labels, STEP_PHASES):
         calls.setdefault(mode, []).extend(results["training_thread_export_calls"][label])
     return {
+        "provider": request.param,
         "by_mode": by_mode,
         "cpu": cpu_by_mode,
         "requests": modes,
@@ -352,10 +393,11 @@ def test_a_failing_collector_does_not_slow_training_steps(step_phases, mode):
     machine stretches wall time by several times."""
     by_mode, cpu = step_phases["by_mode"], step_phases["cpu"]
     healthy = statistics.median(by_mode["accept"])
-    figure("step.median_ms.accept", round(healthy * 1000, 2))
-    figure(f"step.ratio.{mode}", round(statistics.median(by_mode[mode]) / healthy, 3))
+    provider = step_phases["provider"]
+    figure(f"step.{provider}.median_ms.accept", round(healthy * 1000, 2))
+    figure(f"step.{provider}.ratio.{mode}", round(statistics.median(by_mode[mode]) / healthy, 3))
     cpu_ratio = statistics.median(cpu[mode]) / statistics.median(cpu["accept"])
-    figure(f"step.training_thread_cpu_ratio.{mode}", round(cpu_ratio, 3))
+    figure(f"step.{provider}.training_thread_cpu_ratio.{mode}", round(cpu_ratio, 3))
     assert len(by_mode[mode]) >= STEPS_PER_PHASE
     assert step_phases["training_thread_calls"][mode] == [], mode
     assert step_phases["training_thread_calls"]["accept"] == []
@@ -379,11 +421,13 @@ EXIT_SPANS = 3000  # several export batches queued when the run ends
 EXIT_MARGIN_S = 1.5  # on top of the goal (flush timeout + 1 s): process scheduling on shared CI
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("how", ["normal", "exception", "sigterm"])
-def test_exit_with_no_collector_takes_at_most_the_flush_timeout(how, fork_root, tmp_path):
+def test_exit_with_no_collector_takes_at_most_the_flush_timeout(how, provider, fork_root, tmp_path):
     with OtlpReceiver("http", mode="absent") as receiver:
-        env = fault_env(receiver, OTEL_BSP_SCHEDULE_DELAY="60000")  # all of it left for the exit
-        worker = Worker(fork_root, ["spans", "--count", str(EXIT_SPANS), "--end", how], env, tmp_path)
+        args = ["spans", "--count", str(EXIT_SPANS), "--end", how]
+        # all of it left for the exit
+        worker = fault_worker(fork_root, args, receiver, tmp_path, provider, OTEL_BSP_SCHEDULE_DELAY="60000")
         if how == "sigterm":
             worker.expect("WAITING")
             started = time.time()
@@ -397,26 +441,31 @@ def test_exit_with_no_collector_takes_at_most_the_flush_timeout(how, fork_root, 
             code = worker.wait()
             assert code == (0 if how == "normal" else 1), worker.output()[-4000:]
             seconds = exited - started
-            figure(f"exit.{how}.process_s", round(worker.ended_at - started, 2))
+            figure(f"exit.{provider}.{how}.process_s", round(worker.ended_at - started, 2))
+            check_tracer(worker, provider)
         assert receiver.requests() == []
-    figure(f"exit.{how}.telemetry_s", round(seconds, 2))
+    figure(f"exit.{provider}.{how}.telemetry_s", round(seconds, 2))
     assert seconds <= FLUSH_TIMEOUT_S + 1 + EXIT_MARGIN_S, (how, seconds, worker.output()[-3000:])
 
 
-def test_queued_spans_stay_bounded_and_drops_are_counted_and_logged_once(fork_root, tmp_path):
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_queued_spans_stay_bounded_and_drops_are_counted_and_logged_once(provider, fork_root, tmp_path):
     count = 20_000
     with OtlpReceiver("http", mode="absent") as receiver:
-        env = fault_env(receiver, OTEL_BSP_MAX_QUEUE_SIZE=str(MAX_QUEUE))
-        worker = Worker(fork_root, ["spans", "--count", str(count)], env, tmp_path)
+        args = ["spans", "--count", str(count)]
+        worker = fault_worker(
+            fork_root, args, receiver, tmp_path, provider, OTEL_BSP_MAX_QUEUE_SIZE=str(MAX_QUEUE)
+        )
         worker.expect("END")
         assert worker.wait() == 0, worker.output()[-4000:]
+    check_tracer(worker, provider)
     results = worker.results()
     assert 0 < max(results["queued"]) <= MAX_QUEUE
     rss = results["rss"]
     growth = max(rss[5:]) - rss[5]  # from a quarter of the way in: the queue is full by then
-    figure("queue.max_queued", max(results["queued"]))
-    figure("queue.rss_growth_mb_last_75pct", round(growth / 2**20, 2))
-    figure("queue.spans_per_s_no_collector", round(count / results["seconds"]))
+    figure(f"queue.{provider}.max_queued", max(results["queued"]))
+    figure(f"queue.{provider}.rss_growth_mb_last_75pct", round(growth / 2**20, 2))
+    figure(f"queue.{provider}.spans_per_s_no_collector", round(count / results["seconds"]))
     assert growth < 16 * 2**20, rss
     output = worker.output()
     first = [line for line in output.splitlines() if "span queue is full" in line]
@@ -425,16 +474,17 @@ def test_queued_spans_stay_bounded_and_drops_are_counted_and_logged_once(fork_ro
     dropped, failed, left = (
         int(n) for n in re.findall(r"(\d+) (?:spans dropped|lost|still queued)", summary)
     )
-    figure("queue.dropped_failed_left", [dropped, failed, left])
+    figure(f"queue.{provider}.dropped_failed_left", [dropped, failed, left])
     assert count // 2 < dropped < count  # most of them: the queue was full nearly all the time
     assert count - MAX_QUEUE <= dropped + failed + left <= count  # every span accounted for
 
 
-def test_export_recovers_when_the_collector_comes_back(fork_root, tmp_path):
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_export_recovers_when_the_collector_comes_back(provider, fork_root, tmp_path):
     before, after = 1000, 200
     with OtlpReceiver("http", mode="absent") as receiver:
         args = ["spans", "--count", str(before), "--more", str(after)]
-        worker = Worker(fork_root, args, fault_env(receiver), tmp_path)
+        worker = fault_worker(fork_root, args, receiver, tmp_path, provider)
         worker.expect("HALF")
         time.sleep(1.0)  # the exporter fails at least once
         receiver.set_mode("accept")
@@ -451,8 +501,11 @@ def test_export_recovers_when_the_collector_comes_back(fork_root, tmp_path):
             )
 
         arrived = receiver.wait_for(lambda r: later(r) == after, timeout=30)
-        figure("recovery.seconds_until_later_spans_arrived", round(time.monotonic() - came_back, 2))
+        figure(
+            f"recovery.{provider}.seconds_until_later_spans_arrived", round(time.monotonic() - came_back, 2)
+        )
         worker.send()
         worker.expect("END")
         assert worker.wait() == 0, worker.output()[-4000:]
+    check_tracer(worker, provider)
     assert arrived, f"{later(receiver)} of {after} later spans arrived while the run went on"

@@ -49,7 +49,7 @@ REASONS: dict[str, str] = {
     "variable MEGATRON_OTEL_EXPORT_STRATEGY": "Same strategies and meaning; "
     "MEGATRON_OTEL_EXPORT_RANKS is the richer form (giving both is an error).",
     "variables MEGATRON_OTEL_* added": "Added (export limits, SIGTERM flush, startup "
-    "timestamps, export ranks, providers): see configuration.md.",
+    "timestamps, export ranks, providers, recording path): see configuration.md.",
     "groups/presets: '*'": "`*` (every group) is accepted besides upstream's names.",
     "span group registry": "None: the runtime resolves --otel-span-groups against the tree's "
     "own MegatronSpanGroup (its groups and presets), so the two cannot drift.",
