@@ -11,7 +11,7 @@ from pathlib import Path
 from codegen.cache import CachedRun, input_state, run_key
 from codegen.cache import load as load_cached
 from codegen.cache import store as store_cached
-from codegen.diagnostics import Diagnostics, PlacementError, SpecError
+from codegen.diagnostics import Diagnostics, PlacementError, SpecError, rerun
 from codegen.emit.tree import diff_trees, read_tree, write_tree
 from codegen.target import ReleaseError, SourceMismatch, mismatch_advice
 from codegen.upstream import (
@@ -187,6 +187,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for hints: the command as it ran
     if not args.specs.exists():
         print(f"{args.specs}: error: no such spec directory or file", file=sys.stderr)
         return EXIT_SPEC
@@ -247,8 +248,12 @@ def _run(args: argparse.Namespace, use_cache: bool) -> CachedRun:
     """The outputs of a run: from the result cache when every input is unchanged."""
     allow_missing = getattr(args, "allow_missing", False)
     replace = getattr(args, "replace_upstream", False)
-    options = f"release {args.release}\nallow_missing {allow_missing}" + (
-        f"\n{REPLACE_FLAG}" if replace else ""
+    from codegen.spec.load import display_path
+
+    # the notes and warnings name spec files as seen from where this run is: part of the key
+    options = (
+        f"release {args.release}\nallow_missing {allow_missing}\nspecs as {display_path(args.specs)}"
+        + (f"\n{REPLACE_FLAG}" if replace else "")
     )
     key = run_key(args.specs, args.source, options) if use_cache else None
     cached = load_cached(key) if key else None
@@ -697,7 +702,7 @@ def _check_generated(args: argparse.Namespace, generated_dir: Path, tree: dict[s
     diff = diff_trees(str(generated_dir), read_tree(generated_dir), tree)
     if diff:
         sys.stdout.write(diff)
-        print(f"{generated_dir} is stale: run 'codegen apply {args.specs}'", file=sys.stderr)
+        print(f"{generated_dir} is stale: run '{rerun(args.argv, drop=['--check'])}'", file=sys.stderr)
         return EXIT_STALE
     print(f"{generated_dir} is up to date ({len(tree)} files)")
     return EXIT_OK

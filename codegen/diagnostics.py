@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -93,3 +98,22 @@ class PlacementError(Exception):
     def __init__(self, problems: list[tuple[Pos, str]]) -> None:
         self.problems = tuple(sorted(problems))
         super().__init__("\n".join(f"{pos}: internal error: {message}" for pos, message in self.problems))
+
+
+def program() -> str:
+    """How to run this program again from where it ran: ``codegen`` when that is what the shell
+    finds on PATH, else the path it was run by (``../megatron-otel-codegen/.venv/bin/codegen``)."""
+    arg0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(arg0) != "codegen" or not os.path.exists(arg0):
+        return "python -m codegen" if arg0.endswith(os.path.join("codegen", "__main__.py")) else "codegen"
+    found = shutil.which("codegen")
+    if found and os.path.samefile(found, arg0):
+        return "codegen"
+    return shlex.quote(arg0)
+
+
+def rerun(argv: Sequence[str], drop: Sequence[str] = (), add: Sequence[str] = ()) -> str:
+    """The command line that ran, as a command for the same directory: the program as invoked,
+    its arguments as given less ``drop`` (options without a value), plus ``add``."""
+    words = [word for word in argv if word not in drop] + [word for word in add if word not in argv]
+    return " ".join([program(), *(shlex.quote(word) for word in words)])

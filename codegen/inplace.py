@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from codegen.diagnostics import rerun
+
 MANIFEST_NAME = "_in_place.json"
 MANIFEST_FORMAT = "megatron-otel-codegen in-place manifest 1"
 EXIT_OK, EXIT_DIFFERS, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
@@ -177,11 +179,7 @@ def run(args: argparse.Namespace) -> int:
         if diff:
             sys.stdout.write(diff)
         if diff or plan.hand_edits:
-            print(
-                f"{args.source} differs from what {args.specs} give: run 'codegen apply {args.specs} "
-                f"--source {args.source} --in-place{_docs_option(args)}'",
-                file=sys.stderr,
-            )
+            print(_check_advice(args, plan), file=sys.stderr)
             return EXIT_DIFFERS
         print(
             f"{args.source} is up to date with {args.specs} ({len(plan.wanted) - 1} files generated or instrumented)"
@@ -189,10 +187,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     if plan.hand_edits and not args.discard_hand_edits:
         count = len(plan.hand_edits)
+        argv = getattr(args, "argv", None) or _argv(args)
         print(
             f"refused: {count} hand edit{'s' if count != 1 else ''} inside generated lines would be "
-            "overwritten; move the change into the specs (or outside the generated lines), or pass "
-            "--discard-hand-edits to regenerate them",
+            "overwritten; move the change into the specs (or outside the generated lines), or run "
+            f"'{rerun(argv, add=['--discard-hand-edits'])}' to regenerate them",
             file=sys.stderr,
         )
         return EXIT_REFUSED
@@ -201,7 +200,12 @@ def run(args: argparse.Namespace) -> int:
     if unsafe:
         for line in unsafe:
             print(f"error: {line}", file=sys.stderr)
-        print("refused: nothing was written (pass --allow-dirty to overwrite them)", file=sys.stderr)
+        argv = getattr(args, "argv", None) or _argv(args)
+        print(
+            f"refused: nothing was written (commit or stash them, or run '{rerun(argv, add=['--allow-dirty'])}' "
+            "to overwrite them)",
+            file=sys.stderr,
+        )
         return EXIT_REFUSED
     write_files(plan.root, writes)
     sizes = plan.sizes()
@@ -215,8 +219,39 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _docs_option(args: argparse.Namespace) -> str:
-    return f" --docs {args.docs}" if args.docs is not None else ""
+def _check_advice(args: argparse.Namespace, plan: InPlace) -> str:
+    """What ``--check`` says when the checkout differs: the commands that bring it up to date and
+    then succeed (the same command without --check; with hand edits inside generated lines, the
+    two ways out; with uncommitted changes in the files it would write, what the run needs)."""
+    argv = getattr(args, "argv", None) or _argv(args)
+    dirty = [] if args.allow_dirty else unsafe_to_overwrite(plan, plan.writes())
+    extra = ["--allow-dirty"] if dirty else []
+    head = f"{args.source} differs from what {args.specs} give"
+    if dirty:
+        head += (
+            f"; {len(dirty)} file{'s' if len(dirty) != 1 else ''} it would write ha{'ve' if len(dirty) != 1 else 's'} "
+            "uncommitted changes (commit or stash them first, or add --allow-dirty as below)"
+        )
+    apply = rerun(argv, drop=["--check"], add=extra)
+    if not plan.hand_edits:
+        return f"{head}: run '{apply}'"
+    count = len(plan.hand_edits)
+    discard = rerun(argv, drop=["--check"], add=[*extra, "--discard-hand-edits"])
+    return (
+        f"{head}, with {count} hand edit{'s' if count != 1 else ''} inside generated lines (above): either move "
+        f"{'them' if count != 1 else 'it'} into the specs (or outside the generated lines) and run '{apply}', "
+        f"or run '{discard}' to regenerate {'them' if count != 1 else 'it'} as the specs give"
+    )
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    """The command line of ``args`` when it was not parsed from one (a caller's Namespace)."""
+    words = ["apply", str(args.specs), "--source", str(args.source), "--in-place"]
+    words += ["--docs", str(args.docs)] if args.docs is not None else []
+    words += ["--release", str(args.release)] if getattr(args, "release", None) else []
+    words += ["--replace-upstream"] if getattr(args, "replace_upstream", False) else []
+    words += ["--allow-missing"] if getattr(args, "allow_missing", False) else []
+    return words
 
 
 def _option_problem(args: argparse.Namespace) -> str | None:
@@ -314,6 +349,9 @@ def prepare(
             now = current.get(path)
             if now is not None and _sha256(now) != digest:
                 edits.append(_file_edit(path, now, wanted.get(path)))
+    # an edit the specs now give as well (the change moved into the specs) loses nothing: the file
+    # is already what the run would write
+    edits = [e for e in edits if current.get(e.path) != wanted.get(e.path)]
     recorded_hashes = {**old_files, **old.get("written", {})}
     if check:
         wanted[manifest_path] = current[manifest_path]

@@ -59,24 +59,24 @@ def load_project(spec_dir: Path, diags: Diagnostics | None = None) -> Project:
     diags = diags if diags is not None else Diagnostics()
     if spec_dir.is_file() and spec_dir.suffix not in SPEC_SUFFIXES:
         diags.error(
-            Pos(_display_path(spec_dir), 1, 1),
+            Pos(display_path(spec_dir), 1, 1),
             "not a spec file: SPECS is a directory of *.yaml spec files or one *.yaml file",
         )
         raise SpecError(diags)
     files = spec_files(spec_dir)
     if not files:
-        diags.error(Pos(_display_path(spec_dir), 1, 1), "no spec files (*.yaml) found")
+        diags.error(Pos(display_path(spec_dir), 1, 1), "no spec files (*.yaml) found")
         raise SpecError(diags)
     builder = _Builder(diags)
     for path in files:
-        display = _display_path(path)
+        display = display_path(path)
         text = _read_spec_text(path, display, diags)
         root = load_yaml(display, text, diags) if text is not None else None
         if root is None:
             builder.broken.append(display)
         else:
             builder.add_file(display, root)
-    project = builder.finish(tuple(_display_path(p) for p in files))
+    project = builder.finish(tuple(display_path(p) for p in files))
     if project is None or (diags and not collect):
         raise SpecError(diags)
     return project
@@ -110,7 +110,8 @@ def _read_spec_text(path: Path, display: str, diags: Diagnostics) -> str | None:
         return None
 
 
-def _display_path(path: Path) -> str:
+def display_path(path: Path) -> str:
+    """How messages name ``path``: relative to the working directory when it is below it."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:

@@ -395,3 +395,37 @@ def test_supported_releases_are_checked_with_locations(project: tuple[Path, Path
     assert f"telemetry.yaml:{line + 3}:7: error: supported release is missing 'sha256'" in err
     # entries are checked against what is supported: demo.new (>=0.0.1) would never apply now
     assert "case.yaml:9:26: error: releases '>=0.0.1' includes none of the supported releases (0.0.0)" in err
+
+
+def test_notes_name_the_spec_file_as_seen_from_where_the_command_ran(
+    project: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same apply from the project's directory and from its parent: each run's note names a
+    path valid where it ran, though the second run's outputs come from the result cache (the note
+    was cached with the first run's path: `specs/training.yaml:38:5` printed from the parent)."""
+    _specs, root = project
+    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
+    for cwd, given in ((tmp_path, "specs/"), (tmp_path.parent, f"{tmp_path.name}/specs/")):
+        monkeypatch.chdir(cwd)
+        out_dir = tmp_path / f"fork-{len(given)}"
+        assert (
+            main(
+                [
+                    "apply",
+                    given,
+                    "--source",
+                    str(root),
+                    "--out",
+                    str(out_dir),
+                    "--generated",
+                    str(out_dir) + "-gen",
+                ]
+            )
+            == 0
+        )
+        (note,) = [line for line in capsys.readouterr().out.splitlines() if ": note: " in line]
+        path = note.split(":", 1)[0]
+        assert path == f"{given}case.yaml" and (cwd / path).is_file(), note

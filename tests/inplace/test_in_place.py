@@ -12,6 +12,7 @@ import contextlib
 import io
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -147,7 +148,7 @@ def test_spec_change_check_fails_with_the_diff_then_apply_and_check_passes(repo:
     assert "+++ b/docs/otel/spans.md" in out and "+++ b/megatron/core/otel/_taxonomy.py" in out
     assert MANIFEST not in out  # bookkeeping, not output
     assert (
-        "differs from what specs give: run 'codegen apply specs --source . --in-place --docs docs/otel'"
+        "differs from what specs give: run 'codegen apply specs/ --source . --in-place --docs docs/otel'"
         in err
     )
     assert status(repo) == before  # --check wrote nothing
@@ -318,3 +319,92 @@ def test_pre_commit_hook_passes_then_fails_on_a_spec_change(repo: Path, tmp_path
     result = _pre_commit("run", "--files", "specs/layers.yaml", cwd=repo, home=home)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Failed" in result.stdout and 'start_span("megatron.layer.mlp_block")' in result.stdout
+
+
+HINT = re.compile(r"run '([^']+)'")
+
+
+def _run_hint(repo: Path, command: str) -> tuple[int, str, str]:
+    """A command a message told the user to run, run as written from the checkout."""
+    words = shlex.split(command)
+    assert words[0] == "codegen", command
+    out, err = io.StringIO(), io.StringIO()
+    cwd = Path.cwd()
+    os.chdir(repo)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(words[1:])
+    finally:
+        os.chdir(cwd)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _hand_edit(repo: Path) -> None:
+    layer = repo / LAYER
+    layer.write_bytes(
+        layer.read_bytes().replace(b'start_span("megatron.layer.mlp")', b'start_span("my.mlp")')
+    )
+    git(repo, "commit", "-q", "-am", "hand edit")
+
+
+@pytest.mark.parametrize("way", ["discard", "move into the specs"])
+def test_check_after_a_hand_edit_names_the_two_ways_out_and_each_succeeds(repo: Path, way: str) -> None:
+    """--check after a hand edit inside generated lines prints two commands (the apply itself, once
+    the edit is in the specs, and the apply with --discard-hand-edits); each, run as printed,
+    succeeds, and the check passes after it (the bare apply the old hint named was refused)."""
+    _hand_edit(repo)
+    rc, _out, err = codegen(repo, "--check")
+    assert rc == 1
+    apply, discard = HINT.findall(err)
+    assert apply == "codegen apply specs/ --source . --in-place --docs docs/otel", err
+    assert discard == f"{apply} --discard-hand-edits", err
+    assert "move it into the specs (or outside the generated lines)" in err
+    if way == "discard":
+        rc, _out, err = _run_hint(repo, discard)
+        assert rc == 0, err
+        assert b'start_span("megatron.layer.mlp")' in (repo / LAYER).read_bytes()
+    else:
+        rc, _out, _err = _run_hint(repo, apply)  # not yet in the specs: refused, as the hint says
+        assert rc == 3
+        layers = repo / "specs" / "layers.yaml"
+        layers.write_text(layers.read_text().replace("name: megatron.layer.mlp\n", "name: my.mlp\n"))
+        git(repo, "commit", "-q", "-am", "the edit, in the specs")
+        rc, _out, err = _run_hint(repo, apply)
+        assert rc == 0, err
+        assert b'start_span("my.mlp")' in (repo / LAYER).read_bytes()
+    git(repo, "commit", "-q", "-am", "applied")
+    assert codegen(repo, "--check")[0] == 0
+
+
+def test_check_with_uncommitted_changes_names_a_command_that_succeeds(repo: Path) -> None:
+    """A spec change and an uncommitted edit (outside generated lines) in a file the apply would
+    write: the check's command carries --allow-dirty, and succeeds as printed."""
+    layers = repo / "specs" / "layers.yaml"
+    layers.write_text(
+        layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n")
+    )
+    layer = repo / LAYER
+    layer.write_bytes(
+        layer.read_bytes().replace(b"class TransformerLayer(", b"class TransformerLayer(  # mine\r\n    ", 1)
+    )
+    rc, _out, err = codegen(repo, "--check")
+    assert rc == 1
+    (command,) = HINT.findall(err)
+    assert command == "codegen apply specs/ --source . --in-place --docs docs/otel --allow-dirty", err
+    assert "uncommitted changes (commit or stash them first" in err
+    rc, _out, err = _run_hint(repo, command)
+    assert rc == 0, err
+    assert (
+        b"  # mine\r\n" in layer.read_bytes()
+        and b'start_span("megatron.layer.mlp_block")' in layer.read_bytes()
+    )
+
+
+def test_refusals_name_commands_that_succeed(repo: Path) -> None:
+    """The apply's own refusals (a hand edit; uncommitted changes) name the command that goes on."""
+    _hand_edit(repo)
+    rc, _out, err = codegen(repo)
+    assert rc == 3
+    (command,) = HINT.findall(err)
+    assert command.endswith("--discard-hand-edits")
+    assert _run_hint(repo, command)[0] == 0

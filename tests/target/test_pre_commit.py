@@ -118,7 +118,8 @@ def test_check_hook_fails_on_a_stale_generated_tree(hook_repo: Path, hooks_home:
     finally:
         page.write_text(original)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "generated is stale: run 'codegen apply specs'" in result.stdout
+    # the command to run, as the hook ran it (its args), less --check: valid where it ran
+    assert "generated is stale: run 'codegen apply specs/'" in result.stdout
     assert "-" in result.stdout and "megatron.layer.fwd" in result.stdout  # the diff is shown
 
 
