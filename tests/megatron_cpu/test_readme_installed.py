@@ -2,7 +2,8 @@
 by ``codegen package`` and pip-installed into an environment where megatron-core 0.19.2 is
 installed (tests/megatron_cpu/installed_site.py), then ``layer_example.py`` (the example of
 "Review and carry the patches") run under ``opentelemetry-instrument`` with the console exporter,
-and ``codegen verify`` accepting the capture.
+and ``codegen verify`` accepting the capture; then the same example with the runtime's logger
+shown, saying that it recorded on the lean path through the distro's provider.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def _env() -> dict[str, str]:
 
 
 def test_installed_blocks(tmp_path: Path) -> None:
-    assert set(blocks(INSTALLED)) == {"package", "instrument"}
+    assert set(blocks(INSTALLED)) == {"package", "instrument", "recording-path"}
     site = make_site(tmp_path / "venv")
     work = workspace(tmp_path / "work")
     run_block("package", work, env=_env(), page=INSTALLED, bindir=site / "bin")
@@ -43,3 +44,7 @@ def test_installed_blocks(tmp_path: Path) -> None:
     assert "3 spans, 3 distinct names checked: 0 findings" in output
     capture = (work / "installed-capture.json").read_text()
     assert '"megatron.layer.forward"' in capture
+    # the example takes the lean path through the distro's provider, and the guide's command says so
+    said = run_block("recording-path", work, env=_env(), page=INSTALLED, bindir=site / "bin", timeout=500)
+    lean = "megatron.core.otel: telemetry: spans record on the lean path, through the global (or given) "
+    assert lean + "tracer provider (TracerProvider)" in said, said[-3000:]
