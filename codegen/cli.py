@@ -12,6 +12,7 @@ from codegen.cache import CachedRun, input_state, run_key
 from codegen.cache import load as load_cached
 from codegen.cache import store as store_cached
 from codegen.diagnostics import Diagnostics, PlacementError, SpecError, rerun
+from codegen.emit.runtime import RUNTIME_MODES, VENDORED
 from codegen.emit.tree import diff_trees, read_tree, write_tree
 from codegen.target import ReleaseError, SourceMismatch, mismatch_advice
 from codegen.upstream import (
@@ -68,6 +69,16 @@ def _parser() -> argparse.ArgumentParser:
     _allow_missing(apply)
     _replace_upstream(apply)
     apply.add_argument(
+        "--runtime",
+        choices=RUNTIME_MODES,
+        default=VENDORED,
+        help="how the tree gets the telemetry runtime: 'vendored' copies it into the tree as "
+        "megatron/core/otel/ (default: the tree needs nothing more); 'dependency' writes only the "
+        "taxonomy and a small import shim there that uses the megatron-otel-runtime package when it "
+        "is installed and no-ops otherwise (codegen package --runtime builds it; with "
+        "--replace-upstream, pyproject.toml's otel extra names it instead of nemo-lens)",
+    )
+    apply.add_argument(
         "--check",
         action="store_true",
         help="write nothing; print the diff between generated/ and what would be generated, exit 1 if they differ",
@@ -103,6 +114,13 @@ def _parser() -> argparse.ArgumentParser:
     package.add_argument("specs", type=Path, metavar="SPECS", help="a spec directory (or one spec file)")
     package.add_argument(
         "--out", type=Path, metavar="DIR", default=Path("dist"), help="where the wheel goes (default: dist/)"
+    )
+    package.add_argument(
+        "--runtime",
+        action="store_true",
+        help="write the runtime package megatron-otel-runtime instead (the dependency of a tree "
+        "instrumented with 'codegen apply --runtime dependency'): the runtime's modules and the "
+        "specs' taxonomy",
     )
 
     validate = commands.add_parser(
@@ -250,11 +268,13 @@ def _run(args: argparse.Namespace, use_cache: bool) -> CachedRun:
     replace = getattr(args, "replace_upstream", False)
     from codegen.spec.load import display_path
 
+    runtime = getattr(args, "runtime", VENDORED)
     # the notes and warnings name spec files as seen from where this run is: part of the key
     options = (
         f"release {args.release}\nallow_missing {allow_missing}\nspecs as {display_path(args.specs)}"
         + (f"\n{REPLACE_FLAG}" if replace else "")
     )
+    options += f"\nruntime {runtime}" if runtime != VENDORED else ""
     key = run_key(args.specs, args.source, options) if use_cache else None
     cached = load_cached(key) if key else None
     if cached is None:
@@ -273,7 +293,12 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
     from codegen.target import label, render_failures
 
     generation = generate(
-        args.specs, args.source, args.release, allow_missing, getattr(args, "replace_upstream", False)
+        args.specs,
+        args.source,
+        args.release,
+        allow_missing,
+        getattr(args, "replace_upstream", False),
+        getattr(args, "runtime", VENDORED),
     )
     tree = generation.tree
     assert tree is not None
@@ -541,6 +566,14 @@ def _package(args: argparse.Namespace) -> int:
 
     diags = Diagnostics()
     project = load_project(args.specs, diags)
+    if args.runtime:
+        from codegen.emit.package import write_runtime_wheel
+        from codegen.emit.runtime import render_taxonomy, runtime_constant, runtime_sources
+
+        modules = {**runtime_sources(), "_taxonomy.py": render_taxonomy(project)}
+        wheel = write_runtime_wheel(args.out, modules, runtime_constant("VERSION"))
+        print(f"wrote {wheel}")
+        return EXIT_OK
     runs = []
     for pin in project.releases():
         options = argparse.Namespace(specs=args.specs, source=None, release=pin.version, allow_missing=False)

@@ -167,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
             args.docs,
             args.check,
             getattr(args, "replace_upstream", False),
+            getattr(args, "runtime", "vendored"),
         )
     except InPlaceError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -291,14 +292,16 @@ def prepare(
     docs: Path | None = None,
     check: bool = False,
     replace_upstream: bool = False,
+    runtime: str = "vendored",
 ) -> InPlace:
     """Generate from ``specs`` against ``checkout`` and work out what changes in it (with
     ``check``, the manifest is left as it is; with ``replace_upstream``, Megatron-LM's
-    hand-written instrumentation goes too, also from files the specs do not instrument)."""
-    from codegen.emit.runtime import render_runtime
+    hand-written instrumentation goes too, also from files the specs do not instrument; ``runtime``:
+    the runtime copied in, or the import shim of dependency mode, see ``generate()``)."""
+    from codegen.emit.runtime import PYPROJECT, render_runtime
     from codegen.pipeline import generate
 
-    generation = generate(specs, checkout, release, allow_missing, replace_upstream)
+    generation = generate(specs, checkout, release, allow_missing, replace_upstream, runtime)
     root = generation.source_root.resolve()
     project = generation.project
     package = project.runtime.package.strip("/")
@@ -320,6 +323,8 @@ def prepare(
     for path in generation.replaced:  # stripped of upstream's instrumentation, nothing instrumented
         if path not in stripped:
             wanted_text[path] = generation.changes[path][1]
+    if PYPROJECT in generation.changes:  # dependency mode: the otel extra names the runtime package
+        wanted_text[PYPROJECT] = generation.changes[PYPROJECT][1]
     for path in sorted(set(old_sources) - set(stripped)):
         # instrumented by an earlier run, no entry of the specs left in it: strip it whole
         text = _read_text(root / path)
@@ -327,7 +332,7 @@ def prepare(
             current_text[path] = text
             stripped[path] = _strip_all(path, text, project.runtime.alias, project.runtime.parent_module)
             wanted_text[path] = stripped[path]
-    generated: dict[str, str] = dict(render_runtime(project))
+    generated: dict[str, str] = dict(render_runtime(project, runtime))
     if docs_prefix is not None:
         generated.update({f"{docs_prefix}{name}": text for name, text in generation.docs.items()})
     for path, text in generated.items():

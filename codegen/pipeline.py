@@ -15,7 +15,7 @@ from codegen.emit.docs import render_docs
 from codegen.emit.goodput_docs import render_goodput_docs
 from codegen.emit.patch import make_patch, write_patch_set
 from codegen.emit.registry import render_registry
-from codegen.emit.runtime import render_runtime
+from codegen.emit.runtime import DEPENDENCY, PYPROJECT, VENDORED, declare_runtime, render_runtime
 from codegen.emit.templating import TEMPLATES_DIR
 from codegen.resolve.plan import resolve
 from codegen.resolve.sites import Plan
@@ -120,12 +120,16 @@ def generate(
     release: str | None = None,
     allow_missing: bool = False,
     replace_upstream: bool = False,
+    runtime: str = VENDORED,
 ) -> Generation:
     """Raise :class:`SpecError` with every problem of the specs, found loading or resolving;
     :class:`SourceMismatch` when valid specs do not fit a ``--source`` tree (unless
     ``allow_missing``: then what does not fit is left out and reported). With
     ``replace_upstream``, Megatron-LM's hand-written instrumentation is stripped first
-    (``resolve/strip_upstream.py``; what it does not recognise raises UnrecognisedInstrumentation)."""
+    (``resolve/strip_upstream.py``; what it does not recognise raises UnrecognisedInstrumentation).
+    ``runtime``: the runtime package in the tree (``vendored``) or the import shim that uses the
+    megatron-otel-runtime package (``dependency``; on a replaced tree, its ``pyproject.toml``'s
+    ``otel`` extra names that package instead of nemo-lens)."""
     diags = Diagnostics()
     full = load_project(spec_dir, diags)
     tree = _locate(full, source, release, diags, replace_upstream)
@@ -148,7 +152,11 @@ def generate(
         check_placed(project, file_plan, new)
         if new != file_plan.source:
             changes[path] = (file_plan.source, new)
-    for path, text in render_runtime(project).items():
+    if replace_upstream and runtime == DEPENDENCY:
+        declared = declare_runtime(root / PYPROJECT)
+        if declared is not None:
+            changes[PYPROJECT] = declared
+    for path, text in render_runtime(project, runtime).items():
         existing = root / path
         old = existing.read_text(encoding="utf-8") if existing.is_file() else None
         if old != text:

@@ -25,10 +25,13 @@ author = "megatron-otel-codegen"
 extensions = ["myst_parser", "cli_page"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "_ext"]
+exclude_patterns = ["_build", "_ext", "_static"]
 myst_heading_anchors = 3
 suppress_warnings: list[str] = []
 html_theme = "alabaster"
+# long commands wrap in code blocks (docs/_static/manual.css) instead of being cut at the edge
+html_static_path = ["_static"]
+html_css_files = ["manual.css"]
 html_title = "megatron-otel-codegen"
 # option names in prose (the parser's help: "with --source") stay as written, not en dashes
 smartquotes = False

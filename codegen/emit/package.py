@@ -136,22 +136,56 @@ def write_wheel(out_dir: Path, runs: list[ReleaseRun], version: str, schema_url:
     files = package_files(runs, version, schema_url)
     info = f"{MODULE}-{version}.dist-info"
     files[f"{info}/METADATA"] = _metadata(version, releases).encode()
-    files[f"{info}/WHEEL"] = (
-        b"Wheel-Version: 1.0\nGenerator: megatron-otel-codegen\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    )
     files[f"{info}/entry_points.txt"] = (
         f"[opentelemetry_instrumentor]\n{ENTRY_POINT} = {MODULE}.instrumentor:MegatronInstrumentor\n"
     ).encode()
-    files[f"{info}/top_level.txt"] = f"{MODULE}\n".encode()
-    record = [_record_line(name, data) for name, data in files.items()] + [f"{info}/RECORD,,"]
+    return _write(out_dir, wheel_name(version), MODULE, info, files)
+
+
+# The runtime as a dependency (``codegen package --runtime``): the same modules the fork vendors.
+RUNTIME_DISTRIBUTION = "megatron-otel-runtime"
+RUNTIME_MODULE = "megatron_otel_runtime"
+RUNTIME_REQUIRES = ("opentelemetry-api>=1.27", "opentelemetry-sdk>=1.27")
+
+
+def runtime_wheel_name(version: str) -> str:
+    return f"{RUNTIME_MODULE}-{version}-py3-none-any.whl"
+
+
+def write_runtime_wheel(out_dir: Path, modules: Mapping[str, str], version: str) -> Path:
+    """Write the ``megatron-otel-runtime`` wheel into ``out_dir``: ``modules`` (file name -> text,
+    the runtime's modules and the specs' taxonomy, as ``codegen.emit.runtime`` renders them) as
+    the package ``megatron_otel_runtime``. A tree in dependency mode imports it through its shim,
+    with the tree's own ``_taxonomy.py`` in place of this one."""
+    files = {f"{RUNTIME_MODULE}/{name}": text.encode("utf-8") for name, text in sorted(modules.items())}
+    info = f"{RUNTIME_MODULE}-{version}.dist-info"
+    metadata = [
+        "Metadata-Version: 2.1",
+        f"Name: {RUNTIME_DISTRIBUTION}",
+        f"Version: {version}",
+        "Summary: The OpenTelemetry runtime of Megatron's generated instrumentation (megatron-otel-codegen)",
+        "License: Apache-2.0",
+        "Requires-Python: >=3.11",
+        *(f"Requires-Dist: {r}" for r in RUNTIME_REQUIRES),
+    ]
+    files[f"{info}/METADATA"] = ("\n".join(metadata) + "\n").encode()
+    return _write(out_dir, runtime_wheel_name(version), RUNTIME_MODULE, info, files)
+
+
+def _write(out_dir: Path, name: str, module: str, info: str, files: dict[str, bytes]) -> Path:
+    files[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: megatron-otel-codegen\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+    files[f"{info}/top_level.txt"] = f"{module}\n".encode()
+    record = [_record_line(member, data) for member, data in files.items()] + [f"{info}/RECORD,,"]
     files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / wheel_name(version)
+    target = out_dir / name
     partial = out_dir / f".{target.name}.partial"
     try:
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-            for name, data in files.items():
-                member = zipfile.ZipInfo(name, _DATE)
+            for path, data in files.items():
+                member = zipfile.ZipInfo(path, _DATE)
                 member.external_attr = 0o644 << 16
                 member.compress_type = zipfile.ZIP_DEFLATED
                 archive.writestr(member, data)

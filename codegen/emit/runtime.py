@@ -7,7 +7,10 @@ copied verbatim, and its taxonomy (``_taxonomy.py``) generated from the specs as
 
 from __future__ import annotations
 
+import ast
+import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +25,23 @@ HEADER = (
 # The runtime's modules, copied into the fork verbatim (HEADER added); TAXONOMY is generated.
 RUNTIME_SOURCE = Path(__file__).resolve().parents[1] / "otel_runtime"
 TAXONOMY = "_taxonomy.py"
+# The import shim (dependency mode's __init__.py), copied verbatim: it says where it comes from.
+SHIM_SOURCE = Path(__file__).resolve().parents[1] / "otel_shim" / "__init__.py"
+# How the tree gets the runtime: a copy in the tree, or the megatron-otel-runtime package it imports.
+VENDORED, DEPENDENCY = "vendored", "dependency"
+RUNTIME_MODES = (VENDORED, DEPENDENCY)
 
 
-def render_runtime(project: Project) -> dict[str, str]:
-    """Return ``{path relative to the source root: text}`` for every runtime package file."""
+def render_runtime(project: Project, mode: str = VENDORED) -> dict[str, str]:
+    """Return ``{path relative to the source root: text}`` for every runtime package file: the
+    whole runtime (``vendored``), or the import shim beside the taxonomy (``dependency``)."""
     package = project.runtime.package.strip("/")
-    out = {f"{package}/{name}": HEADER + text for name, text in runtime_sources().items()}
+    if mode == DEPENDENCY:
+        out = {f"{package}/__init__.py": SHIM_SOURCE.read_text(encoding="utf-8")}
+    elif mode == VENDORED:
+        out = {f"{package}/{name}": HEADER + text for name, text in runtime_sources().items()}
+    else:
+        raise ValueError(f"runtime mode {mode!r}: one of {', '.join(RUNTIME_MODES)}")
     out[f"{package}/{TAXONOMY}"] = HEADER + render_taxonomy(project)
     return dict(sorted(out.items()))
 
@@ -41,58 +55,92 @@ def runtime_sources() -> dict[str, str]:
 
 
 def render_taxonomy(project: Project) -> str:
-    """The text of ``_taxonomy.py`` for ``project``: constants only, formatted as black formats
-    them (line length 100)."""
+    """The text of ``_taxonomy.py`` for ``project``: its ``FORMAT``, then constants only, formatted
+    as black formats them (line length 100). What each constant holds: ``_records.py``'s docstring.
+    The same text in both runtime modes: beside the vendored runtime and beside the import shim."""
     data = _taxonomy(project)
-    flags = tuple(data["FLAGS"].values())
     lines = [
         '"""The telemetry taxonomy from the specs, as data (the runtime\'s only generated module)."""',
         "",
         f"from ._records import {', '.join(RECORDS)}",
         "",
-        f"__all__ = {literal(sorted({'GROUPS', 'PRESETS', 'SPANS', *flags}), 0, '', 10)}",
-        "",
+        f"FORMAT = {taxonomy_format()}",
     ]
-    if flags:
-        lines += [
-            "# Group flags, declared for linters; live as the package's attributes (set by enable()).",
-            *(f"{flag} = False" for flag in flags),
-        ]
+    flags = list(data["FLAGS"].values())
+    if flags:  # declared for linters (a call site's typo is no member); set by enable()
+        lines.append("# The group flags: package attributes, False until enable() sets them.")
+        while flags:
+            count = 1
+            while count < len(flags) and len(" = ".join([*flags[: count + 1], "False"])) <= LINE_LENGTH:
+                count += 1
+            lines.append(" = ".join([*flags[:count], "False"]))
+            del flags[:count]
     for name in TAXONOMY_CONSTANTS:
-        comment, annotation = _CONSTANTS[name]
+        annotation = _ANNOTATIONS[name]
         head = f"{name}: {annotation} = " if annotation else f"{name} = "
-        lines += [f"# {comment}", head + literal(data[name], 0, "", len(head))]
+        lines.append(head + literal(data[name], 0, "", len(head)))
     return "\n".join(lines) + "\n"
+
+
+# A tree's project file: in dependency mode on a replaced tree its ``otel`` extra names the runtime.
+PYPROJECT = "pyproject.toml"
+_OTEL_EXTRA = re.compile(r"^otel = \[\n(?P<body>(?:[ \t]+.*\n|\n)*?)\]$", re.MULTILINE)
+_NEMO_LENS = re.compile(
+    r"""^(?P<indent>[ \t]+)["']nemo-lens(?:\[[^]]*\])?[^"']*["'],?[ \t]*$""", re.MULTILINE
+)
+
+
+def declare_runtime(pyproject: Path) -> tuple[str, str] | None:
+    """``(old, new)`` text of ``pyproject`` with its ``otel`` extra depending on the runtime package
+    where it named nemo-lens (#6438's SDK set-up); None when the file has no such entry. The lock
+    file (``uv.lock``) is the maintainer's to regenerate."""
+    if not pyproject.is_file():
+        return None
+    old = pyproject.read_text(encoding="utf-8")
+    extra = _OTEL_EXTRA.search(old)
+    if extra is None or not _NEMO_LENS.search(extra["body"]):
+        return None
+    requirement = f'"{runtime_constant("DISTRIBUTION")}>={runtime_constant("VERSION")}",'
+    body = _NEMO_LENS.sub(lambda m: m["indent"] + requirement, extra["body"])
+    return old, old[: extra.start("body")] + body + old[extra.end("body") :]
+
+
+def runtime_constant(name: str) -> Any:
+    """A constant of the runtime's ``_version.py``, read as text (the generator imports nothing
+    of the runtime)."""
+    tree = ast.parse((RUNTIME_SOURCE / "_version.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == [name]:
+            return ast.literal_eval(node.value)
+    raise ValueError(f"no {name} in {RUNTIME_SOURCE / '_version.py'}")
+
+
+def taxonomy_format() -> int:
+    """The taxonomy layout written here: the newest the runtime of this checkout reads (its
+    ``_version.TAXONOMY_FORMATS``, read as text: the generator imports nothing of the runtime)."""
+    return int(max(runtime_constant("TAXONOMY_FORMATS")))
 
 
 # The record types of ``_records.py`` the taxonomy's values are made of.
 RECORDS = ("Backdated", "EnvVar", "FlagOverride", "Instrument", "Interval", "Span", "Startup")
 
 
-# Constant -> (comment, annotation).
-_CONSTANTS: dict[str, tuple[str, str]] = {
-    "FLAGS": ("Span group -> its flag, in declaration order.", "dict[str, str]"),
-    "GROUPS": ("The span groups, in declaration order.", "tuple[str, ...]"),
-    "PRESETS": (
-        "Preset name -> the groups it enables, nested presets expanded.",
-        "dict[str, frozenset[str]]",
-    ),
-    "DEFAULT_SPEC": ("What enable() records when given nothing.", ""),
-    "SPANS": ("Span name -> its group and goodput.", "dict[str, Span]"),
-    "ENV": (
-        "What each configuration variable means -> its name, default and valid values (() when open).",
-        "dict[str, EnvVar]",
-    ),
-    "ENV_TIMESTAMPS": (
-        "Variables that give a startup timestamp (epoch seconds) -> the timestamp key.",
-        "dict[str, str]",
-    ),
-    "FLAG_OVERRIDES": ("Flags that override a variable.", "tuple[FlagOverride, ...]"),
-    "STARTUP": ("The startup span.", "Startup | None"),
-    "INTERVAL": ("The training interval span, one root per save_interval iterations.", "Interval | None"),
-    "PHASES": ("Backdated children of the startup span, in order.", "tuple[Backdated, ...]"),
-    "PRE_STARTUP": ("Backdated roots before the startup span.", "tuple[Backdated, ...]"),
-    "INSTRUMENTS": ("Metric instrument name -> its kind, unit and description.", "dict[str, Instrument]"),
+# Constant -> its annotation (what each holds: ``_records.py``'s docstring).
+_ANNOTATIONS: dict[str, str] = {
+    "CHOICES": "tuple[str, ...]",
+    "FLAGS": "dict[str, str]",
+    "GROUPS": "tuple[str, ...]",
+    "PRESETS": "dict[str, frozenset[str]]",
+    "DEFAULT_SPEC": "",
+    "SPANS": "dict[str, Span]",
+    "ENV": "dict[str, EnvVar]",
+    "ENV_TIMESTAMPS": "dict[str, str]",
+    "FLAG_OVERRIDES": "tuple[FlagOverride, ...]",
+    "STARTUP": "Startup | None",
+    "INTERVAL": "Interval | None",
+    "PHASES": "tuple[Backdated, ...]",
+    "PRE_STARTUP": "tuple[Backdated, ...]",
+    "INSTRUMENTS": "dict[str, Instrument]",
 }
 
 
@@ -181,8 +229,15 @@ def _config_constants(project: Project) -> dict[str, Any]:
         for flag in project.flags
         if flag.env and flag.env in names
     )
+    shared = Counter(choices for _, _, choices in roles.values() if choices).most_common(1)
+    common = shared[0][0] if shared and shared[0][1] > 1 else ()
+
+    def env_var(name: str, default: str, choices: tuple[str, ...]) -> Record:
+        return Record("EnvVar", name, default, Code("CHOICES") if choices and choices == common else choices)
+
     return {
-        "ENV": {role: Record("EnvVar", *roles[role]) for role in ENV_ROLES},
+        "CHOICES": common,
+        "ENV": {role: env_var(*roles[role]) for role in ENV_ROLES},
         "ENV_TIMESTAMPS": dict(timestamps),
         "FLAG_OVERRIDES": overrides,
     }

@@ -42,7 +42,7 @@ from ._resource import resource_attributes
 from ._setup import configure, in_worker, setup_worker, worker_bootstrap
 from ._spans import disable, enable, enabled_groups, start_span, traced
 
-# A star import: the flags differ per taxonomy, and linters see each as an attribute of the package.
+# A star import: the group flags differ per taxonomy, and linters see each as a package attribute.
 from ._taxonomy import *  # noqa: F403
 
 __all__ = [
@@ -73,7 +73,9 @@ __all__ = [
     "train_iteration",
     "worker_bootstrap",
 ]
-__all__ += _taxonomy.__all__
+__all__ += ["GROUPS", "PRESETS", "SPANS"]
+__all__ += list(_taxonomy.FLAGS.values())  # the group flags
+SPANS = _taxonomy.SPANS
 
 # The groups and presets resolved: Megatron-LM's own registry when the tree has one (_registry).
 GROUPS = _registry.GROUPS

@@ -1,6 +1,15 @@
 """The record types of the taxonomy's entries (``_taxonomy`` holds the values).
 
-Named tuples: read by field name; cheap to import (``typing`` only).
+Named tuples: read by field name; cheap to import (``typing`` only). The taxonomy's constants:
+``FORMAT`` its layout (``_version.TAXONOMY_FORMATS``); ``CHOICES`` the valid values most variables
+share; ``FLAGS`` span group -> its flag, in declaration order; ``GROUPS`` the groups in that order;
+``PRESETS`` preset -> the groups it enables, nested presets expanded; ``DEFAULT_SPEC`` what
+``enable()`` records when given nothing; ``SPANS`` span name -> its group and goodput; ``ENV`` what
+each variable means -> its name, default and valid values (() when open); ``ENV_TIMESTAMPS``
+variables giving a startup timestamp (epoch seconds) -> the timestamp key; ``FLAG_OVERRIDES``
+flags overriding a variable; ``STARTUP`` the startup span; ``INTERVAL`` the training interval span,
+one root per save_interval iterations; ``PHASES`` backdated children of the startup span, in
+order; ``PRE_STARTUP`` backdated roots before it; ``INSTRUMENTS`` metric name -> its instrument.
 """
 
 from __future__ import annotations

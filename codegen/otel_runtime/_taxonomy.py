@@ -3,46 +3,12 @@
 
 from ._records import Backdated, EnvVar, FlagOverride, Instrument, Interval, Span, Startup
 
-__all__ = [
-    "ACTIVATION_OFFLOAD",
-    "CHECKPOINT",
-    "COMMUNICATION",
-    "DATA_LOADING",
-    "EVALUATE",
-    "FIRST_ITERATION",
-    "FORWARD_BACKWARD",
-    "GROUPS",
-    "INFERENCE",
-    "JOB",
-    "LAYER",
-    "LOAD_CHECKPOINT",
-    "MICROBATCH",
-    "MODEL_INIT",
-    "OPTIMIZER",
-    "PRESETS",
-    "SPANS",
-    "STEP",
-    "TRACE_REGION",
-]
-
-# Group flags, declared for linters; live as the package's attributes (set by enable()).
-JOB = False
-CHECKPOINT = False
-EVALUATE = False
-MODEL_INIT = False
-LOAD_CHECKPOINT = False
-STEP = False
-FORWARD_BACKWARD = False
-OPTIMIZER = False
-MICROBATCH = False
-LAYER = False
-COMMUNICATION = False
-ACTIVATION_OFFLOAD = False
-DATA_LOADING = False
-FIRST_ITERATION = False
-TRACE_REGION = False
-INFERENCE = False
-# Span group -> its flag, in declaration order.
+FORMAT = 1
+# The group flags: package attributes, False until enable() sets them.
+JOB = CHECKPOINT = EVALUATE = MODEL_INIT = LOAD_CHECKPOINT = STEP = FORWARD_BACKWARD = False
+OPTIMIZER = MICROBATCH = LAYER = COMMUNICATION = ACTIVATION_OFFLOAD = DATA_LOADING = False
+FIRST_ITERATION = TRACE_REGION = INFERENCE = False
+CHOICES: tuple[str, ...] = ("0", "1", "false", "true", "no", "yes", "off", "on")
 FLAGS: dict[str, str] = {
     "job": "JOB",
     "checkpoint": "CHECKPOINT",
@@ -61,18 +27,14 @@ FLAGS: dict[str, str] = {
     "trace_region": "TRACE_REGION",
     "inference": "INFERENCE",
 }
-# The span groups, in declaration order.
 GROUPS: tuple[str, ...] = tuple(FLAGS)
-# Preset name -> the groups it enables, nested presets expanded.
 PRESETS: dict[str, frozenset[str]] = {
     "default": frozenset({"job", "checkpoint", "evaluate", "first_iteration", "inference"}),
     "per_step": frozenset(GROUPS) - {"microbatch", "layer", "activation_offload", "trace_region"},
     "profiling": frozenset(GROUPS),
     "all": frozenset(GROUPS),
 }
-# What enable() records when given nothing.
 DEFAULT_SPEC = "default"
-# Span name -> its group and goodput.
 SPANS: dict[str, Span] = {
     "megatron.activation.offload": Span("activation_offload", False),
     "megatron.activation.reload": Span("activation_offload", False),
@@ -129,19 +91,12 @@ SPANS: dict[str, Span] = {
     "megatron.startup.jit_fusion_options": Span("job", True),
     "megatron.train": Span("job", True),
 }
-# What each configuration variable means -> its name, default and valid values (() when open).
 ENV: dict[str, EnvVar] = {
-    "enabled": EnvVar(
-        "MEGATRON_OTEL_ENABLED", "0", ("0", "1", "false", "true", "no", "yes", "off", "on")
-    ),
+    "enabled": EnvVar("MEGATRON_OTEL_ENABLED", "0", CHOICES),
     "span_groups": EnvVar("MEGATRON_OTEL_SPAN_GROUPS", "default", ()),
     "exporter": EnvVar("MEGATRON_OTEL_EXPORTER", "otlp", ("otlp", "console", "none")),
-    "traces_enabled": EnvVar(
-        "MEGATRON_OTEL_TRACES_ENABLED", "1", ("0", "1", "false", "true", "no", "yes", "off", "on")
-    ),
-    "metrics_enabled": EnvVar(
-        "MEGATRON_OTEL_METRICS_ENABLED", "1", ("0", "1", "false", "true", "no", "yes", "off", "on")
-    ),
+    "traces_enabled": EnvVar("MEGATRON_OTEL_TRACES_ENABLED", "1", CHOICES),
+    "metrics_enabled": EnvVar("MEGATRON_OTEL_METRICS_ENABLED", "1", CHOICES),
     "export_rank": EnvVar("MEGATRON_OTEL_EXPORT_RANK", "-1", ()),
     "export_ranks": EnvVar("MEGATRON_OTEL_EXPORT_RANKS", "last", ()),
     "sigterm_flush_timeout": EnvVar("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "0", ()),
@@ -152,9 +107,7 @@ ENV: dict[str, EnvVar] = {
     "span_batch_size": EnvVar("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "512", ()),
     "span_schedule_delay": EnvVar("OTEL_BSP_SCHEDULE_DELAY", "5000", ()),
     "metric_export_interval": EnvVar("OTEL_METRIC_EXPORT_INTERVAL", "60000", ()),
-    "own_providers": EnvVar(
-        "MEGATRON_OTEL_OWN_PROVIDERS", "0", ("0", "1", "false", "true", "no", "yes", "off", "on")
-    ),
+    "own_providers": EnvVar("MEGATRON_OTEL_OWN_PROVIDERS", "0", CHOICES),
     "recording": EnvVar("MEGATRON_OTEL_RECORDING", "auto", ("auto", "lean", "sdk")),
     "export_strategy": EnvVar(
         "MEGATRON_OTEL_EXPORT_STRATEGY",
@@ -162,33 +115,24 @@ ENV: dict[str, EnvVar] = {
         ("single_rank", "all_ranks", "sampled", "first_rank_per_node"),
     ),
     "export_sample_rate": EnvVar("MEGATRON_OTEL_EXPORT_SAMPLE_RATE", "1.0", ()),
-    "sampler_enabled": EnvVar(
-        "MEGATRON_OTEL_SAMPLER_ENABLED", "0", ("0", "1", "false", "true", "no", "yes", "off", "on")
-    ),
-    "logs_enabled": EnvVar(
-        "MEGATRON_OTEL_LOGS_ENABLED", "0", ("0", "1", "false", "true", "no", "yes", "off", "on")
-    ),
+    "sampler_enabled": EnvVar("MEGATRON_OTEL_SAMPLER_ENABLED", "0", CHOICES),
+    "logs_enabled": EnvVar("MEGATRON_OTEL_LOGS_ENABLED", "0", CHOICES),
     "run_id": EnvVar("MEGATRON_OTEL_RUN_ID", "", ()),
     "user_id": EnvVar("MEGATRON_OTEL_USER_ID", "", ()),
 }
-# Variables that give a startup timestamp (epoch seconds) -> the timestamp key.
 ENV_TIMESTAMPS: dict[str, str] = {
     "MEGATRON_OTEL_JOB_START_TIME": "job_start",
     "MEGATRON_OTEL_LAUNCH_SCRIPT_START_TIME": "launch_script_start",
     "MEGATRON_OTEL_PRE_SRUN_TIME": "pre_srun",
 }
-# Flags that override a variable.
 FLAG_OVERRIDES: tuple[FlagOverride, ...] = (
     FlagOverride("otel_enabled", "MEGATRON_OTEL_ENABLED", "--otel-enabled", True),
     FlagOverride("otel_service_name", "OTEL_SERVICE_NAME", "--otel-service-name", False),
     FlagOverride("otel_span_groups", "MEGATRON_OTEL_SPAN_GROUPS", "--otel-span-groups", False),
     FlagOverride("otel_export_ranks", "MEGATRON_OTEL_EXPORT_RANKS", "--otel-export-ranks", False),
 )
-# The startup span.
 STARTUP: Startup | None = Startup("megatron.startup", "JOB", "program_start")
-# The training interval span, one root per save_interval iterations.
 INTERVAL: Interval | None = Interval("megatron.train", "JOB")
-# Backdated children of the startup span, in order.
 PHASES: tuple[Backdated, ...] = (
     Backdated("megatron.startup.launch_script", "JOB", "launch_script_start", "pre_srun"),
     Backdated("megatron.startup.container_load", "JOB", "pre_srun", "program_start"),
@@ -201,11 +145,9 @@ PHASES: tuple[Backdated, ...] = (
         "megatron.startup.jit_fusion_options", "JOB", "initialize_megatron", "jit_fusion_options"
     ),
 )
-# Backdated roots before the startup span.
 PRE_STARTUP: tuple[Backdated, ...] = (
     Backdated("pre_startup", "JOB", "job_start", "launch_script_start"),
 )
-# Metric instrument name -> its kind, unit and description.
 INSTRUMENTS: dict[str, Instrument] = {
     "megatron.training.step_duration_ms": Instrument(
         "histogram", "ms", "Elapsed time per iteration."

@@ -62,6 +62,7 @@ ROLE_BY_NAME = {name: role for role, (name, _) in ENV_ROLES.items()}
 # shadow. ``METRICS`` is also the guard name of metric hooks.
 # The constants of the runtime's generated taxonomy module (_taxonomy.py), in file order.
 TAXONOMY_CONSTANTS = (
+    "CHOICES",
     "FLAGS",
     "GROUPS",
     "PRESETS",
@@ -76,7 +77,7 @@ TAXONOMY_CONSTANTS = (
     "PRE_STARTUP",
     "INSTRUMENTS",
 )
-RESERVED_FLAGS = frozenset({*TAXONOMY_CONSTANTS, "METRICS", "TYPE_CHECKING"})
+RESERVED_FLAGS = frozenset({*TAXONOMY_CONSTANTS, "FORMAT", "METRICS", "TYPE_CHECKING"})
 RESERVED_GROUP_NAMES = frozenset(flag.lower() for flag in RESERVED_FLAGS)
 
 

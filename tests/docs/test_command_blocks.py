@@ -40,8 +40,11 @@ def _guide_blocks() -> dict[str, tuple[Path, str]]:
     found: dict[str, tuple[Path, str]] = {}
     for page in PAGES:
         for name, body in blocks(page).items():
-            assert name not in found, f"block {name!r} on {page.name} and {found[name][0].name}"
-            found[name] = (page, body)
+            # a block on several pages (the job's environment, the example file) is the same on each
+            assert name not in found or found[name][1] == body, (
+                f"block {name!r} differs between {page.name} and {found[name][0].name}"
+            )
+            found.setdefault(name, (page, body))
     return found
 
 

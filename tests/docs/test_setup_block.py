@@ -28,11 +28,28 @@ def _differences(left: Path, right: Path) -> list[str]:
     return found
 
 
-def test_setup_block_runs_and_writes_the_committed_generated(tmp_path: Path) -> None:
+def _python3(version: str, folder: Path) -> Path | None:
+    """A folder whose ``python3`` is Python ``version`` (the block says ``python3``), or None."""
+    found = shutil.which(f"python{version}")
+    if found is None:
+        return None
+    folder.mkdir()
+    (folder / "python3").write_text(f'#!/bin/sh\nexec "{found}" "$@"\n')
+    (folder / "python3").chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize("version", ["3.11", "3.12"])
+def test_setup_block_runs_and_writes_the_committed_generated(tmp_path: Path, version: str) -> None:
+    """On Python 3.11 and 3.12 (the page says 3.11 or newer; the job's guides name 3.12)."""
+    shims = _python3(version, tmp_path / "bin")
+    if shims is None:
+        pytest.skip(f"no python{version} on PATH to run the block with")
     clone = tmp_path / "megatron-otel-codegen"
     shutil.copytree(REPO, clone, ignore=SKIP, symlinks=True)
     shutil.rmtree(clone / "generated")
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = f"{shims}{os.pathsep}{env['PATH']}"
     result = subprocess.run(
         ["bash", "-e", "-c", blocks(SETUP)["setup"]],
         cwd=clone,
@@ -44,4 +61,11 @@ def test_setup_block_runs_and_writes_the_committed_generated(tmp_path: Path) -> 
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "warning" not in result.stderr, result.stderr[-3000:]
+    ran = subprocess.run(
+        [clone / ".venv" / "bin" / "python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert ran.stdout.strip() == version
     assert _differences(clone / "generated", REPO / "generated") == []

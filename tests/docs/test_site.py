@@ -91,3 +91,53 @@ def test_page_renders_in_chromium(site: Path, tmp_path: Path, page: str) -> None
 def test_screenshot_is_committed() -> None:
     data = SCREENSHOT.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
+
+
+def _main_body(dom: str) -> str:
+    start = dom.index('<div class="body" role="main">')
+    return dom[start : dom.index('<div class="sphinxsidebar"', start)]
+
+
+def test_front_page_lists_the_user_guide_once(site: Path, tmp_path: Path) -> None:
+    """One list of the user guide on the front page (it was listed twice: the page's own list and
+    the toctree's), naming every guide page; the sidebar still carries the toctree."""
+    result = browse(site / "index.html", tmp_path / "profile", "--dump-dom")
+    assert result.returncode == 0, result.stderr[-2000:]
+    body = _main_body(result.stdout)
+    for page in sorted((DOCS / "guide").glob("*.md")):
+        link = f'href="guide/{page.stem}.html"'
+        assert body.count(link) == 1, (page.name, body.count(link))
+    assert 'href="guide/installed.html"' in result.stdout.split('<div class="sphinxsidebar"', 1)[1]
+
+
+PROBE = """<script>
+window.addEventListener("load", function () {
+  const blocks = Array.from(document.querySelectorAll("div.body pre"));
+  const cut = blocks.filter(function (p) {
+    return p.scrollWidth > p.clientWidth + 1 && getComputedStyle(p).whiteSpace !== "pre-wrap";
+  });
+  document.body.setAttribute("data-pre", String(blocks.length));
+  document.body.setAttribute("data-cut", cut.map(function (p) { return p.textContent.slice(0, 60); }).join(" | "));
+  document.body.setAttribute("data-wrapped", String(blocks.filter(function (p) {
+    return getComputedStyle(p).whiteSpace === "pre-wrap";
+  }).length));
+});
+</script>"""
+
+
+def test_long_commands_in_code_blocks_wrap_instead_of_being_cut(site: Path, tmp_path: Path) -> None:
+    """At a 900-pixel window the guide's long pip commands are wider than the text column: every
+    code block wraps them (white-space: pre-wrap), none is cut at the right edge. The page is
+    measured in Chromium by a probe script added to a copy beside it (its CSS loads as the site's)."""
+    page = site / "guide" / "installed.html"
+    probe = page.with_name("_probe-installed.html")
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    try:
+        result = browse(probe, tmp_path / "profile", "--dump-dom", "--window-size=900,800")
+    finally:
+        probe.unlink()
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = dict(re.findall(r'data-(pre|cut|wrapped)="([^"]*)"', result.stdout))
+    assert int(found["pre"]) >= 5, found
+    assert found["cut"] == "", found
+    assert found["wrapped"] == found["pre"], found

@@ -19,13 +19,14 @@ typing.override = getattr(typing, "override", lambda f: f)
 """
 
 
-def instrument(source: Path, dest: Path, replace: bool = False) -> Path:
+def instrument(source: Path, dest: Path, replace: bool = False, runtime: str = "vendored") -> Path:
     """The specs applied to ``source``, written to ``dest`` (a complete tree); ``dest``. With
-    ``replace``, the hand-written instrumentation of #6438 is stripped first (replace mode)."""
+    ``replace``, the hand-written instrumentation of #6438 is stripped first (replace mode);
+    ``runtime="dependency"``: the import shim in place of the runtime (dependency mode)."""
     from codegen.emit.tree import write_tree
     from codegen.pipeline import generate
 
-    generation = generate(REPO / "specs", source=source, replace_upstream=replace)
+    generation = generate(REPO / "specs", source=source, replace_upstream=replace, runtime=runtime)
     write_tree(dest, {path: new for path, (_old, new) in generation.changes.items()}, base=source)
     return dest
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.report.conftest import DATA, REPO
+from tests.readme_blocks import README, blocks
+from tests.report.conftest import REPO
 
 BLOCK = re.compile(r"^<!-- readme: report -->\n```sh\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 PAGE = REPO / "docs" / "guide" / "report.md"
@@ -19,20 +21,33 @@ def _section() -> str:
 
 
 def test_readme_command_runs_as_written(tmp_path):
+    """From a clone as written: every capture it names is a file the repository tracks (the old
+    example named run/capture.jsonl, which no clone has: exit 3); run in a directory holding only
+    those files and the environment's console script."""
     (command,) = [m["body"] for m in BLOCK.finditer(_section())]
+    tracked = set(
+        subprocess.run(
+            ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+    captures = [word for word in shlex.split(command) if word.endswith((".json", ".jsonl"))]
+    assert captures and all(c in tracked for c in captures), captures
+    for capture in captures:
+        (tmp_path / capture).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / capture, tmp_path / capture)
     script = shutil.which("codegen", path=str(Path(sys.executable).parent)) or shutil.which("codegen")
     assert script, "the codegen console script is not installed"
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     (tmp_path / ".venv" / "bin" / "codegen").symlink_to(script)
-    (tmp_path / "run").mkdir()
-    shutil.copy2(DATA / "fresh.jsonl", tmp_path / "run" / "capture.jsonl")
     result = subprocess.run(
-        ["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        ["bash", "-e", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr
     assert "Goodput:" in result.stdout and "Where the time went" in result.stdout
+    assert "run 1: " in result.stdout and "resumed from iteration 4" in result.stdout  # both runs read
     for name in ("report.txt", "report.html", "trace.perfetto.json"):
         assert (tmp_path / "report" / name).is_file(), name
+    assert blocks(README)["report"] == command  # the README shows the same command
 
 
 def test_readme_picture_and_docs_link_exist():

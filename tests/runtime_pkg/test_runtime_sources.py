@@ -20,6 +20,7 @@ from codegen.emit.runtime import (
     render_runtime,
     render_taxonomy,
     runtime_sources,
+    taxonomy_format,
 )
 from codegen.spec.load import load_project
 from codegen.spec.model import Project
@@ -107,7 +108,7 @@ def test_taxonomy_is_data_only(name: str) -> None:
     namespace: dict[str, object] = {name: getattr(_records, name) for name in record_types}
     tree.body = [docstring, *body]
     exec(compile(tree, TAXONOMY, "exec"), namespace)
-    assert namespace["__all__"] == sorted(["GROUPS", "PRESETS", "SPANS", *flags])
+    assert namespace["FORMAT"] == taxonomy_format()  # the layout a runtime checks it reads
     assert all(namespace[flag] is False for flag in flags)
     assert namespace["GROUPS"] == tuple(g.name for g in project.groups)
     assert namespace["PRESETS"] == {p.name: frozenset(project.expand_preset(p.name)) for p in project.presets}
@@ -140,7 +141,7 @@ def test_source_package_imports_directly() -> None:
     assert runtime.enable is _spans.enable
     assert {runtime.LAYER, runtime.METRICS} == {False}
     assert runtime.GROUPS == runtime._taxonomy.GROUPS
-    assert set(runtime._taxonomy.__all__) <= set(runtime.__all__)
+    assert {*runtime._taxonomy.FLAGS.values(), "GROUPS", "PRESETS", "SPANS"} <= set(runtime.__all__)
 
 
 def test_rendered_package_passes_pylint_docstrings_and_members(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "reference" / "main-size.md"
 RUNTIME = "megatron/core/otel/"
 TAXONOMY = RUNTIME + "_taxonomy.py"
+SHIM = RUNTIME + "__init__.py"
 TRAINING = "megatron/training/training.py"
 
 
@@ -38,11 +39,19 @@ def added(before: Path, after: Path) -> dict[str, tuple[int, int]]:
         old = old_path.read_text(errors="replace").splitlines() if old_path.is_file() else []
         if new == old:
             continue
-        lines = [
-            d[1:] for d in difflib.unified_diff(old, new, lineterm="", n=0) if d[:1] == "+" and d[:3] != "+++"
-        ]
-        out[relative] = (len(lines), sum(1 for s in lines if s.strip() and not s.strip().startswith("#")))
+        lines = _plus(old, new)
+        out[relative] = (len(lines), _code(lines))
     return out
+
+
+def _plus(old: list[str], new: list[str]) -> list[str]:
+    return [
+        d[1:] for d in difflib.unified_diff(old, new, lineterm="", n=0) if d[:1] == "+" and d[:3] != "+++"
+    ]
+
+
+def _code(lines: list[str]) -> int:
+    return sum(1 for s in lines if s.strip() and not s.strip().startswith("#"))
 
 
 def _sum(rows: dict[str, tuple[int, int]], keep) -> tuple[int, int]:
@@ -50,10 +59,25 @@ def _sum(rows: dict[str, tuple[int, int]], keep) -> tuple[int, int]:
     return sum(v[0] for v in picked), sum(v[1] for v in picked)
 
 
+def release_added(runtime: str) -> dict[str, tuple[int, int]]:
+    """What ``codegen apply`` adds to the pinned release (0.19.2), counted as ``added`` counts."""
+    from codegen.pipeline import generate
+
+    generation = generate(REPO / "specs", runtime=runtime)
+    out = {}
+    for path, (old, new) in generation.changes.items():
+        if path.endswith(".py") and _counted(path):
+            lines = _plus(old.splitlines() if old else [], new.splitlines())
+            out[path] = (len(lines), _code(lines))
+    return out
+
+
 def figures(tmp: Path) -> dict[str, tuple[int, int]]:
     minus = snapshot("minus")
     upstream = added(minus, snapshot("with"))
     ours = added(minus, instrument(snapshot("with"), tmp / "main", replace=True))
+    dependency = added(minus, instrument(snapshot("with"), tmp / "dep", replace=True, runtime="dependency"))
+    release = release_added("dependency")
     return {
         "#6438, all": _sum(upstream, lambda k: True),
         "#6438, training.py": _sum(upstream, lambda k: k == TRAINING),
@@ -62,6 +86,12 @@ def figures(tmp: Path) -> dict[str, tuple[int, int]]:
         "generated, taxonomy module": _sum(ours, lambda k: k == TAXONOMY),
         "generated, call sites": _sum(ours, lambda k: not k.startswith(RUNTIME)),
         "generated, training.py": _sum(ours, lambda k: k == TRAINING),
+        "dependency mode, all": _sum(dependency, lambda k: True),
+        "dependency mode, import shim": _sum(dependency, lambda k: k == SHIM),
+        "dependency mode, taxonomy module": _sum(dependency, lambda k: k == TAXONOMY),
+        "dependency mode, call sites": _sum(dependency, lambda k: not k.startswith(RUNTIME)),
+        "dependency mode, training.py": _sum(dependency, lambda k: k == TRAINING),
+        "0.19.2, dependency mode, all": _sum(release, lambda k: True),
     }
 
 
@@ -85,10 +115,17 @@ def render(values: dict[str, tuple[int, int]]) -> str:
         f"(`{RUNTIME}`), which plays the part nemo-lens plays for #6438. Without it, the tree would",
         f"carry the call sites and the taxonomy module: {sites[0] + taxonomy[0]} lines added, against",
         f"#6438's {values['#6438, all'][0]}; `training.py` alone carries {values['generated, training.py'][0]}",
-        f"added lines against #6438's {values['#6438, training.py'][0]}. Depending on the runtime as a",
-        "package (imported with a no-op fallback, as #6415 imports nemo-lens) is not built yet: the",
-        "runtime ships today in the tree, or in the `megatron-otel-instrumentation` wheel that serves",
-        "it as `megatron.core.otel` (`codegen package`).",
+        f"added lines against #6438's {values['#6438, training.py'][0]}.",
+        "",
+        "In dependency mode (`codegen apply --runtime dependency`) the tree carries exactly that, and in",
+        "place of the runtime an import shim (`megatron/core/otel/__init__.py`, as #6415's",
+        "`fallbacks.py`): it uses the `megatron-otel-runtime` package (`codegen package --runtime`) when",
+        "it is installed, else no-ops. The rows `dependency mode` count that change on main in replace",
+        f"mode: {values['dependency mode, all'][0]} lines added, against #6438's {values['#6438, all'][0]} (at most half:",
+        f"{values['#6438, all'][0] // 2}); the `0.19.2` rows count the change on the pinned release (the patch",
+        "set's files) in dependency mode. In replace mode the strip also",
+        "takes out #6438's comments about its telemetry (those naming OpenTelemetry, a span group, a",
+        "span of its own or one of its span names); its other comments stay, as they read.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -100,6 +137,10 @@ def test_the_size_page_is_current_and_the_call_sites_are_smaller_than_6438(tmp_p
     assert values["generated, training.py"][0] * 4 < values["#6438, training.py"][0]
     sites, taxonomy = values["generated, call sites"], values["generated, taxonomy module"]
     assert sites[0] + taxonomy[0] < values["#6438, all"][0]
+    # issue 32: dependency mode adds at most half of #6438; the release no more than main
+    assert values["dependency mode, all"][0] * 2 <= values["#6438, all"][0]
+    assert values["0.19.2, dependency mode, all"][0] <= values["dependency mode, all"][0]
+    assert values["dependency mode, training.py"] == values["generated, training.py"]
     text = render(values)
     if os.environ.get("CODEGEN_REGENERATE"):
         PAGE.write_text(text)
