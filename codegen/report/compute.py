@@ -12,6 +12,7 @@ generated docs page "How the report counts" for each definition.
 from __future__ import annotations
 
 import itertools
+from array import array
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
@@ -47,7 +48,7 @@ class Bar:
     error: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class Iteration:
     run: int
     number: int
@@ -278,40 +279,55 @@ def _scan(capture: Capture, taxonomy: Taxonomy) -> _Scan:
 
 
 def _iterations(capture: Capture, scan: _Scan) -> list[Iteration]:
-    """Iterations per run and number, with each process's step time and the slowest's phases."""
+    """Iterations per run and number, with each process's step time and the slowest's phases.
+    Kept small per process and iteration (the rows are arrays; this adds a duration a process to
+    each iteration's dict), so a run of many ranks and iterations fits."""
     steps, proc_run = capture.steps, scan.proc_run
     per_iter: dict[tuple[int, int], Iteration] = {}
     seen: set[int] = set()
-    phase_ns: dict[tuple[int, int], dict[int, dict[str, int]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(int))
-    )
-    columns = sorted(steps.phases.items())
-    starts: dict[int, list[tuple[int, tuple[int, int]]]] = defaultdict(list)
-    for k in sorted(range(len(steps)), key=lambda k: steps.start[k]):
+    order = sorted(range(len(steps)), key=steps.start.__getitem__)
+    for k in order:
         p = steps.process[k]
         key = (proc_run[p], steps.number[k])
-        item = per_iter.setdefault(key, Iteration(key[0], key[1], {}))
+        item = per_iter.get(key)
+        if item is None:
+            item = per_iter[key] = Iteration(key[0], key[1], {})
         item.durations[p] = steps.duration[k]
         if p not in seen:
             seen.add(p)
             item.first = True
-        for name, column in columns:
-            if column[k]:
-                phase_ns[key][p][name] += column[k]
-        starts[p].append((steps.start[k], key))
+    # the slowest process's phases: of its rows (several when it ran an iteration twice)
+    slowest = {key: item.slowest[0] for key, item in per_iter.items()}
+    columns = sorted(steps.phases.items())
+    for k in order:
+        p = steps.process[k]
+        key = (proc_run[p], steps.number[k])
+        if slowest[key] == p:
+            phases = per_iter[key].phases
+            for name, column in columns:
+                if column[k] >= 0:  # -1: no such phase span
+                    phases[name] = phases.get(name, 0) + column[k]
     # logging beside the iteration: the iteration of the same process that started last before it
-    for value in starts.values():
-        value.sort()
+    by_process: dict[int, tuple[array[int], array[int]]] = {}
+    for k in order:
+        starts, numbers = by_process.setdefault(steps.process[k], (array("q"), array("q")))
+        starts.append(steps.start[k])
+        numbers.append(steps.number[k])
+    for starts, numbers in by_process.values():  # ties in start: by number, as the keys sort
+        pairs = sorted(zip(starts, numbers))
+        starts[:] = array("q", [a for a, _ in pairs])
+        numbers[:] = array("q", [b for _, b in pairs])
     for p, start, ns in zip(steps.log_process, steps.log_start, steps.log_duration):
-        candidates = starts.get(p, [])
-        at = bisect_right(candidates, (start, (1 << 62, 0))) - 1
+        found = by_process.get(p)
+        if found is None:
+            continue
+        at = bisect_right(found[0], start) - 1
         if at >= 0:
-            phase_ns[candidates[at][1]][p]["logging"] += ns
-    ordered = sorted(per_iter.values(), key=lambda it: (it.run, it.number))
-    for item in ordered:
-        slow, _ = item.slowest
-        item.phases = dict(phase_ns.get((item.run, item.number), {}).get(slow, {}))
-    return ordered
+            key = (proc_run[p], found[1][at])
+            if slowest[key] == p:
+                phases = per_iter[key].phases
+                phases["logging"] = phases.get("logging", 0) + ns
+    return sorted(per_iter.values(), key=lambda it: (it.run, it.number))
 
 
 def _runs(capture: Capture, scan: _Scan, ordered: list[Iteration]) -> tuple[list[RunSummary], dict[int, int]]:

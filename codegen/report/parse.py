@@ -87,6 +87,10 @@ class Link:
     span_id: int
 
 
+def _absent(rows: int) -> array[int]:
+    return array("q", [-1]) * rows
+
+
 @dataclass
 class Steps:
     """One row per iteration span: its process, number, start, step time, span id, status, and
@@ -101,7 +105,7 @@ class Steps:
     duration: array[int] = field(default_factory=lambda: array("q"))
     span_id: array[int] = field(default_factory=lambda: array("Q"))
     error: array[int] = field(default_factory=lambda: array("b"))
-    phases: dict[str, array[int]] = field(default_factory=dict)  # phase name -> ns per row
+    phases: dict[str, array[int]] = field(default_factory=dict)  # phase name -> ns per row (-1: none)
     log_process: array[int] = field(default_factory=lambda: array("I"))
     log_start: array[int] = field(default_factory=lambda: array("q"))
     log_duration: array[int] = field(default_factory=lambda: array("q"))
@@ -122,14 +126,14 @@ class Steps:
         self.span_id.append(span_id)
         self.error.append(1 if error else 0)
         for column in self.phases.values():
-            column.append(0)
+            column.append(-1)
         return row
 
     def add_phase(self, row: int, name: str, ns: int) -> None:
         column = self.phases.get(name)
         if column is None:
-            column = self.phases[name] = array("q", bytes(8 * len(self.number)))
-        column[row] += ns
+            column = self.phases[name] = _absent(len(self.number))
+        column[row] = max(column[row], 0) + ns
 
     def extend(self, other: Steps, processes: list[int]) -> None:
         offset = len(self.number)
@@ -138,8 +142,8 @@ class Steps:
         for name in ("number", "start", "duration", "span_id", "error"):
             getattr(self, name).extend(getattr(other, name))
         for name in set(self.phases) | set(other.phases):
-            mine = self.phases.setdefault(name, array("q", bytes(8 * offset)))
-            mine.extend(other.phases.get(name, array("q", bytes(8 * rows))))
+            mine = self.phases.setdefault(name, _absent(offset))
+            mine.extend(other.phases.get(name, _absent(rows)))
         self.log_process.extend(array("I", [processes[p] for p in other.log_process]))
         self.log_start.extend(other.log_start)
         self.log_duration.extend(other.log_duration)
@@ -329,6 +333,7 @@ def _read_files(paths: list[Path], taxonomy: Taxonomy, window: Window | None = N
     kind_of = _kinds(taxonomy) if window is None else {}
     steps = capture.steps
     pending: dict[tuple[int, int], dict[str, int]] = {}  # (process, parent id) -> phase -> ns
+    recent: dict[tuple[int, int], int] = {}  # (process, span id) -> row: the last RECENT iterations read
     # the hot loop: local names for every array's append (a million spans take seconds)
     name_index = capture.name_index
     add_name, add_process = capture.name.append, capture.process.append
@@ -372,7 +377,7 @@ def _read_files(paths: list[Path], taxonomy: Taxonomy, window: Window | None = N
                 if not kind:
                     continue
                 if kind & ~(MARK | FIRST):
-                    _reduce(span, kind, process.index, key_attr, steps, pending)
+                    _reduce(span, kind, process.index, key_attr, steps, pending, recent)
                     if not kind & MARK:
                         continue
             elif end < lo or start > hi:
@@ -406,6 +411,9 @@ def _read_files(paths: list[Path], taxonomy: Taxonomy, window: Window | None = N
             add_error(1 if span.status == "ERROR" else 0)
             if window is None and kind & FIRST:  # its phase children count in its parent's row
                 steps.aliases.append((process.index, capture.span_id[-1], capture.parent_id[-1]))
+                row = recent.get((process.index, capture.parent_id[-1]))
+                if row is not None:  # read after its iteration: its phases go to that row
+                    _remember(recent, (process.index, capture.span_id[-1]), row)
                 moved = pending.pop((process.index, capture.span_id[-1]), None)
                 if moved:
                     into = pending.setdefault((process.index, capture.parent_id[-1]), {})
@@ -422,8 +430,10 @@ def _read_files(paths: list[Path], taxonomy: Taxonomy, window: Window | None = N
 
 
 def _reduce(span: CapturedSpan, kind: int, process: int, key_attr: str, steps: Steps,
-            pending: dict[tuple[int, int], dict[str, int]]) -> None:  # fmt: skip
-    """Fold an iteration, phase or logging span into the iterations' rows."""
+            pending: dict[tuple[int, int], dict[str, int]], recent: dict[tuple[int, int], int]) -> None:  # fmt: skip
+    """Fold an iteration, phase or logging span into the iterations' rows: a phase span read
+    after its iteration (or first-iteration) span goes to its row at once, one read before it
+    waits in ``pending`` for it (exporters write a span when it ends: children first)."""
     duration = span.end_ns - span.start_ns
     if kind & ITERATION:
         span_id = _span_int(span.span_id, "span id", span.source) if span.span_id else 0
@@ -441,14 +451,28 @@ def _reduce(span: CapturedSpan, kind: int, process: int, key_attr: str, steps: S
         if found:
             for phase, ns in found.items():
                 steps.add_phase(row, phase, ns)
+        _remember(recent, (process, span_id), row)
     if kind & PHASE and span.parent_id:
         parent = _span_int(span.parent_id, "parent span id", span.source)
-        into = pending.setdefault((process, parent), {})
-        into[span.name] = into.get(span.name, 0) + duration
+        owner = recent.get((process, parent))
+        if owner is not None:
+            steps.add_phase(owner, span.name, duration)
+        else:
+            into = pending.setdefault((process, parent), {})
+            into[span.name] = into.get(span.name, 0) + duration
     if kind & LOGGING:
         steps.log_process.append(process)
         steps.log_start.append(span.start_ns)
         steps.log_duration.append(duration)
+
+
+RECENT = 4096  # iteration spans remembered for phase spans read after them
+
+
+def _remember(recent: dict[tuple[int, int], int], key: tuple[int, int], row: int) -> None:
+    recent[key] = row
+    if len(recent) > RECENT:
+        del recent[next(iter(recent))]  # the oldest (dicts keep insertion order)
 
 
 def located(source: str, message: str, severity: str = "error") -> str:

@@ -32,7 +32,12 @@ def _workspace(tmp_path: Path) -> Path:
 
 def _run(command: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+        ["bash", "-c", command],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
     )
 
 
@@ -58,7 +63,11 @@ def test_store_command_runs_as_written(project, tmp_path):
         result = _run(blocks(PAGE)["report-store"], work, CLICKHOUSE_URL=url)
     assert result.returncode == 0, result.stderr
     assert (work / "report" / "report.txt").read_text() == build(project, [capture]).text
-    assert {p.name for p in (work / "report").iterdir()} == {"report.txt", "report.html", "trace.perfetto.json"}
+    assert {p.name for p in (work / "report").iterdir()} == {
+        "report.txt",
+        "report.html",
+        "trace.perfetto.json",
+    }
 
 
 def test_engine_chdb_command_runs_as_written(project, tmp_path):

@@ -168,6 +168,36 @@ def test_run_id_with_no_spans(tmp_path, capsys):
     assert err == f"chdb:{store}: error: no spans for table otel_traces, run id 'no-such-run'"
 
 
+def test_several_services_without_service(tmp_path, capsys):
+    one = Spans({"service.name": "job-a", "process.pid": 1})
+    simple_run(one)
+    two = Spans({"service.name": "job-b", "process.pid": 2})
+    simple_run(two, offset=100.0)
+    store = make_store(tmp_path / "store", [one.write(tmp_path / "a.json"), two.write(tmp_path / "b.json")])
+    err = _fails(tmp_path, capsys, "--store", f"chdb:{store}")
+    assert err == (
+        f"chdb:{store}: error: spans of 2 services in otel_traces ('job-a', 'job-b'): report one at a time (--service)"
+    )
+    out = tmp_path / "b"
+    assert (
+        main(
+            [
+                "report",
+                "--specs",
+                str(SPECS),
+                "--store",
+                f"chdb:{store}",
+                "--service",
+                "job-b",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert "2 runs" not in (out / "report.txt").read_text()
+
+
 def test_unreachable_server(tmp_path, capsys):
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
