@@ -542,6 +542,8 @@ PROCESS_LABELS = {
     "sdk": "all, SDK path",
     "lean_readable": "all, lean path, ReadableSpans to the exporter (before _otlp)",
     "lean": "all, lean path",
+    "distro": "all, opentelemetry-instrument's provider, lean path",
+    "distro_sdk": "all, opentelemetry-instrument's provider, SDK path (MEGATRON_OTEL_RECORDING=sdk)",
 }
 
 
@@ -581,7 +583,7 @@ def process_rows(data: dict) -> list[Row]:
         other = [a - o for a, o in zip(run["other_cpu_s"], off["other_cpu_s"], strict=True)]
         wall = [w for w in run["wall_s"]]
         total = [t + o for t, o in zip(thread, other, strict=True)]
-        lean = arm == "lean"
+        lean = arm in ("lean", "distro")
         row(f"{name}: training-thread CPU per span (arm - off)", thread, 1e6 / spans, "us", None)
         row(f"{name}: export CPU per span (the process's other threads, arm - off)", other, 1e6 / spans, "us",
             ("<=", 8.0) if lean else None)  # fmt: skip

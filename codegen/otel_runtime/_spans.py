@@ -40,6 +40,8 @@ SPAN_ATTRIBUTES: dict[str, dict[str, Any]] = {
 }
 NO_ATTRIBUTES: dict[str, Any] = {}
 _exc_info = sys.exc_info
+# The exception being handled (sys.exception, Python >= 3.11: no tuple built per call).
+_exception: Callable[[], BaseException | None] = getattr(sys, "exception", lambda: _exc_info()[1])
 _is_finalizing = sys.is_finalizing
 _F = TypeVar("_F", bound=Callable[..., Any])
 _Parameters = tuple[tuple[str, str, "int | None", Any], ...]
@@ -130,13 +132,16 @@ def start_sdk(
         base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
         values = {**base, **extra} if extra else base
         called = True
-        if run.ids is not None:  # a root joins the shared trace; a pipeline send gets its id
+        stack = run.open_spans.stack
+        # A root (no taxonomy span open on this thread, as on the lean path) joins the shared
+        # trace, a pipeline transfer gets its id; any other span takes its parent's trace.
+        if run.ids is not None and (not stack or name in P2P):
             span = start_shared(tracer, run, name, values)
         else:
             span = tracer.start_span(name, attributes=values)
         token = otel_context.attach(otel_trace.set_span_in_context(span))
-        started = StartedSpan(span, token, name, _exc_info()[1])
-        run.open_spans.stack.append(started)
+        started = StartedSpan(span, token, name, _exception())
+        stack.append(started)
         return started
     except Exception as error:  # RecursionError and MemoryError included: whatever started is
         # ended, the context restored; a span the tracer started before failing is found in the
@@ -357,7 +362,7 @@ class StartedSpan:
                 warn_once(self._name, "restoring the context")
             self._token = None
         try:
-            error = _exc_info()[1]
+            error = _exception()
             if error is not None and error is not self._handled:
                 span.record_exception(error)
                 span.set_status(Status(StatusCode.ERROR, type(error).__name__))

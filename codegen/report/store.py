@@ -11,10 +11,11 @@ The queries are the same text on a ClickHouse server (HTTP interface, ``http://h
 chdb, ClickHouse in process (``chdb:PATH``, the ``report-store`` extra), which is also how local
 captures are reported through the store's path (``--engine chdb``, ``load_captures``).
 
-Schema: the exporter's ``traces_table.sql`` template (non-full-text-search variant) at
+Schema: the exporter's ``traces_table.sql`` template (non-full-text-search variant) pinned at
 opentelemetry-collector-contrib commit 2bf6b9e1f8c8716ab54eaac1635e56b4d0649900
-(exporter/clickhouseexporter/internal/sqltemplates/; Go module
-github.com/open-telemetry/opentelemetry-collector-contrib/exporter/clickhouseexporter v0.165.x). Its
+(exporter/clickhouseexporter/internal/sqltemplates/; the Go module
+github.com/open-telemetry/opentelemetry-collector-contrib/exporter/clickhouseexporter's newest
+release in the module index when written: v0.165.1). Its
 column mapping: ``Timestamp`` the span's start, ``Duration`` end - start in ns, ids in hex
 (``ParentSpanId`` empty for a root), ``StatusCode`` ``Unset``/``Ok``/``Error``, every attribute
 value as a string. The columns read are checked before any figure (:data:`COLUMNS`); the older
@@ -476,10 +477,14 @@ def read_window(connection: Connection, selection: Selection, taxonomy: Taxonomy
     hi = max(b for _, b in window.ranges.values())
     table = _ident(selection.table)
     number = ITERATION_OF.format(key=quote(taxonomy.iteration_key))
+    only = ""
+    if len(window.ranges) < len(first.processes):  # some ranks: only theirs
+        keys = [_sql_key(p) for p in first.processes if p.key in window.ranges]
+        only = f" AND {KEY} IN (" + ", ".join("(" + ", ".join(map(quote, k)) + ")" for k in keys) + ")"
     rows = connection.rows(
         f"SELECT {KEY}, SpanName, {START} AS s, s + Duration AS e, SpanId, ParentSpanId, {number}, "
         f"ifNull(toInt64OrNull(SpanAttributes['thread.id']), 0), StatusCode = 'Error', TraceId, "
-        f"`Links.TraceId`, `Links.SpanId` FROM {table} WHERE {_where(selection)} AND s <= {hi} AND e >= {lo} "
+        f"`Links.TraceId`, `Links.SpanId` FROM {table} WHERE {_where(selection)}{only} AND s <= {hi} AND e >= {lo} "
         f"ORDER BY s LIMIT {WINDOW_ROWS}"
     )
     by_key = {p.key: p for p in first.processes}

@@ -30,9 +30,19 @@ def _differences(left: Path, right: Path) -> list[str]:
 
 def _python3(version: str, folder: Path) -> Path | None:
     """A folder whose ``python3`` is Python ``version`` (the block says ``python3``), or None."""
-    found = shutil.which(f"python{version}")
-    if found is None:
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates = [
+        shutil.which(f"python{version}"),
+        *map(str, pyenv.glob(f"versions/{version}*/bin/python{version}")),
+    ]
+    runs = [  # a pyenv shim runs only where pyenv selects that version: the interpreter itself then
+        c
+        for c in candidates
+        if c and subprocess.run([c, "-c", "pass"], capture_output=True, check=False).returncode == 0
+    ]
+    if not runs:
         return None
+    found = runs[0]
     folder.mkdir()
     (folder / "python3").write_text(f'#!/bin/sh\nexec "{found}" "$@"\n')
     (folder / "python3").chmod(0o755)

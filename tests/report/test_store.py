@@ -88,6 +88,25 @@ def test_store_report_equals_file_report_on_made_captures(project, tmp_path, nam
     _same_report(project, tmp_path, name, _made(tmp_path)[name])
 
 
+def test_trace_window_from_the_store_equals_the_files(project, tmp_path, capsys):
+    (synthetic,) = _made(tmp_path)["synthetic 4 ranks"]
+    store = make_store(tmp_path / "store", [synthetic])
+    window = ["--trace-ranks", "1,3", "--trace-iterations", "20-25"]
+    files, from_store = tmp_path / "files", tmp_path / "from-store"
+    assert main(["report", "--specs", str(SPECS), str(synthetic), *window, "--out", str(files)]) == 0
+    assert (
+        main(["report", "--specs", str(SPECS), "--store", f"chdb:{store}", *window, "--out", str(from_store)])
+        == 0
+    )
+    events = [
+        json.loads((out / "trace.perfetto.json").read_text())["traceEvents"] for out in (files, from_store)
+    ]
+    complete = [e for e in events[0] if e["ph"] == "X"]
+    assert {e["pid"] for e in complete} == {2, 4} and len(complete) > 6 * 2 * 25
+    key = lambda e: json.dumps(e, sort_keys=True)  # the order of events may differ
+    assert sorted(map(key, events[1])) == sorted(map(key, events[0]))
+
+
 def test_engine_chdb_on_files_equals_the_python_reader(project, tmp_path):
     paths = _committed()["fresh+resume"]
     got = build_with_chdb(project, paths)
