@@ -706,6 +706,18 @@ def _runtime(args, rounds: int, off: Path, on: Path, raw: dict, rows: list) -> N
     rows += lens_rows(lens_data, lens_status)
 
 
+def _dependency(tmp: Path, rounds: int, raw: dict, rows: list, notes: list) -> None:
+    from benchmarks import dependency_bench
+
+    print("dependency mode: the import shim, without and with megatron-otel-runtime ...", file=sys.stderr)
+    try:
+        raw["dependency"] = dependency_bench.run(tmp / "dependency", rounds)
+    except Exception as exc:
+        notes.append(f"dependency-mode rows skipped: {exc!r}"[:1000])
+        return
+    rows += dependency_bench.rows(raw["dependency"], ratio_row)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, no subprocess generator runs")
@@ -767,6 +779,7 @@ def main(argv: list[str] | None = None) -> int:
                 off = on = None
             if off is not None:
                 _runtime(args, rounds, off, on, raw, rows)
+                _dependency(Path(tmp), rounds, raw, rows, notes)
 
         _steps(args, raw, rows, notes)
         _process(args, raw, rows, notes)
