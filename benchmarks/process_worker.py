@@ -13,8 +13,13 @@ configures it (``MEGATRON_OTEL_*``, ``configure()``: the runtime's own providers
 tests' live receiver in a child process, the default batch size of 512 and schedule delay of 5 s):
 a batch is exported as soon as 512 spans are buffered, one and a half a step, while the steps run. Arms, one run each per round in a shuffled order: ``off`` (the same loop, the
 same set-up, reset before the steps: the groups off), ``sdk`` (the SDK path: ``_lean.ALLOWED`` off), ``lean_readable`` (the lean path
-handing ``ReadableSpan`` s to the exporter, as before ``_otlp``) and ``lean`` (the lean path as it
-is). A run: ``configure()``, one step not measured (the export reaches its steady state), then
+handing ``ReadableSpan`` s to the exporter, as before ``_otlp``), ``lean`` (the lean path as it
+is), and on the provider ``opentelemetry-instrument`` sets up: ``distro`` (the lean path through
+its exporter) and ``distro_sdk`` (its SDK path, ``MEGATRON_OTEL_RECORDING=sdk``). For those the
+worker sets the global providers up once, at its start, as ``opentelemetry-instrument`` does
+(``opentelemetry.instrumentation.auto_instrumentation.initialize()``: the distro and the SDK's
+configurator from ``OTEL_TRACES_EXPORTER=otlp`` and the receiver's ``OTEL_EXPORTER_OTLP_*``), and
+their runs use it (``MEGATRON_OTEL_OWN_PROVIDERS=0``); the other arms build the runtime's own. A run: ``configure()``, one step not measured (the export reaches its steady state), then
 ``--steps`` measured steps, then ``reset()`` (not measured). Per run: the training thread's CPU
 time (``time.thread_time``), the CPU time of every other thread of the process
 (``time.process_time`` minus the training thread's: the export thread and anything else
@@ -32,7 +37,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-ARMS = ("off", "sdk", "lean_readable", "lean")
+ARMS = ("off", "sdk", "lean_readable", "lean", "distro", "distro_sdk")
+DISTRO_ARMS = ("distro", "distro_sdk")
 LAYERS, MICROBATCHES = 32, 8
 SPANS_PER_STEP = 2 + MICROBATCHES * (2 + 3 * LAYERS)  # 786
 
@@ -70,10 +76,12 @@ def set_up(otel, arm: str) -> None:
     except ImportError:  # a runtime from before _otlp (PYTHONPATH=an older checkout)
         _otlp = None
     os.environ["MEGATRON_OTEL_SPAN_GROUPS"] = "all"
-    os.environ["OTEL_SERVICE_NAME"] = f"process-{arm}"
+    os.environ["OTEL_SERVICE_NAME"] = f"process-{arm}"  # the distro's resource has its own
+    os.environ["MEGATRON_OTEL_OWN_PROVIDERS"] = "0" if arm in DISTRO_ARMS else "1"
+    os.environ["MEGATRON_OTEL_RECORDING"] = "sdk" if arm == "distro_sdk" else "auto"
     _lean.ALLOWED = arm != "sdk"
     if _otlp is not None:
-        _otlp.ENABLED = arm == "lean"
+        _otlp.ENABLED = arm in ("lean", "distro")
     otel.configure()
     if arm == "off":  # the same set-up work, ended before the steps
         otel.reset()
@@ -94,6 +102,14 @@ def main() -> None:
         MEGATRON_OTEL_ENABLED="1", MEGATRON_OTEL_EXPORTER="otlp", MEGATRON_OTEL_METRICS_ENABLED="0",
         MEGATRON_OTEL_OWN_PROVIDERS="1",
     )  # fmt: skip
+    # the global providers, as opentelemetry-instrument sets them up before the program runs
+    os.environ.update(
+        OTEL_SERVICE_NAME="process-distro", OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none",
+    )  # fmt: skip
+    from opentelemetry.instrumentation.auto_instrumentation import initialize
+
+    initialize()
     import codegen.otel_runtime as otel
 
     pause = options.step_s / (MICROBATCHES * 2 * LAYERS)  # one per layer, a forward's worth per backward
@@ -119,6 +135,8 @@ def main() -> None:
     counts = receiver.counts()
     receiver.__exit__(None, None, None)
     recorded = {arm: sum(counts.get(f"process-{arm}", {}).values()) for arm in ARMS}
+    for arm in DISTRO_ARMS:  # one global provider, one resource: the two arms' spans together
+        recorded[arm] = sum(counts.get("process-distro", {}).values()) / len(DISTRO_ARMS)
     runs_per_arm = options.rounds
     print(
         json.dumps(

@@ -542,6 +542,8 @@ PROCESS_LABELS = {
     "sdk": "all, SDK path",
     "lean_readable": "all, lean path, ReadableSpans to the exporter (before _otlp)",
     "lean": "all, lean path",
+    "distro": "all, opentelemetry-instrument's provider, lean path",
+    "distro_sdk": "all, opentelemetry-instrument's provider, SDK path (MEGATRON_OTEL_RECORDING=sdk)",
 }
 
 
@@ -581,7 +583,7 @@ def process_rows(data: dict) -> list[Row]:
         other = [a - o for a, o in zip(run["other_cpu_s"], off["other_cpu_s"], strict=True)]
         wall = [w for w in run["wall_s"]]
         total = [t + o for t, o in zip(thread, other, strict=True)]
-        lean = arm == "lean"
+        lean = arm in ("lean", "distro")
         row(f"{name}: training-thread CPU per span (arm - off)", thread, 1e6 / spans, "us", None)
         row(f"{name}: export CPU per span (the process's other threads, arm - off)", other, 1e6 / spans, "us",
             ("<=", 8.0) if lean else None)  # fmt: skip
@@ -704,6 +706,18 @@ def _runtime(args, rounds: int, off: Path, on: Path, raw: dict, rows: list) -> N
     rows += lens_rows(lens_data, lens_status)
 
 
+def _dependency(tmp: Path, rounds: int, raw: dict, rows: list, notes: list) -> None:
+    from benchmarks import dependency_bench
+
+    print("dependency mode: the import shim, without and with megatron-otel-runtime ...", file=sys.stderr)
+    try:
+        raw["dependency"] = dependency_bench.run(tmp / "dependency", rounds)
+    except Exception as exc:
+        notes.append(f"dependency-mode rows skipped: {exc!r}"[:1000])
+        return
+    rows += dependency_bench.rows(raw["dependency"], ratio_row)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, no subprocess generator runs")
@@ -765,6 +779,7 @@ def main(argv: list[str] | None = None) -> int:
                 off = on = None
             if off is not None:
                 _runtime(args, rounds, off, on, raw, rows)
+                _dependency(Path(tmp), rounds, raw, rows, notes)
 
         _steps(args, raw, rows, notes)
         _process(args, raw, rows, notes)

@@ -175,13 +175,21 @@ class ChosenIds:
 
     def __init__(self) -> None:
         self.local = threading.local()
+        # Ever chosen on any thread: until then no thread-local is read (most spans choose nothing).
+        self.chosen = False
 
     def choose(self, trace_id: int | None = None, span_id: int | None = None) -> None:
         """The ids of the next span this thread starts (None: random); ``choose()`` clears."""
+        if trace_id is not None or span_id is not None:
+            self.chosen = True
+        elif not self.chosen:
+            return
         self.local.trace_id, self.local.span_id = trace_id, span_id
 
     def generate_span_id(self) -> int:
         """The chosen span id, once; else 8 random bytes."""
+        if not self.chosen:
+            return _ids.span_id()
         chosen = getattr(self.local, "span_id", None)
         if chosen is not None:
             self.local.span_id = None
@@ -194,6 +202,8 @@ class ChosenIds:
 
     def generate_trace_id(self) -> int:
         """The chosen trace id, once; else 16 random bytes."""
+        if not self.chosen:
+            return _ids.trace_id()
         chosen = getattr(self.local, "trace_id", None)
         if chosen is not None:
             self.local.trace_id = None

@@ -371,9 +371,21 @@ def record_training_log(results: dict[str, Any]) -> None:
                 "grad_norm": None if grad_norm is None else float(grad_norm),
             }
         )
+        results.setdefault("tracer", _tracer_type())  # the recording path, during training
         return training_log(*args, **kwargs)
 
     training.training_log = recording
+
+
+def _tracer_type() -> str | None:
+    """The class of the tracer the runtime records with now (``LeanTracer``: the lean path)."""
+    try:
+        from megatron.core.otel import _state
+
+        tracer = _state.PROCESS.run.tracer
+    except (ImportError, AttributeError):  # telemetry off, or no runtime in this tree
+        return None
+    return None if tracer is None else type(tracer).__name__
 
 
 def main(argv: list[str] | None = None) -> None:

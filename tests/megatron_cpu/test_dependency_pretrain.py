@@ -52,6 +52,15 @@ def test_the_tree_holds_the_shim_not_the_runtime(runs: dict[str, Run]) -> None:
     assert sorted(p.name for p in otel.glob("*.py")) == ["__init__.py", "_taxonomy.py"]
 
 
+def test_the_otel_extra_names_the_runtime_package(runs: dict[str, Run]) -> None:
+    (result,) = runs["dependency"].results
+    tree = Path(result["megatron_file"]).parents[2]
+    before = (snapshot("with") / "pyproject.toml").read_text()
+    assert '"nemo-lens[sdk]"' in before
+    after = before.replace('"nemo-lens[sdk]"', '"megatron-otel-runtime>=0.1.0"', 1)
+    assert (tree / "pyproject.toml").read_text() == after
+
+
 def test_training_is_bit_identical_to_main_without_6438_and_warns_once(runs: dict[str, Run]) -> None:
     for run in runs.values():
         run.check()

@@ -15,7 +15,7 @@ Which Python ran what (the pages say the same):
   ``PIP_USE_FEATURE=fast-deps`` to read metadata only; the machine's pip configuration left out) in
   the environment ``job-env`` made: it must bring torch's CUDA build and the pinned triton.
   tools/check-constraints resolves the same for Python 3.12.
-- ``fork``, ``install``, ``console`` (patches) and ``package``, ``instrument`` (installed): in the
+- ``fork``, ``install``, ``console`` (patches) and ``package``, ``instrument``, ``recording-path`` (installed): in the
   new environment, activated the way the pages say (its ``bin/`` first on PATH).
 
 The new environment costs about a minute and a half and 1.7 GB of disk (torch and triton installed
@@ -125,7 +125,8 @@ def test_patches_page_from_the_new_environment(work: Path) -> None:
 
 def test_installed_page_from_the_new_environment(work: Path) -> None:
     """megatron-core installed into the job's environment, the instrumentation wheel built and
-    installed, the page's own example run under opentelemetry-instrument: the spans verify."""
+    installed, the page's own example run under opentelemetry-instrument: the spans verify, and the
+    page's recording-path command shows the lean path."""
     job = work / "job-env" / "bin"
     run_block(
         "installed-megatron", work, env=_env(PIP_IGNORE_REQUIRES_PYTHON="1"), page=INSTALLED, bindir=job
@@ -136,3 +137,7 @@ def test_installed_page_from_the_new_environment(work: Path) -> None:
     output = run_block("instrument", work, env=_env(), page=INSTALLED, bindir=job, timeout=500)
     assert VERIFIED in output
     assert '"megatron.layer.forward"' in (work / "installed-capture.json").read_text()
+    # the example takes the lean path through the distro's provider, and the page's command says so
+    said = run_block("recording-path", work, env=_env(), page=INSTALLED, bindir=job, timeout=500)
+    lean = "megatron.core.otel: telemetry: spans record on the lean path, through the global (or given) "
+    assert lean + "tracer provider (TracerProvider)" in said, said[-3000:]

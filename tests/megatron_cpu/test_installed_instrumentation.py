@@ -169,7 +169,9 @@ def test_span_names_equal_the_fork_run(runs: dict[str, Any]) -> None:
     assert woven == fork
 
 
-def test_codegen_verify_finds_nothing(runs: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+def test_codegen_verify_finds_nothing_on_the_lean_path(
+    runs: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     from codegen.cli import main
 
     for name in ("woven", "resumed", "dp"):
@@ -177,6 +179,10 @@ def test_codegen_verify_finds_nothing(runs: dict[str, Any], capsys: pytest.Captu
         capture = str(runs[name]["capture"])
         assert main(["verify", str(SPECS), capture, "--groups", ""]) == 0, capsys.readouterr().out
         assert ": 0 findings" in capsys.readouterr().out
+        # recorded on the lean path, through the provider opentelemetry-instrument set up (the
+        # exporting rank; a rank that does not export records nothing)
+        tracers = {result.get("tracer") for result in runs[name]["results"]} - {None}
+        assert tracers == {"LeanTracer"}, (name, tracers)
 
 
 def test_losses_bit_identical_to_the_run_without_instrumentation(runs: dict[str, Any]) -> None:

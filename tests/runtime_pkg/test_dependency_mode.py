@@ -196,3 +196,22 @@ def test_the_shim_passes_megatrons_formatter_and_docstring_checks(tree: Path) ->
     pylint = [sys.executable, "-m", "pylint", "--disable=all", checks, "-sn", str(tree / PACKAGE)]
     result = subprocess.run(pylint, capture_output=True, text=True, cwd=tree)
     assert result.returncode == 0, result.stdout
+
+
+def test_the_otel_extra_names_the_runtime_instead_of_nemo_lens(tmp_path: Path) -> None:
+    """Replace + dependency mode on main: pyproject.toml's ``otel`` extra (#6438's nemo-lens[sdk])
+    names megatron-otel-runtime; nothing else in the file changes (the ``dev`` group's nemo-lens
+    serves #6415's base layer and stays). A file without such an extra is left alone."""
+    from codegen.emit.runtime import declare_runtime
+
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        '[project.optional-dependencies]\ndev = [\n    "nemo-lens",\n]\n\notel = [\n    "nemo-lens[sdk]",\n]\n'
+    )
+    old, new = declare_runtime(pyproject) or ("", "")
+    assert new == old.replace('"nemo-lens[sdk]"', '"megatron-otel-runtime>=0.1.0"')
+    pyproject.write_text(
+        '[project]\nname = "x"\n\n[project.optional-dependencies]\notel = [\n    "other",\n]\n'
+    )
+    assert declare_runtime(pyproject) is None
+    assert declare_runtime(tmp_path / "absent.toml") is None

@@ -1,0 +1,54 @@
+"""Per-call cost of a disabled span in a dependency-mode tree (issue 32); run as a script, prints JSON.
+
+    python benchmarks/dependency_worker.py --tree DIR [--runtime SITE] [--rounds N]
+
+``DIR`` holds the generator's output for ``fixture/`` in dependency mode (the import shim and the
+taxonomy as ``megatron/core/otel/``). Without ``--runtime`` the shim's no-ops serve the call sites
+(the package absent); with it, ``SITE`` holds ``megatron-otel-runtime`` and the ``recording`` group
+is enabled, so the ``function`` span is a disabled group of an enabled runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import platform
+import sys
+
+from timing import Variant, measure
+
+FIXTURE_MODULE = "megatron.benchfix.work"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tree", required=True)
+    parser.add_argument("--runtime")
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--target-ms", type=float, default=4.0)
+    args = parser.parse_args()
+    sys.path[:0] = [args.tree, *([args.runtime] if args.runtime else [])]
+    work = importlib.import_module(FIXTURE_MODULE)
+    package = work._otel.__name__
+    if args.runtime:
+        assert package == "megatron_otel_runtime", package
+        from opentelemetry.sdk.trace import TracerProvider
+
+        assert work._otel.enable("recording", tracer_provider=TracerProvider()) == {"recording"}
+    else:
+        assert package != "megatron_otel_runtime", package  # the shim's no-ops
+    key = "package" if args.runtime else "shim"
+    variants = [
+        Variant(f"{key}.base", work.empty_base),
+        Variant(f"{key}.function.group_off", work.empty_function),
+        Variant(f"{key}.statement.group_off", work.empty_statement),
+    ]
+    results = measure(variants, args.rounds, args.target_ms / 1000)
+    out = {name: {"min_ns": r.min_ns, "median_ns": r.median_ns} for name, r in results.items()}
+    json.dump({"python": platform.python_version(), "results": out}, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
