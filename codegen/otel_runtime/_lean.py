@@ -1,9 +1,10 @@
 """The lean recording path: spans the runtime records into its own provider, kept as plain records
 on the training thread and turned into SDK ``ReadableSpan`` objects on the export thread.
 
-Used only when the runtime builds the providers itself (no program- or distro-set global tracer
-provider, or ``MEGATRON_OTEL_OWN_PROVIDERS=1``) with the default sampler; a provider the program
-sets gets the SDK path, as before. On the training thread a statement site's span
+Used when the runtime builds the providers itself (no program- or distro-set global tracer
+provider, or ``MEGATRON_OTEL_OWN_PROVIDERS=1``) with the default sampler, and on a provider the
+program or ``opentelemetry-instrument`` set up the standard way (``borrowable``: the rule), whose
+exporter it then shares (``share_exporter``); any other provider gets the SDK path. On the training thread a statement site's span
 (``LeanTracer.open``) costs: the call site's attributes evaluated (a dict, not validated here),
 the current context read from the API's context variable, one ``LeanSpan`` (name, parent, the
 parent's trace, start time) pushed on the thread's open-span stack; at its end the pop, the end
@@ -1202,7 +1203,14 @@ def install(
         borrowed=borrowed,
     )
     if borrowed:
-        share_exporter(recorder)
+        try:
+            share_exporter(recorder)
+        except Exception as error:  # its export cannot be wrapped: the thread stops, unused
+            recorder.done = True
+            recorder.wake.set()
+            _RECORDERS.discard(recorder)
+            name = type(exporter).__name__
+            raise TypeError(f"the exporter {name} cannot be shared ({error})") from None
     else:
         provider.add_span_processor(recorder)
     _BY_PROVIDER[provider] = recorder

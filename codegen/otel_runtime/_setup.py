@@ -240,6 +240,9 @@ def _borrow(provider: Any, settings: Settings) -> Any:
             span_limits=span_limits,
             borrowed=True,
         )
+    except TypeError as error:  # the exporter cannot be shared (_lean.install)
+        PROCESS.run.recording_reason = str(error)
+        return None
     except Exception:
         log_once(
             "lean-borrow", "recording lean into the global tracer provider failed", exc_info=True

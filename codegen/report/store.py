@@ -254,7 +254,7 @@ def parse_time(text: str) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
-def quote(value: str) -> str:
+def sql_string(value: str) -> str:
     """A ClickHouse string literal."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -269,12 +269,13 @@ def _ident(name: str) -> str:
 _RANK = (
     "multiIf("
     + ", ".join(
-        f"mapContains(ResourceAttributes, {quote(k)}), ResourceAttributes[{quote(k)}]" for k in RANK_KEYS
+        f"mapContains(ResourceAttributes, {sql_string(k)}), ResourceAttributes[{sql_string(k)}]"
+        for k in RANK_KEYS
     )
     + ", '')"
 )
 KEY = (
-    f"tuple(ResourceAttributes[{quote(RUN_KEYS[0])}], ResourceAttributes[{quote(RUN_KEYS[1])}], {_RANK}, "
+    f"tuple(ResourceAttributes[{sql_string(RUN_KEYS[0])}], ResourceAttributes[{sql_string(RUN_KEYS[1])}], {_RANK}, "
     "ResourceAttributes['host.name'], ResourceAttributes['process.pid'])"
 )
 START = "toUnixTimestamp64Nano(Timestamp)"
@@ -284,10 +285,10 @@ ITERATION_OF = "ifNull(toInt64OrNull(SpanAttributes[{key}]), -1)"
 def _where(selection: Selection, service: bool = True) -> str:
     terms = ["1"]
     if service and selection.service is not None:
-        terms.append(f"ServiceName = {quote(selection.service)}")
+        terms.append(f"ServiceName = {sql_string(selection.service)}")
     if selection.run_id is not None:
-        run = quote(selection.run_id)
-        terms.append(" OR ".join(f"ResourceAttributes[{quote(k)}] = {run}" for k in RUN_KEYS).join("()"))
+        run = sql_string(selection.run_id)
+        terms.append(" OR ".join(f"ResourceAttributes[{sql_string(k)}] = {run}" for k in RUN_KEYS).join("()"))
     if selection.since is not None:
         terms.append(f"{START} >= {int(selection.since)}")
     if selection.until is not None:
@@ -296,7 +297,7 @@ def _where(selection: Selection, service: bool = True) -> str:
 
 
 def _names(names: Iterable[str]) -> str:
-    return "(" + ", ".join(quote(n) for n in sorted(names)) + ")" if names else "('')"
+    return "(" + ", ".join(sql_string(n) for n in sorted(names)) + ")" if names else "('')"
 
 
 def queries(selection: Selection, taxonomy: Taxonomy) -> dict[str, str]:
@@ -307,8 +308,8 @@ def queries(selection: Selection, taxonomy: Taxonomy) -> dict[str, str]:
     logging = [n for n, k in kinds.items() if k & LOGGING]
     table = _ident(selection.table)
     where = _where(selection)
-    iteration = quote(taxonomy.iteration)
-    number = ITERATION_OF.format(key=quote(taxonomy.iteration_key))
+    iteration = sql_string(taxonomy.iteration)
+    number = ITERATION_OF.format(key=sql_string(taxonomy.iteration_key))
     return {
         "services": f"SELECT ServiceName, count() FROM {table} WHERE {_where(selection, False)} "
         "GROUP BY ServiceName ORDER BY ServiceName",
@@ -337,9 +338,9 @@ def queries(selection: Selection, taxonomy: Taxonomy) -> dict[str, str]:
 def check_schema(connection: Connection, table: str = TABLE) -> None:
     """The table exists and has the exporter's columns (of its types); else one StoreError line."""
     database, _, name = table.rpartition(".")
-    db = quote(database) if database else "currentDatabase()"
+    db = sql_string(database) if database else "currentDatabase()"
     found = connection.rows(
-        f"SELECT name, type FROM system.columns WHERE database = {db} AND table = {quote(name)}"
+        f"SELECT name, type FROM system.columns WHERE database = {db} AND table = {sql_string(name)}"
     )
     where = connection.where
     if not found:
@@ -476,11 +477,11 @@ def read_window(connection: Connection, selection: Selection, taxonomy: Taxonomy
     lo = min(a for a, _ in window.ranges.values())
     hi = max(b for _, b in window.ranges.values())
     table = _ident(selection.table)
-    number = ITERATION_OF.format(key=quote(taxonomy.iteration_key))
+    number = ITERATION_OF.format(key=sql_string(taxonomy.iteration_key))
     only = ""
     if len(window.ranges) < len(first.processes):  # some ranks: only theirs
         keys = [_sql_key(p) for p in first.processes if p.key in window.ranges]
-        only = f" AND {KEY} IN (" + ", ".join("(" + ", ".join(map(quote, k)) + ")" for k in keys) + ")"
+        only = f" AND {KEY} IN (" + ", ".join("(" + ", ".join(map(sql_string, k)) + ")" for k in keys) + ")"
     rows = connection.rows(
         f"SELECT {KEY}, SpanName, {START} AS s, s + Duration AS e, SpanId, ParentSpanId, {number}, "
         f"ifNull(toInt64OrNull(SpanAttributes['thread.id']), 0), StatusCode = 'Error', TraceId, "
@@ -630,5 +631,5 @@ def insert_rows(connection: ChdbConnection, rows: Path, table: str = TABLE) -> N
         "SELECT fromUnixTimestamp64Nano(start), TraceId, SpanId, ParentSpanId, SpanName, SpanKind, ServiceName, "
         "ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, Duration, StatusCode, StatusMessage, "
         "LinkTraceIds, LinkSpanIds, arrayMap(x -> '', LinkSpanIds), arrayMap(x -> map(), LinkSpanIds) "
-        f"FROM file({quote(str(rows))}, JSONEachRow, {quote(LOAD_COLUMNS)})"
+        f"FROM file({sql_string(str(rows))}, JSONEachRow, {sql_string(LOAD_COLUMNS)})"
     )

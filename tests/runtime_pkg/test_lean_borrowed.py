@@ -307,3 +307,48 @@ def test_a_later_run_on_the_same_provider_decides_afresh(
     otel.shutdown()
     assert [s.name for s in exporter.get_finished_spans()] == ["megatron.layer.forward"]
     provider.shutdown()
+
+
+class Unwrappable(SpanExporter):
+    """An exporter whose ``export`` cannot be replaced on the instance."""
+
+    def __init__(self) -> None:
+        self.spans: list[str] = []
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "export":
+            raise AttributeError("read-only")
+        super().__setattr__(name, value)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans.extend(s.name for s in spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_an_exporter_that_cannot_be_shared_keeps_the_sdk_path_and_starts_no_thread(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO")
+    exporter = Unwrappable()
+    provider = with_processors(SimpleSpanProcessor(exporter))
+    before = {t.ident for t in threading.enumerate() if t.name == "megatron-otel-export"}
+    environment(monkeypatch, "lean")
+    otel.configure(tracer_provider=provider)
+    assert tracer_name(otel) == "Tracer"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # the recorder's thread, started, stops at once
+        after = {t.ident for t in threading.enumerate() if t.name == "megatron-otel-export"}
+        if after == before:
+            break
+        time.sleep(0.01)
+    assert after == before
+    span = otel.start_span("megatron.layer.forward")
+    assert span is not None
+    span.end()
+    otel.shutdown()
+    assert exporter.spans == ["megatron.layer.forward"]
+    assert any("cannot be shared" in r.getMessage() for r in caplog.records), caplog.records
+    provider.shutdown()
