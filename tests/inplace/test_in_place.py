@@ -408,3 +408,28 @@ def test_refusals_name_commands_that_succeed(repo: Path) -> None:
     (command,) = HINT.findall(err)
     assert command.endswith("--discard-hand-edits")
     assert _run_hint(repo, command)[0] == 0
+
+
+def test_runtime_mode_switches_both_ways_and_checks(repo: Path) -> None:
+    """Issue 32: --runtime dependency replaces the vendored runtime by the import shim (the
+    taxonomy stays, the runtime's other modules go), --check agrees, and vendored brings them back;
+    the instrumented call sites are the same in both modes."""
+    otel = repo / "megatron/core/otel"
+    vendored = sorted(p.name for p in otel.glob("*.py"))
+    layer = (repo / LAYER).read_bytes()
+    rc, out, err = codegen(repo, "--runtime", "dependency")
+    assert rc == 0, err
+    assert sorted(p.name for p in otel.glob("*.py")) == ["__init__.py", "_taxonomy.py"]
+    assert "megatron_otel_runtime" in (otel / "__init__.py").read_text()
+    assert (repo / LAYER).read_bytes() == layer
+    rc, out, err = codegen(repo, "--runtime", "dependency", "--check")
+    assert rc == 0, out + err
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "dependency mode")
+    rc, out, err = codegen(repo, "--check")  # the vendored default differs from the checkout now
+    assert rc == 1 and "megatron/core/otel/_spans.py" in out
+    rc, out, err = codegen(repo)
+    assert rc == 0, err
+    assert sorted(p.name for p in otel.glob("*.py")) == vendored
+    git(repo, "add", "-A")
+    assert git(repo, "diff", "--cached", "--name-only", "instrumented", "--", "megatron") == ""

@@ -173,14 +173,30 @@ def main_root(tmp_path_factory) -> Path:
     from tests.megatron_cpu.main_tree import instrument
     from tests.upstream_main import snapshot
 
-    return instrument(snapshot("with"), tmp_path_factory.mktemp("main") / "megatron-lm", replace=True)
+    tree = tmp_path_factory.mktemp("main") / "megatron-lm"
+    return instrument(snapshot("with"), tree, replace=True, runtime=MAIN_RUNTIME)
+
+
+# The replaced main tree's runtime mode: vendored (CI's run), or with CODEGEN_MAIN_RUNTIME=dependency
+# the import shim on the megatron-otel-runtime wheel (issue 32: `codegen package --runtime`'s wheel
+# installed from its file into main_shims, which every main test puts on PYTHONPATH).
+MAIN_RUNTIME = os.environ.get("CODEGEN_MAIN_RUNTIME", "vendored")
 
 
 @pytest.fixture(scope="session")
 def main_shims(tmp_path_factory) -> Path:
     from tests.megatron_cpu.main_tree import shims
 
-    return shims(tmp_path_factory.mktemp("shims"))
+    directory = shims(tmp_path_factory.mktemp("shims"))
+    if MAIN_RUNTIME == "dependency":
+        from codegen.cli import main as codegen_main
+
+        dist = tmp_path_factory.mktemp("dist")
+        assert codegen_main(["package", str(REPO / "specs"), "--runtime", "--out", str(dist)]) == 0
+        (wheel,) = dist.glob("*.whl")
+        command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target"]
+        subprocess.run([*command, str(directory), str(wheel)], check=True, capture_output=True)
+    return directory
 
 
 @pytest.fixture(scope="session")

@@ -209,7 +209,7 @@ def count_exit_hooks() -> dict[str, int]:
     def telemetry(func) -> bool:
         module = getattr(func, "__module__", "") or ""
         name = getattr(func, "__qualname__", "") or ""
-        return module.startswith("megatron.core.otel") or "otel" in name
+        return module.startswith(("megatron.core.otel", "megatron_otel_runtime")) or "otel" in name
 
     def counting_register(func, *args, **kwargs):
         counts["atexit"] += telemetry(func)

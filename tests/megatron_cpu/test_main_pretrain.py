@@ -43,8 +43,8 @@ RAISE_AT = 1  # the exception run: forward_step raises in iteration 1 (0-based)
 KILL_AT = 1  # the SIGTERM run (no handler of Megatron's): killed in iteration 1
 
 
-def _configs(main: Path, with_6438: Path, lens: Path) -> dict[str, Config]:
-    ours = (("PYTHONPATH", str(main)),)
+def _configs(main: Path, with_6438: Path, lens: Path, shims: Path) -> dict[str, Config]:
+    ours = (("PYTHONPATH", f"{main}{os.pathsep}{shims}"),)  # shims: the runtime wheel when installed
     return {
         "hand": Config(
             "all", MAIN_ARGV, save=True, env=(("PYTHONPATH", f"{with_6438}{os.pathsep}{lens}"),),
@@ -64,9 +64,9 @@ BATCHES = (("hand", "generated"), ("raised", "killed"), ("repeated",))
 
 
 @pytest.fixture(scope="session")
-def main_runs(main_root, main_helpers, nemo_lens_site, tmp_path_factory) -> dict[str, Run]:
+def main_runs(main_root, main_helpers, main_shims, nemo_lens_site, tmp_path_factory) -> dict[str, Run]:
     work = tmp_path_factory.mktemp("main-pretrain")
-    configs = _configs(main_root, snapshot("with"), nemo_lens_site)
+    configs = _configs(main_root, snapshot("with"), nemo_lens_site, main_shims)
     roots = {"fork": main_root}
     runs: dict[str, Run] = {}
     for batch in BATCHES:
