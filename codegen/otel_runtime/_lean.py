@@ -4,10 +4,11 @@ on the training thread and turned into SDK ``ReadableSpan`` objects on the expor
 Used when the runtime builds the providers itself (no program- or distro-set global tracer
 provider, or ``MEGATRON_OTEL_OWN_PROVIDERS=1``) with the default sampler, and on a provider the
 program or ``opentelemetry-instrument`` set up the standard way (``borrowable``: the rule), whose
-exporter it then shares (``share_exporter``); any other provider gets the SDK path. On the training thread a statement site's span
-(``LeanTracer.open``) costs: the call site's attributes evaluated (a dict, not validated here),
-the current context read from the API's context variable, one ``LeanSpan`` (name, parent, the
-parent's trace, start time) pushed on the thread's open-span stack; at its end the pop, the end
+exporter it then shares (``share_exporter``); any other provider gets the SDK path. On the
+training thread a statement site's span (``LeanTracer.open``) costs: the call site's attributes
+evaluated (a dict, not validated here), the current context read from the API's context variable,
+one ``LeanSpan`` (name, parent, the parent's trace, start time) pushed on the thread's open-span
+stack; at its end the pop, the end
 time and an append to this thread's buffer. No context is made per span: the outermost span of a
 nesting sets one ``_LeanContext``, whose current span is looked up on the stack when someone asks
 (the exact rule is ``_LeanContext``'s). The span id (drawn on first use, normally by the export
