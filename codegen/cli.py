@@ -122,6 +122,22 @@ def _parser() -> argparse.ArgumentParser:
         "instrumented with 'codegen apply --runtime dependency'): the runtime's modules and the "
         "specs' taxonomy",
     )
+    package.add_argument(
+        "--source",
+        type=Path,
+        metavar="DIR",
+        help="with --replace-upstream: also cover the Megatron-LM checkout DIR, which carries "
+        "Megatron-LM's hand-written OpenTelemetry instrumentation (PR #6438; main stands in for the "
+        "next release): its instrumentation is replaced by the specs' now, when the wheel is built, "
+        "and a tree whose files match DIR's is served that text, with this runtime in place of "
+        "nemo-lens; a #6438 tree the wheel does not know is left alone, with a warning",
+    )
+    package.add_argument(
+        REPLACE_FLAG,
+        action="store_true",
+        help="replace the hand-written instrumentation of --source DIR (as 'codegen apply "
+        "--replace-upstream' does); required with --source",
+    )
 
     validate = commands.add_parser(
         "validate",
@@ -564,6 +580,12 @@ def _package(args: argparse.Namespace) -> int:
     from codegen.emit.package import ReleaseRun, write_wheel
     from codegen.spec.load import load_project
 
+    if (args.source is None) != (not args.replace_upstream):
+        given, missing = (
+            ("--source", REPLACE_FLAG) if args.source is not None else (REPLACE_FLAG, "--source DIR")
+        )
+        print(f"error: codegen package {given} needs {missing}", file=sys.stderr)
+        return 2  # a usage error, as argparse exits
     diags = Diagnostics()
     project = load_project(args.specs, diags)
     if args.runtime:
@@ -579,6 +601,20 @@ def _package(args: argparse.Namespace) -> int:
         options = argparse.Namespace(specs=args.specs, source=None, release=pin.version, allow_missing=False)
         run = _run(options, use_cache=True)
         runs.append(ReleaseRun(run.release, Path(run.source_root), run.changes))
+    if args.source is not None:
+        options = argparse.Namespace(
+            specs=args.specs, source=args.source, release=None, allow_missing=False, replace_upstream=True
+        )
+        run = _run(options, use_cache=True)
+        if run.release in {r.release for r in runs}:
+            print(
+                f"error: --source {args.source}: the tree says it is megatron-core {run.release}, a "
+                "release the specs support already; --source names a tree carrying PR #6438 that no "
+                "published release is",
+                file=sys.stderr,
+            )
+            return EXIT_SOURCE
+        runs.append(ReleaseRun(run.release, Path(run.source_root), run.changes, replaced=True))
     try:
         version = metadata.version("megatron-otel-codegen")
     except metadata.PackageNotFoundError:
@@ -586,8 +622,11 @@ def _package(args: argparse.Namespace) -> int:
     from codegen.otel_runtime._version import SCHEMA_URL
 
     wheel = write_wheel(args.out, runs, version, SCHEMA_URL)
-    releases = ", ".join(run.release for run in runs)
-    print(f"wrote {wheel} (megatron-core {releases})")
+    releases = ", ".join(run.release for run in runs if not run.replaced)
+    also = "".join(
+        f"; {run.source_root} ({run.release}) with PR #6438 replaced" for run in runs if run.replaced
+    )
+    print(f"wrote {wheel} (megatron-core {releases}{also})")
     return EXIT_OK
 
 

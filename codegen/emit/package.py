@@ -47,6 +47,10 @@ class ReleaseRun:
     release: str
     source_root: Path
     changes: Mapping[str, str]  # path under the source root -> instrumented (or added) text
+    # a tree carrying Megatron-LM's hand-written instrumentation (PR #6438), generated in replace
+    # mode: not a published release (RELEASES, the requirement), served only on a tree whose every
+    # file it changes matches (the finder's #6438 check)
+    replaced: bool = False
 
 
 def sha256(data: bytes) -> str:
@@ -76,9 +80,10 @@ def package_files(runs: list[ReleaseRun], version: str, schema_url: str) -> dict
             files[f"{MODULE}/woven/{woven_sha}.pysrc"] = woven
             entry = {"release": run.release, "pristine": sha256(pristine), "woven": woven_sha}
             file_table.setdefault(path, []).append(entry)
-    releases = [run.release for run in runs]
+    releases = [run.release for run in runs if not run.replaced]
     table["releases"] = releases
     table["newest"] = releases[-1]
+    table["replaced"] = [run.release for run in runs if run.replaced]
     table["runtime"] = runtimes
     table["files"] = dict(sorted(file_table.items()))
     files[f"{MODULE}/_table.json"] = (json.dumps(table, indent=1, sort_keys=True) + "\n").encode()
@@ -132,7 +137,7 @@ def wheel_name(version: str) -> str:
 def write_wheel(out_dir: Path, runs: list[ReleaseRun], version: str, schema_url: str) -> Path:
     """Write the wheel into ``out_dir`` (created); returns its path. Written beside and renamed
     into place, so a failure leaves no partial wheel."""
-    releases = [run.release for run in runs]
+    releases = [run.release for run in runs if not run.replaced]
     files = package_files(runs, version, schema_url)
     info = f"{MODULE}-{version}.dist-info"
     files[f"{info}/METADATA"] = _metadata(version, releases).encode()

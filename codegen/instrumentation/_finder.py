@@ -12,10 +12,15 @@ checkout on ``PYTHONPATH``, ...); then its file is hashed:
   imports the runtime: left alone, it is woven already;
 - anything else: left alone, with one warning naming the file, the release its
   ``package_info.py`` says and what to do;
-- every module of a tree carrying Megatron-LM's own hand-written instrumentation (PR #6438: its
-  span sites in ``megatron/training/training.py``): left alone, even a file that matches a release,
-  so that a process never runs two sets of spans; one warning per tree names the command that
-  replaces it (``codegen apply ... --replace-upstream``).
+- a tree carrying Megatron-LM's own hand-written instrumentation (PR #6438: its span sites in
+  ``megatron/training/training.py``) that this package was built over (``codegen package
+  --source DIR --replace-upstream``: the table's "replaced" trees): when every file under
+  ``megatron/`` the table names for that tree has its pristine bytes, the tree is known and each
+  such module is served its replaced text (#6438 taken out, the specs' instrumentation in, computed
+  when the package was built), with the runtime shipped here;
+- every module of any other tree carrying #6438's instrumentation: left alone, even a file that
+  matches a release, so that a process never runs two sets of spans; one warning per tree names
+  the command that replaces it (``codegen apply ... --replace-upstream``).
 
 ``megatron.core.otel`` is the runtime shipped here only when the tree has none of its own.
 """
@@ -205,6 +210,14 @@ class MegatronFinder(importlib.abc.MetaPathFinder):
         self.warned: set[str] = set()
         self.served: dict[str, str] = {}  # module -> the release whose pristine file it matched
         self.hand_written: dict[Path, bool] = {}  # tree root -> carries #6438's instrumentation
+        # the #6438 trees this package was built over: label -> {path: pristine sha256}
+        self.replaced: dict[str, dict[str, str]] = {label: {} for label in table.get("replaced", [])}
+        for path, entries in table["files"].items():
+            for entry in entries:
+                if entry["release"] in self.replaced:
+                    self.replaced[entry["release"]][path] = entry["pristine"]
+        self.replaced_pristine = {sha for files in self.replaced.values() for sha in files.values()}
+        self.known_trees: dict[Path, str] = {}  # tree root -> the replaced tree it matches
 
     def _others(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None
@@ -241,8 +254,10 @@ class MegatronFinder(importlib.abc.MetaPathFinder):
         if by_release:
             # the same pristine file in several releases: the instrumentation of the tree's own
             # release (its specs may differ per release), else of the newest that has it
-            release = _release_of(Path(spec.origin))
-            woven = by_release.get(release or "") or by_release[max(by_release, key=_version_key)]
+            release = self.known_trees.get(root) if root is not None else None
+            release = release or _release_of(Path(spec.origin))
+            published = [r for r in by_release if r not in self.replaced] or list(by_release)
+            woven = by_release.get(release or "") or by_release[max(published, key=_version_key)]
         if woven is None:
             if digest not in self.woven and not _IMPORTS_RUNTIME.search(data):
                 self._warn(spec.origin)
@@ -294,6 +309,8 @@ class MegatronFinder(importlib.abc.MetaPathFinder):
             except OSError:
                 training = b""
             known = bool(_HAND_WRITTEN.search(training))
+            if known and self._known_tree(root):
+                known = False  # its every #6438 module is served replaced
             self.hand_written[root] = known
             if known:
                 warnings.warn(
@@ -305,10 +322,26 @@ class MegatronFinder(importlib.abc.MetaPathFinder):
                     HandWrittenTelemetryWarning,
                     stacklevel=3,
                 )
-        if not known and _HAND_WRITTEN.search(data):
+        if not known and _HAND_WRITTEN.search(data) and _sha256(data) not in self.replaced_pristine:
             self.hand_written[root] = True
             return self._hand_written_module(root)
         return known
+
+    def _known_tree(self, root: Path) -> bool:
+        """Whether every module under ``megatron/`` of a #6438 tree this package was built over has
+        its pristine bytes at ``root`` (then each is served replaced; the entry scripts, never
+        imported as modules, are not read)."""
+        for label, files in self.replaced.items():
+            modules = {path: sha for path, sha in files.items() if path.startswith("megatron/")}
+            try:
+                if modules and all(
+                    _sha256((root / path).read_bytes()) == sha for path, sha in modules.items()
+                ):
+                    self.known_trees[root] = label
+                    return True
+            except OSError:
+                continue
+        return False
 
     def _hand_written_module(self, root: Path) -> bool:
         warnings.warn(

@@ -5,12 +5,20 @@ same commit without #6438 gets no such warning."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
+import importlib.util
+import shutil
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
-from tests.target.test_package import _find, _table, finder_module, unpacked, wheel  # noqa: F401
+import pytest
+
+from codegen.cli import main
+from tests.target.conftest import SPECS
+from tests.target.test_package import MODULE, _find, _table, finder_module, unpacked, wheel  # noqa: F401
 from tests.upstream_main import snapshot
 
 
@@ -44,3 +52,113 @@ def test_the_tree_without_6438_gets_no_hand_written_warning(finder_module: Any, 
         warnings.simplefilter("always")
         _find_all(finder, minus, table)
     assert not [w for w in caught if issubclass(w.category, finder_module.HandWrittenTelemetryWarning)]
+
+
+# The wheel built over the #6438 tree too (`codegen package --source DIR --replace-upstream`): the
+# main snapshot stands in for the next release.
+@pytest.fixture(scope="module")
+def main_unpacked(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist-main")
+    argv = ["package", str(SPECS), "--out", str(out), "--source", str(snapshot("with")), "--replace-upstream"]
+    assert main(argv) == 0
+    (built,) = out.glob("*.whl")
+    root = tmp_path_factory.mktemp("site-main")
+    with zipfile.ZipFile(built) as archive:
+        archive.extractall(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def main_finder_module(main_unpacked: Path) -> Any:
+    spec = importlib.util.spec_from_file_location("main_wheel_finder", main_unpacked / MODULE / "_finder.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _replaced_paths(table: dict[str, Any]) -> list[str]:
+    (label,) = table["replaced"]
+    return [p for p, entries in table["files"].items() if any(e["release"] == label for e in entries)]
+
+
+def test_package_source_needs_replace_upstream(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["package", str(SPECS), "--out", str(tmp_path), "--source", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == "error: codegen package --source needs --replace-upstream\n"
+    assert main(["package", str(SPECS), "--out", str(tmp_path), "--replace-upstream"]) == 2
+    assert capsys.readouterr().err == "error: codegen package --replace-upstream needs --source DIR\n"
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_wheel_over_main_serves_the_replaced_text(main_finder_module: Any, main_unpacked: Path) -> None:
+    with_6438 = snapshot("with")
+    table = _table(main_unpacked)
+    assert table["replaced"] == ["0.20.0"] and table["releases"][-1] == table["newest"] == "0.19.2"
+    version = (main_unpacked / MODULE / "_version.py").read_text()
+    assert "0.20.0" not in version  # not a published release: neither RELEASES nor the requirement
+    finder = main_finder_module.MegatronFinder(table)
+    paths = [p for p in _replaced_paths(table) if p.startswith("megatron/")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        specs = {path: _find(finder, with_6438, path) for path in paths}
+        runtime = finder.find_spec("megatron.core.otel", [str(with_6438 / "megatron" / "core")])
+    assert not caught, [str(w.message) for w in caught]
+    assert len(specs) > 10 and "megatron/training/training.py" in specs
+    hand_written = main_finder_module._HAND_WRITTEN
+    for path, spec in specs.items():
+        assert isinstance(spec.loader, main_finder_module.WovenLoader), path
+        assert spec.origin == str(with_6438 / path)
+        (entry,) = [e for e in table["files"][path] if e["release"] == "0.20.0"]
+        assert entry["pristine"] == hashlib.sha256((with_6438 / path).read_bytes()).hexdigest()
+        text = spec.loader.get_source(spec.name)
+        assert hashlib.sha256(text.encode()).hexdigest() == entry["woven"]
+        assert not hand_written.search(text.encode()), f"{path}: #6438's spans are still there"
+    training = specs["megatron/training/training.py"].loader.get_source("megatron.training.training")
+    assert "nemo_lens" not in training
+    assert "import megatron.core.otel as _otel" in training
+    assert runtime is not None and runtime.origin == str(
+        main_unpacked / MODULE / "runtime" / table["runtime"]["0.20.0"] / "__init__.py"
+    )
+
+
+def _copy_modules(source: Path, target: Path, paths: list[str]) -> None:
+    for path in [*paths, "megatron/core/package_info.py"]:
+        (target / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / path, target / path)
+
+
+def test_an_unknown_6438_tree_still_gets_the_warning(
+    main_finder_module: Any, main_unpacked: Path, tmp_path: Path
+) -> None:
+    """One byte changed in one #6438 module: the tree is not the one the wheel was built over,
+    so nothing of it is woven (not even the files that still match) and one warning says so."""
+    table = _table(main_unpacked)
+    paths = [p for p in _replaced_paths(table) if p.startswith("megatron/")]
+    _copy_modules(snapshot("with"), tmp_path, paths)
+    changed = tmp_path / "megatron" / "core" / "transformer" / "transformer_layer.py"
+    changed.write_bytes(changed.read_bytes() + b"\n")
+    finder = main_finder_module.MegatronFinder(table)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        specs = [_find(finder, tmp_path, path) for path in paths]
+    assert all(isinstance(s.loader, importlib.machinery.SourceFileLoader) for s in specs), "nothing woven"
+    assert [w.category for w in caught] == [main_finder_module.HandWrittenTelemetryWarning]
+    assert f"--source {tmp_path.resolve()} --in-place --replace-upstream" in str(caught[0].message)
+
+
+def test_a_6438_module_the_wheel_does_not_know_is_a_warning(
+    main_finder_module: Any, main_unpacked: Path, tmp_path: Path
+) -> None:
+    """A tree whose training.py is not #6438's (so its own modules are checked one by one) holding
+    a module with hand-written spans that no table entry has: left alone, with the warning."""
+    table = _table(main_unpacked)
+    path = "megatron/core/transformer/transformer_layer.py"
+    _copy_modules(snapshot("with"), tmp_path, [path])
+    module = tmp_path / path
+    module.write_bytes(module.read_bytes() + b"\n")
+    finder = main_finder_module.MegatronFinder(table)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        spec = _find(finder, tmp_path, path)
+    assert isinstance(spec.loader, importlib.machinery.SourceFileLoader)
+    assert [w.category for w in caught] == [main_finder_module.HandWrittenTelemetryWarning]
