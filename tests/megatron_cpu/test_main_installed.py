@@ -1,0 +1,118 @@
+"""The instrumentation wheel on a tree that carries #6438 (issue 32, item 5): Megatron-LM main
+stands in for the next release.
+
+The wheel is built over the with-#6438 snapshot (``codegen package specs/ --source DIR
+--replace-upstream``, the block of docs/guide/installed.md) and pip-installed from its file into a directory of its own; the snapshot
+itself, unchanged, is on ``PYTHONPATH`` with nemo-lens beside it (so that #6438's code would record
+if it ran). Megatron's CPU ``pretrain()`` (the harness's worker, main's flags, all span groups) runs
+under ``opentelemetry-instrument``, exporting over OTLP/HTTP to the live receiver. Beside it, the
+same configuration on the tree replace mode writes (``codegen apply --replace-upstream``, the
+comparison's "generated" run). Checked: training.py is served the replaced text, the capture has
+the same span names, each as many times, as replace mode's, from the runtime's scope only (no
+nemo-lens span), and the losses are bit-identical.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+for _module in ("torch", "numpy", "opentelemetry.instrumentation", "opentelemetry.distro"):
+    pytest.importorskip(_module, reason=f"{_module} is needed (tox -e runtime installs it)")
+
+from tests.megatron_cpu.otlp_receiver import OtlpReceiver, free_port
+from tests.megatron_cpu.pretrain_harness import LAUNCH_OFFSETS, WORKER, environment, finish, read_spans, start
+from tests.megatron_cpu.test_main_pretrain import MAIN_ARGV, TRAIN_ITERS, _configs
+from tests.readme_blocks import INSTALLED, run_block, workspace
+from tests.upstream_main import snapshot
+
+BIN = Path(sys.executable).parent
+RUN_TIMEOUT_S = 400
+
+
+@pytest.fixture(scope="module")
+def wheel_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built over main by the installed guide's block "package-main" (the snapshot as
+    ``Megatron-LM/``), installed from its file (``--no-deps``: its dependencies are this
+    environment's) into a directory of its own."""
+    root = workspace(tmp_path_factory.mktemp("main-installed"))
+    (root / "Megatron-LM").symlink_to(snapshot("with"), target_is_directory=True)
+    run_block("package-main", root, page=INSTALLED)
+    (wheel,) = (root / "dist").glob("*.whl")
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target"]
+    subprocess.run([*command, str(root / "site"), str(wheel)], check=True, capture_output=True)
+    return root / "site"
+
+
+@pytest.fixture(scope="module")
+def runs(wheel_site, main_root, main_helpers, main_shims, nemo_lens_site, tmp_path_factory) -> dict[str, Any]:
+    work = tmp_path_factory.mktemp("main-installed-runs")
+    generated = _configs(main_root, snapshot("with"), nemo_lens_site, main_shims)["generated"]
+    replaced, procs = start("generated", generated, {"fork": main_root}, main_helpers, work, free_port())
+    out = work / "installed"
+    out.mkdir()
+    now = time.time()
+    path = os.pathsep.join(str(p) for p in (snapshot("with"), wheel_site, nemo_lens_site, main_shims))
+    with OtlpReceiver("http") as receiver:
+        extra = {key: str(round(now - offset, 3)) for key, offset in LAUNCH_OFFSETS.items()}
+        extra |= receiver.environ() | {
+            "OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+            "OTEL_SERVICE_NAME": "megatron-main-installed", "PYTHONPATH": path,
+        }  # fmt: skip
+        env = environment(snapshot("with"), extra)
+        env["PATH"] = os.pathsep.join([str(BIN), env["PATH"]])
+        env["PYTHONWARNINGS"] = "default"  # the finder's warnings would show
+        command = [
+            str(BIN / "opentelemetry-instrument"), sys.executable, str(WORKER), "--out", str(out),
+            "--rank", "0", "--world-size", "1", "--port", str(free_port()), "--telemetry", "all",
+            "--helpers", str(main_helpers), "--providers", "global", "--", *MAIN_ARGV, "--save", str(out / "ckpt"),
+        ]  # fmt: skip
+        proc = subprocess.run(
+            command, cwd=out, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+        )
+        output = proc.stdout + proc.stderr
+        (out / "output.txt").write_text(output)
+        assert proc.returncode == 0, output[-4000:]
+        document = receiver.traces()
+    replaced = finish(replaced, procs)
+    replaced.check()
+    (out / "capture.jsonl").write_text(json.dumps(document) + "\n")
+    result = json.loads((out / "result-0.json").read_text())
+    return {"generated": replaced, "installed": (out, document, result, output)}
+
+
+def _scopes(document: dict[str, Any]) -> set[str]:
+    return {s.get("scope", {}).get("name", "") for rs in document["resourceSpans"] for s in rs["scopeSpans"]}
+
+
+def test_the_snapshot_is_served_replaced(runs: dict[str, Any]) -> None:
+    _out, _doc, result, output = runs["installed"]
+    assert result["megatron_file"].startswith(str(snapshot("with")))  # the tree as it is, unchanged
+    assert "HandWrittenTelemetryWarning" not in output and "not instrumented" not in output
+    assert result["finished"] is True
+    generated = runs["generated"].results[0]
+    losses = [[i["lm_loss_hex"] for i in r["iterations"]] for r in (generated, result)]
+    assert losses[0] == losses[1] and len(losses[0]) == TRAIN_ITERS
+
+
+def test_the_capture_is_replace_modes(runs: dict[str, Any]) -> None:
+    out, document, _result, _output = runs["installed"]
+    installed = Counter(span["name"] for span in read_spans(out / "capture.jsonl"))
+    generated = Counter(span["name"] for span in runs["generated"].spans())
+    assert len(installed) > 20
+    assert installed == generated  # the same names, each as many times: nothing recorded twice
+    file_scopes = {
+        s.get("scope", {}).get("name", "")
+        for line in runs["generated"].capture.read_text().splitlines()
+        for rs in json.loads(line).get("resourceSpans", [])
+        for s in rs["scopeSpans"]
+    }
+    assert _scopes(document) == file_scopes  # the runtime's scope only: no nemo-lens span
