@@ -53,7 +53,14 @@ def wheel_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(wheel_site, main_root, main_helpers, main_shims, nemo_lens_site, tmp_path_factory) -> dict[str, Any]:
+def runs(
+    wheel_site: Path,
+    main_root: Path,
+    main_helpers: Path,
+    main_shims: Path,
+    nemo_lens_site: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("main-installed-runs")
     generated = _configs(main_root, snapshot("with"), nemo_lens_site, main_shims)["generated"]
     replaced, procs = start("generated", generated, {"fork": main_root}, main_helpers, work, free_port())
