@@ -9,7 +9,8 @@ checkout on ``PYTHONPATH``, ...); then its file is hashed:
   ``__file__`` stays the file's own path, tracebacks and ``inspect.getsource`` show the
   instrumented lines (registered with ``linecache`` and returned by the loader's ``get_source``);
 - the bytes of an instrumented file (the fork, the patches applied), or a file that already
-  imports the runtime: left alone, it is woven already;
+  imports the runtime (``from megatron.core import otel``, ``import megatron.core.otel as
+  _otel``; a tree in dependency mode, its shim the runtime): left alone, it is woven already;
 - anything else: left alone, with one warning naming the file, the release its
   ``package_info.py`` says and what to do;
 - a tree carrying Megatron-LM's own hand-written instrumentation (PR #6438: its span sites in
@@ -49,7 +50,9 @@ HERE = Path(__file__).resolve().parent
 RUNTIME_MODULE = "megatron.core.otel"
 PACKAGE_INFO_MODULE = "megatron.core.package_info"
 # a module that imports the runtime is instrumented already (a fork of another spec version, say)
-_IMPORTS_RUNTIME = re.compile(rb"^\s*from megatron\.core import [^\n]*\botel\b", re.MULTILINE)
+_IMPORTS_RUNTIME = re.compile(
+    rb"^\s*(?:from megatron\.core import [^\n]*\botel\b|import megatron\.core\.otel\b)", re.MULTILINE
+)
 
 
 class NotWovenWarning(UserWarning):

@@ -28,6 +28,7 @@ import pytest
 for _module in ("torch", "numpy", "opentelemetry.instrumentation", "opentelemetry.distro"):
     pytest.importorskip(_module, reason=f"{_module} is needed (tox -e runtime installs it)")
 
+from tests.megatron_cpu.main_tree import instrument
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver, free_port
 from tests.megatron_cpu.pretrain_harness import LAUNCH_OFFSETS, WORKER, environment, finish, read_spans, start
 from tests.megatron_cpu.test_main_pretrain import MAIN_ARGV, TRAIN_ITERS, _configs
@@ -35,6 +36,7 @@ from tests.readme_blocks import INSTALLED, run_block, workspace
 from tests.upstream_main import snapshot
 
 BIN = Path(sys.executable).parent
+SPECS = Path(__file__).resolve().parents[2] / "specs"
 RUN_TIMEOUT_S = 400
 
 
@@ -53,8 +55,22 @@ def wheel_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def runtime_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``codegen package --runtime``'s wheel (megatron-otel-runtime), installed from its file."""
+    from codegen.cli import main
+
+    root = tmp_path_factory.mktemp("main-runtime")
+    assert main(["package", str(SPECS), "--runtime", "--out", str(root / "dist")]) == 0
+    (wheel,) = (root / "dist").glob("*.whl")
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target"]
+    subprocess.run([*command, str(root / "site"), str(wheel)], check=True, capture_output=True)
+    return root / "site"
+
+
+@pytest.fixture(scope="module")
 def runs(
     wheel_site: Path,
+    runtime_site: Path,
     main_root: Path,
     main_helpers: Path,
     main_shims: Path,
@@ -64,36 +80,55 @@ def runs(
     work = tmp_path_factory.mktemp("main-installed-runs")
     generated = _configs(main_root, snapshot("with"), nemo_lens_site, main_shims)["generated"]
     replaced, procs = start("generated", generated, {"fork": main_root}, main_helpers, work, free_port())
-    out = work / "installed"
-    out.mkdir()
-    now = time.time()
-    path = os.pathsep.join(str(p) for p in (snapshot("with"), wheel_site, nemo_lens_site, main_shims))
-    with OtlpReceiver("http") as receiver:
-        extra = {key: str(round(now - offset, 3)) for key, offset in LAUNCH_OFFSETS.items()}
-        extra |= receiver.environ() | {
-            "OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
-            "OTEL_SERVICE_NAME": "megatron-main-installed", "PYTHONPATH": path,
-        }  # fmt: skip
-        env = environment(snapshot("with"), extra)
-        env["PATH"] = os.pathsep.join([str(BIN), env["PATH"]])
-        env["PYTHONWARNINGS"] = "default"  # the finder's warnings would show
-        command = [
-            str(BIN / "opentelemetry-instrument"), sys.executable, str(WORKER), "--out", str(out),
-            "--rank", "0", "--world-size", "1", "--port", str(free_port()), "--telemetry", "all",
-            "--helpers", str(main_helpers), "--providers", "global", "--", *MAIN_ARGV, "--save", str(out / "ckpt"),
-        ]  # fmt: skip
-        proc = subprocess.run(
-            command, cwd=out, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
-        )
-        output = proc.stdout + proc.stderr
-        (out / "output.txt").write_text(output)
-        assert proc.returncode == 0, output[-4000:]
-        document = receiver.traces()
+    # item 6: main in replace + dependency mode (the shim), the runtime package and this wheel installed
+    dependency = instrument(snapshot("with"), work / "dependency-tree", replace=True, runtime="dependency")
+    trees = {
+        "installed": (snapshot("with"), wheel_site, nemo_lens_site, main_shims),
+        "dependency": (dependency, wheel_site, runtime_site, main_shims),
+    }
+    found: dict[str, Any] = {}
+    with OtlpReceiver("http") as first, OtlpReceiver("http") as second:
+        receivers = dict(zip(trees, (first, second)))
+        launched = {
+            name: _launch(work / name, path, receivers[name], main_helpers) for name, path in trees.items()
+        }
+        for name, proc in launched.items():
+            output, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+            (work / name / "output.txt").write_text(output)
+            assert proc.returncode == 0, f"{name}: {output[-4000:]}"
+        for name, receiver in receivers.items():
+            document = receiver.traces()
+            (work / name / "capture.jsonl").write_text(json.dumps(document) + "\n")
+            result = json.loads((work / name / "result-0.json").read_text())
+            found[name] = (work / name, document, result, (work / name / "output.txt").read_text())
     replaced = finish(replaced, procs)
     replaced.check()
-    (out / "capture.jsonl").write_text(json.dumps(document) + "\n")
-    result = json.loads((out / "result-0.json").read_text())
-    return {"generated": replaced, "installed": (out, document, result, output)}
+    return {"generated": replaced, **found}
+
+
+def _launch(
+    out: Path, path: tuple[Path, ...], receiver: OtlpReceiver, helpers: Path
+) -> subprocess.Popen[str]:
+    """The worker under ``opentelemetry-instrument``: ``path`` (the tree first) as ``PYTHONPATH``,
+    the spans over OTLP/HTTP to ``receiver``."""
+    out.mkdir()
+    now = time.time()
+    extra = {key: str(round(now - offset, 3)) for key, offset in LAUNCH_OFFSETS.items()}
+    extra |= receiver.environ() | {
+        "OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_SERVICE_NAME": "megatron-main-installed", "PYTHONPATH": os.pathsep.join(map(str, path)),
+    }  # fmt: skip
+    env = environment(path[0], extra)
+    env["PATH"] = os.pathsep.join([str(BIN), env["PATH"]])
+    env["PYTHONWARNINGS"] = "default"  # the finder's warnings would show
+    command = [
+        str(BIN / "opentelemetry-instrument"), sys.executable, str(WORKER), "--out", str(out),
+        "--rank", "0", "--world-size", "1", "--port", str(free_port()), "--telemetry", "all",
+        "--helpers", str(helpers), "--providers", "global", "--", *MAIN_ARGV, "--save", str(out / "ckpt"),
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command, cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
 
 def _scopes(document: dict[str, Any]) -> set[str]:
@@ -123,3 +158,17 @@ def test_the_capture_is_replace_modes(runs: dict[str, Any]) -> None:
         for s in rs["scopeSpans"]
     }
     assert _scopes(document) == file_scopes  # the runtime's scope only: no nemo-lens span
+
+
+def test_a_dependency_mode_tree_runs_its_own_call_sites_once(runs: dict[str, Any]) -> None:
+    """Item 6: the tree's call sites run (on the runtime package, through the shim); the wheel sees
+    instrumented files and weaves nothing on top: replace mode's spans, each as often."""
+    out, _document, result, output = runs["dependency"]
+    assert result["megatron_file"].startswith(str(out.parent / "dependency-tree"))
+    assert "not instrumented" not in output and "telemetry stays off" not in output
+    generated = runs["generated"].results[0]
+    losses = [[i["lm_loss_hex"] for i in r["iterations"]] for r in (generated, result)]
+    assert losses[0] == losses[1]
+    names = Counter(span["name"] for span in read_spans(out / "capture.jsonl"))
+    assert len(names) > 20
+    assert names == Counter(span["name"] for span in runs["generated"].spans())  # no name twice

@@ -162,3 +162,32 @@ def test_a_6438_module_the_wheel_does_not_know_is_a_warning(
         spec = _find(finder, tmp_path, path)
     assert isinstance(spec.loader, importlib.machinery.SourceFileLoader)
     assert [w.category for w in caught] == [main_finder_module.HandWrittenTelemetryWarning]
+
+
+def test_a_dependency_mode_tree_is_left_as_it_is(
+    main_finder_module: Any, main_unpacked: Path, tmp_path: Path
+) -> None:
+    """Item 6: main in replace + dependency mode (the shim in megatron/core/otel/): every module
+    the wheel knows is instrumented already; none is woven on top, none warned about, and
+    ``megatron.core.otel`` is the tree's own shim."""
+    out = tmp_path / "fork"
+    argv = ["apply", str(SPECS), "--source", str(snapshot("with")), "--out", str(out)]
+    assert main([*argv, "--replace-upstream", "--runtime", "dependency"]) == 0
+    table = _table(main_unpacked)
+    finder = main_finder_module.MegatronFinder(table)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        specs = _find_all(finder, out, table)
+        runtime = finder.find_spec("megatron.core.otel", [str(out / "megatron" / "core")])
+    assert not caught, [str(w.message) for w in caught]
+    assert len(specs) > 10
+    assert all(isinstance(s.loader, importlib.machinery.SourceFileLoader) for s in specs), "nothing woven"
+    assert runtime is not None and runtime.origin == str(out / "megatron" / "core" / "otel" / "__init__.py")
+    # instrumented by other specs (here: one line more): it imports the runtime, so no warning either
+    training = out / "megatron" / "training" / "training.py"
+    training.write_bytes(training.read_bytes() + b"\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        spec = _find(main_finder_module.MegatronFinder(table), out, "megatron/training/training.py")
+    assert not caught, [str(w.message) for w in caught]
+    assert isinstance(spec.loader, importlib.machinery.SourceFileLoader)
