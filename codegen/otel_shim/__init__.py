@@ -41,12 +41,6 @@ def configure(args: Any = None, **_: Any) -> frozenset[str]:
     return frozenset()
 
 
-def __getattr__(name: str) -> Any:  # the runtime's other functions: no-ops
-    if name.startswith("_"):
-        raise AttributeError(name)
-    return lambda *args, **kwargs: None
-
-
 try:
     sys.modules[__name__] = (
         _runtime() if importlib.util.find_spec(_RUNTIME) else sys.modules[__name__]
@@ -63,3 +57,10 @@ if sys.modules[__name__].__name__ == __name__:  # the no-ops; the taxonomy's rec
     globals().update(dict.fromkeys([*_taxonomy.FLAGS.values(), "METRICS"], False))
     globals().update(traced=lambda *a, **k: lambda fn: fn, stamp=lambda key, value: value)
     globals().update(in_context=lambda fn: fn, in_worker=lambda fn: fn)
+    _NO_OPS = (  # named: a module __getattr__ keeps CPython from specializing the flag reads
+        "begin_training disable enable enabled_groups end_training first_time in_training"
+        " interval_loss max_memory_allocated_gb record_metrics reset resolve resource_attributes"
+        " set_current_attributes setup_worker shutdown start_span startup train_iteration"
+        " worker_bootstrap"
+    )
+    globals().update(dict.fromkeys(_NO_OPS.split(), lambda *args, **kwargs: None))
