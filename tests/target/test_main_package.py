@@ -18,7 +18,7 @@ import pytest
 
 from codegen.cli import main
 from tests.target.conftest import SPECS
-from tests.target.test_package import MODULE, _find, _table, finder_module, unpacked, wheel  # noqa: F401
+from tests.target.test_package import MODULE, _find, _table, finder_module, trees, unpacked, wheel  # noqa: F401
 from tests.upstream_main import snapshot
 
 
@@ -191,3 +191,18 @@ def test_a_dependency_mode_tree_is_left_as_it_is(
         spec = _find(main_finder_module.MegatronFinder(table), out, "megatron/training/training.py")
     assert not caught, [str(w.message) for w in caught]
     assert isinstance(spec.loader, importlib.machinery.SourceFileLoader)
+
+
+def test_package_source_of_a_supported_release_is_refused(
+    trees: dict[str, Path],  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source = trees["0.19.2"]
+    argv = ["package", str(SPECS), "--out", str(tmp_path / "dist"), "--source", str(source)]
+    assert main([*argv, "--replace-upstream"]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith(
+        f"error: --source {source}: the tree says it is megatron-core 0.19.2, a release"
+    )
+    assert not (tmp_path / "dist").exists()
