@@ -247,7 +247,7 @@ def traced(name: str, attributes: Mapping[str, str] | None = None) -> Callable[[
 # one flag read and one call more than the function). Names start with _otel_ (a function with
 # such a parameter gets the generic wrapper).
 _EXACT = """\
-def _otel_wrapper(PARAMS):
+def wrapper(PARAMS):
     if not _otel_namespace[_otel_flag]:
         return _otel_fn(PARAMS)
     _otel_span = _otel_start(
@@ -298,7 +298,7 @@ def _exact_wrapper(
     try:
         source = _EXACT.replace("PARAMSCOMMA", params + ("," if len(names) == 1 else ""))
         exec(source.replace("PARAMS", params), scope)  # noqa: S102
-        wrapper: Any = scope["_otel_wrapper"]
+        wrapper: Any = scope["wrapper"]
         # errors in a call name the function, as they would without the wrapper
         wrapper.__code__ = wrapper.__code__.replace(
             co_name=code.co_name, co_qualname=getattr(code, "co_qualname", code.co_name)

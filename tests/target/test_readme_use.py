@@ -113,7 +113,17 @@ def test_section_documents_each_flag_and_links_the_generated_pages() -> None:
         assert f"](../taxonomy/{page})" in section and (REPO / "generated" / "docs" / page).is_file()
     runtime = "".join(p.read_text() for p in sorted((REPO / "codegen/otel_runtime").glob("*.py")))
     assert '"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"' in runtime  # the default the section states
-    assert set(blocks()) == {"patch", "fork", "install", "flags", "otlp", "file layer_example.py", "console"}
+    assert set(blocks()) == {
+        "job-env",
+        "job-env-cuda",
+        "patch",
+        "fork",
+        "install",
+        "flags",
+        "otlp",
+        "file layer_example.py",
+        "console",
+    }
 
 
 def test_patch_block_on_a_tree_it_does_not_fit_changes_nothing(tmp_path: Path) -> None:
