@@ -203,7 +203,7 @@ def console() -> ConsoleSpanExporter:
 def otlp_http() -> Any:
     module = pytest.importorskip(
         "opentelemetry.exporter.otlp.proto.http.trace_exporter",
-        reason="the OTLP/HTTP exporter is installed in tox -e runtime's environment",
+        reason="the OTLP/HTTP exporter is installed in tox -e runtime's environment, which runs these",
     )
     return module.OTLPSpanExporter(endpoint="http://127.0.0.1:9/v1/traces")
 
