@@ -486,22 +486,25 @@ def _error(span: CapturedSpan, message: str) -> CaptureError:
     return CaptureError(located(span.source, message))
 
 
-def _process(capture: Capture, by_key: dict[tuple[Any, ...], Process], span: CapturedSpan) -> Process:
-    resource = span.resource
-    rank = _rank(resource)
-    key = (
+def process_key(resource: dict[str, Any], file: str) -> tuple[Any, ...]:
+    """One process of a run, from its resource: run, rank, host, pid; the file it was read from
+    where the resource names neither a pid nor a run (files and the store key processes alike)."""
+    return (
         _run_id(resource),
-        rank,
+        _rank(resource),
         resource.get("host.name"),
         resource.get("process.pid"),
-        None
-        if any(k in resource for k in ("process.pid", *RUN_KEYS))
-        else span.source.partition(": ")[0].rsplit(":", 1)[0],
+        None if any(k in resource for k in ("process.pid", *RUN_KEYS)) else file,
     )
+
+
+def _process(capture: Capture, by_key: dict[tuple[Any, ...], Process], span: CapturedSpan) -> Process:
+    resource = span.resource
+    key = process_key(resource, span.source.partition(": ")[0].rsplit(":", 1)[0])
     process = by_key.get(key)
     if process is None:
         _check_job(capture, resource, span.source)
-        process = Process(len(capture.processes), key, dict(resource), span.source, rank)
+        process = Process(len(capture.processes), key, dict(resource), span.source, key[1])
         by_key[key] = process
         capture.processes.append(process)
     return process

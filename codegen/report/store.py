@@ -48,9 +48,8 @@ from codegen.report.parse import (
     Process,
     Window,
     _kinds,
-    _rank,
-    _run_id,
     close,
+    process_key,
 )
 from codegen.report.taxonomy import Taxonomy
 
@@ -392,15 +391,8 @@ def read_store(connection: Connection, selection: Selection, taxonomy: Taxonomy)
     processes: dict[tuple[str, ...], Process] = {}
     for key, resource_raw, start, end in connection.rows(sql["processes"]):
         resource = _resource(dict(resource_raw))
-        rank = _rank(resource)
-        pkey = (
-            _run_id(resource),
-            rank,
-            resource.get("host.name"),
-            resource.get("process.pid"),
-            None if any(k in resource for k in ("process.pid", *RUN_KEYS)) else source,
-        )
-        process = Process(len(capture.processes), pkey, resource, source, rank, int(start), int(end))
+        pkey = process_key(resource, source)
+        process = Process(len(capture.processes), pkey, resource, source, pkey[1], int(start), int(end))
         capture.processes.append(process)
         processes[tuple(key)] = process
         for job_key in ("job_uuid", "service.name"):
