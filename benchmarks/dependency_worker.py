@@ -45,7 +45,7 @@ def main() -> int:
         Variant(f"{key}.statement.group_off", work.empty_statement),
     ]
     results = measure(variants, args.rounds, args.target_ms / 1000)
-    out = {name: {"min_ns": r.min_ns, "median_ns": r.median_ns} for name, r in results.items()}
+    out = {name: r.as_json() for name, r in results.items()}
     json.dump({"python": platform.python_version(), "results": out}, sys.stdout)
     return 0
 

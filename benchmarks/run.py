@@ -136,9 +136,20 @@ def ratio_row(section, label, results, num, den, goal=None, note_missing="") -> 
         return Row(section, label, "-", "-", "-", "-", _goal_text(goal), note_missing or "not measured")
     a, b = results[num], results[den]
     ratio = a["min_ns"] / b["min_ns"]
-    median = a["median_ns"] / b["median_ns"]
-    return Row(section, label, _ns(a["min_ns"]), _ns(b["min_ns"]), f"{ratio:.2f}x", f"{median:.2f}x",
-               _goal_text(goal), _status(ratio, goal))  # fmt: skip
+    paired = paired_ratio(a, b)
+    middle = a["median_ns"] / b["median_ns"] if paired is None else paired
+    return Row(section, label, _ns(a["min_ns"]), _ns(b["min_ns"]), f"{ratio:.2f}x", f"{middle:.2f}x",
+               _goal_text(goal), _status(ratio if paired is None else paired, goal))  # fmt: skip
+
+
+def paired_ratio(a: dict, b: dict) -> float | None:
+    """The median of the per-round ratios ``a``/``b`` when one ``measure`` call timed both (every
+    round times each variant once), else None. The minimums of ``a`` and ``b`` come from different
+    rounds, so a round lucky for the baseline alone moves their ratio; a round's own ratio is free
+    of that."""
+    if not a.get("rounds_ns") or a.get("run") is None or a.get("run") != b.get("run"):
+        return None
+    return median(x / y for x, y in zip(a["rounds_ns"], b["rounds_ns"], strict=True))
 
 
 def overhead_row(section, label, results, num, den, base, goal=None) -> Row:
@@ -799,7 +810,9 @@ def main(argv: list[str] | None = None) -> int:
             notes += g.notes
 
     print_table(rows)
-    print("ratio: min over rounds of the value / of the baseline; median: the same with medians.")
+    print("ratio: min over rounds of the value / of the baseline; median: the median of the per-round")
+    print("ratios where both were timed in every round (per call: the status reads it), else the ratio")
+    print("of the medians.")
     print("Per-call values have the timing loop's own cost subtracted.")
     for note in notes:
         print(f"note: {note}")

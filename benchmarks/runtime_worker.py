@@ -152,7 +152,7 @@ def main() -> int:
         {
             "python": platform.python_version(),
             "lens": lens_status,
-            "results": {name: {"min_ns": r.min_ns, "median_ns": r.median_ns} for name, r in results.items()},
+            "results": {name: r.as_json() for name, r in results.items()},
         },
         sys.stdout,
     )

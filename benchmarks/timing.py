@@ -2,7 +2,9 @@
 
 Stdlib only: the runtime worker imports it under any interpreter (the nemo-lens run uses 3.13).
 Machines are noisy, so a variant's cost is the minimum (and median) over many short rounds, and
-the cost of the timing loop itself (a ``pass`` statement) is subtracted.
+the cost of the timing loop itself (a ``pass`` statement) is subtracted. Every variant runs once
+in each round, so two variants' per-round costs pair by index (``rounds_ns``): a round slowed by
+the rest of the machine slows both.
 """
 
 from __future__ import annotations
@@ -31,6 +33,17 @@ class Result:
     min_ns: float  # per call, loop overhead subtracted
     median_ns: float
     samples: int
+    rounds_ns: tuple[float, ...] = ()  # per round, in round order: pair two variants by index
+    run: str = ""  # the measure() call that timed it: pair only within one
+
+    def as_json(self) -> dict[str, Any]:
+        """What a worker prints for ``benchmarks/run.py`` (``ratio_row`` reads it)."""
+        return {
+            "min_ns": self.min_ns,
+            "median_ns": self.median_ns,
+            "rounds_ns": self.rounds_ns,
+            "run": self.run,
+        }
 
 
 def _timer(variant: Variant | None) -> timeit.Timer:
@@ -75,12 +88,15 @@ def measure(variants: list[Variant], rounds: int, target_s: float, seed: int = 0
                 cleanup()
         gc.collect()
     loop_ns = min(nulls) * 1e9
+    run = f"{time.time_ns():x}-{rng.random():.6f}"
     return {
         name: Result(
             name,
             max(min(samples) * 1e9 - loop_ns, 0.01),
             max(statistics.median(samples) * 1e9 - loop_ns, 0.01),
             len(samples),
+            tuple(max(sample * 1e9 - loop_ns, 0.01) for sample in samples),
+            run,
         )
         for name, samples in raw.items()
     }

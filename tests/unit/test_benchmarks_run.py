@@ -119,3 +119,41 @@ def test_process_rows_read_the_lean_goals_from_the_paired_differences() -> None:
         == "NOT MET"
     )
     assert slow["all, lean path: all telemetry work (both) per step, % of a 1 s step"].status == "NOT MET"
+
+
+def _per_call(rounds: list[float], run: str) -> dict[str, object]:
+    return {
+        "min_ns": min(rounds),
+        "median_ns": sorted(rounds)[len(rounds) // 2],
+        "rounds_ns": rounds,
+        "run": run,
+    }
+
+
+def test_a_per_call_ratio_pairs_rounds_of_one_measurement_only() -> None:
+    from benchmarks.run import paired_ratio, ratio_row
+
+    # the variant costs 1.4x the baseline in every round; one round was lucky for the baseline alone
+    base = [30.0] * 20 + [20.0]
+    guarded = [42.0] * 20 + [42.0]
+    results = {"base": _per_call(base, "one"), "guarded": _per_call(guarded, "one")}
+    assert paired_ratio(results["guarded"], results["base"]) == 1.4
+    row = ratio_row("s", "guarded / base", results, "guarded", "base", ("<=", 1.5))
+    assert (row.ratio, row.median_ratio, row.status) == ("2.10x", "1.40x", "met")
+    # the same numbers from two measurements (two processes) do not pair: the minimums decide
+    results["base"]["run"] = "two"
+    assert paired_ratio(results["guarded"], results["base"]) is None
+    assert ratio_row("s", "guarded / base", results, "guarded", "base", ("<=", 1.5)).status == "NOT MET"
+    # a variant slower in every round is not met, whatever the minimums
+    results = {"base": _per_call(base, "one"), "guarded": _per_call([48.0] * 20 + [30.0], "one")}
+    assert ratio_row("s", "guarded / base", results, "guarded", "base", ("<=", 1.5)).status == "NOT MET"
+
+
+def test_measure_reports_every_round_in_order() -> None:
+    from benchmarks.timing import Variant, measure
+
+    results = measure([Variant("a", lambda: None), Variant("b", lambda: None)], rounds=3, target_s=0.0005)
+    assert [len(r.rounds_ns) for r in results.values()] == [3, 3]
+    assert results["a"].run == results["b"].run != ""
+    assert results["a"].min_ns == min(results["a"].rounds_ns)
+    assert set(results["a"].as_json()) == {"min_ns", "median_ns", "rounds_ns", "run"}
