@@ -11,8 +11,9 @@ round runs one ``train_step`` per arm in a shuffled order: ``off`` (telemetry of
 the arm configures and resets telemetry before it, the same set-up work and garbage as the other
 arms), a second ``off`` (the noise floor: how far two identical arms drift apart), ``default``, ``all``
 (the SDK path), ``all_urandom`` (the SDK path with the runtime's previous id generator, a
-``os.urandom`` call per id: what the per-process generator saves) and ``lean`` (``all`` on the
-lean path, when the runtime has one). A telemetry arm
+``os.urandom`` call per id: what the per-process generator saves), ``lean`` (``all`` on the
+lean path, when the runtime has one) and ``sdk_own`` (``all`` with the SDK's own span at each call
+site in place of the runtime's: ``OwnSdk``; what the SDK path is compared with). A telemetry arm
 is set up as a job sets it up, outside the timed region: ``MEGATRON_OTEL_*`` variables and
 ``otel.configure()``, which builds the runtime's own ``TracerProvider``, its bounded batch span
 processor (or the lean recorder) and the OTLP/HTTP exporter pointed at the tests' receiver
@@ -66,7 +67,7 @@ SHAPES = {
         NUM_LAYERS=2, HIDDEN=1024, HEADS=16, SEQ=1024, VOCAB=1024, MICRO_BATCH=1, NUM_MICROBATCHES=2
     ),
 }
-ARMS = ("off", "off2", "default", "all", "all_urandom", "lean")
+ARMS = ("off", "off2", "default", "all", "all_urandom", "lean", "sdk_own")
 PROBES = ("probe", "probe_lean")
 TIMED = ARMS + PROBES
 # arm -> (span groups, lean path)
@@ -75,6 +76,7 @@ TELEMETRY = {
     "all": ("all", False),
     "all_urandom": ("all", False),
     "lean": ("all", True),
+    "sdk_own": ("all", False),
     "probe": ("all", False),
     "probe_lean": ("all", True),
 }
@@ -115,6 +117,40 @@ class Probe:
             self.sdk_span()
         self.empty_region()
         return _Timed(self, span) if span else span
+
+
+class OwnSdk:
+    """Stands in for ``otel.start_span`` in the ``sdk_own`` arm: the SDK's own span at each call
+    site, as ``start_as_current_span`` makes one (``tracer.start_span``, then made current), with
+    the attributes the runtime gives it, through the same production provider; the runtime's own
+    code not involved. What the SDK itself adds to a step, measured as the runtime's arms are."""
+
+    def __init__(self, tracer, attributes) -> None:
+        from opentelemetry import context, trace
+
+        self.tracer, self.attributes = tracer, attributes
+        self.attach, self.detach, self.current = context.attach, context.detach, trace.set_span_in_context
+
+    def __call__(self, name, attributes=None):
+        values = dict(self.attributes.get(name, ()))
+        if attributes is not None:
+            values.update(attributes())
+        span = self.tracer.start_span(name, attributes=values)
+        return _OwnSpan(self, span, self.attach(self.current(span)))
+
+
+class _OwnSpan:
+    __slots__ = ("own", "span", "token")
+
+    def __init__(self, own: OwnSdk, span, token) -> None:
+        self.own, self.span, self.token = own, span, token
+
+    def set_attributes(self, attributes):
+        self.span.set_attributes(attributes())
+
+    def end(self) -> None:
+        self.own.detach(self.token)
+        self.span.end()
 
 
 class _Timed:
@@ -277,6 +313,10 @@ def main() -> None:
                     # what the call sites reach now (a lean run's own tracer.open)
                     probe.start_span = otel.start_span
                     otel.start_span = probe
+                if arm == "sdk_own":
+                    from megatron.core.otel._spans import SPAN_ATTRIBUTES
+
+                    otel.start_span = OwnSdk(run_tracer(), SPAN_ATTRIBUTES)
                 data = iter(batches)
                 gc.collect()  # what configure() allocated is not collected inside the timed step
                 process = time.process_time()

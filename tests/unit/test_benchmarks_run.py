@@ -157,3 +157,23 @@ def test_measure_reports_every_round_in_order() -> None:
     assert results["a"].run == results["b"].run != ""
     assert results["a"].min_ns == min(results["a"].rounds_ns)
     assert set(results["a"].as_json()) == {"min_ns", "median_ns", "rounds_ns", "run"}
+
+
+def _own_status(runtime_us: float, own_us: float) -> str:
+    from benchmarks.run import step_rows
+
+    data = _step_data(1.0, 0.25)
+    off = data["cpu_times_s"]["off"]
+    for arm, added_us in (("all", runtime_us), ("sdk_own", own_us)):
+        data["cpu_times_s"][arm] = data["times_s"][arm] = [t + 18 * added_us * 1e-6 for t in off]
+        data["median_s"][arm] = data["cpu_s"][arm] = sorted(data["cpu_times_s"][arm])[30]
+        data["export_cpu_s"][arm] = 0.0
+        data["spans_per_step"][arm] = 18
+    (row,) = (r for r in step_rows(data) if "the SDK's own spans at the same sites" in r.label)
+    return row.status
+
+
+def test_the_sdk_path_row_reads_the_sdk_own_spans_added_the_same_way() -> None:
+    # paired by round: a steady 10% over the SDK's own spans meets 1.2x, a steady 50% does not
+    assert _own_status(110.0, 100.0) == "met"
+    assert _own_status(150.0, 100.0) == "NOT MET"
