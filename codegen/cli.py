@@ -579,6 +579,7 @@ def _package(args: argparse.Namespace) -> int:
 
     from codegen.emit.package import ReleaseRun, write_wheel
     from codegen.spec.load import load_project
+    from codegen.upstream import hand_written_sites
 
     if (args.source is None) != (not args.replace_upstream):
         given, missing = (
@@ -611,6 +612,13 @@ def _package(args: argparse.Namespace) -> int:
                 f"error: --source {args.source}: the tree says it is megatron-core {run.release}, a "
                 "release the specs support already; --source names a tree carrying PR #6438 that no "
                 "published release is",
+                file=sys.stderr,
+            )
+            return EXIT_SOURCE
+        if not hand_written_sites(Path(run.source_root)):
+            print(
+                f"error: --source {args.source}: the tree carries no hand-written instrumentation of "
+                "PR #6438 (nothing to replace); codegen package --source takes a tree that carries it",
                 file=sys.stderr,
             )
             return EXIT_SOURCE

@@ -206,3 +206,16 @@ def test_package_source_of_a_supported_release_is_refused(
         f"error: --source {source}: the tree says it is megatron-core 0.19.2, a release"
     )
     assert not (tmp_path / "dist").exists()
+
+
+def test_package_source_without_6438_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the same commit without #6438: nothing to replace, so nothing the wheel would serve as replaced
+    source = snapshot("minus")
+    argv = ["package", str(SPECS), "--out", str(tmp_path / "dist"), "--source", str(source)]
+    assert main([*argv, "--replace-upstream"]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"error: --source {source}: the tree carries no hand-written instrumentation of PR #6438 "
+        "(nothing to replace); codegen package --source takes a tree that carries it"
+    ]
+    assert not (tmp_path / "dist").exists()
