@@ -291,6 +291,7 @@ def _run(args: argparse.Namespace, use_cache: bool) -> CachedRun:
         + (f"\n{REPLACE_FLAG}" if replace else "")
     )
     options += f"\nruntime {runtime}" if runtime != VENDORED else ""
+    options += "\nserved" if getattr(args, "served", False) else ""
     key = run_key(args.specs, args.source, options) if use_cache else None
     cached = load_cached(key) if key else None
     if cached is None:
@@ -315,6 +316,7 @@ def _generate(args: argparse.Namespace, allow_missing: bool) -> CachedRun:
         allow_missing,
         getattr(args, "replace_upstream", False),
         getattr(args, "runtime", VENDORED),
+        served=getattr(args, "served", False),
     )
     tree = generation.tree
     assert tree is not None
@@ -604,7 +606,12 @@ def _package(args: argparse.Namespace) -> int:
         runs.append(ReleaseRun(run.release, Path(run.source_root), run.changes))
     if args.source is not None:
         options = argparse.Namespace(
-            specs=args.specs, source=args.source, release=None, allow_missing=False, replace_upstream=True
+            specs=args.specs,
+            source=args.source,
+            release=None,
+            allow_missing=False,
+            replace_upstream=True,
+            served=True,
         )
         run = _run(options, use_cache=True)
         if run.release in {r.release for r in runs}:

@@ -121,6 +121,7 @@ def generate(
     allow_missing: bool = False,
     replace_upstream: bool = False,
     runtime: str = VENDORED,
+    served: bool = False,
 ) -> Generation:
     """Raise :class:`SpecError` with every problem of the specs, found loading or resolving;
     :class:`SourceMismatch` when valid specs do not fit a ``--source`` tree (unless
@@ -129,7 +130,9 @@ def generate(
     (``resolve/strip_upstream.py``; what it does not recognise raises UnrecognisedInstrumentation).
     ``runtime``: the runtime package in the tree (``vendored``) or the import shim that uses the
     megatron-otel-runtime package (``dependency``; on a replaced tree, its ``pyproject.toml``'s
-    ``otel`` extra names that package instead of nemo-lens)."""
+    ``otel`` extra names that package instead of nemo-lens). ``served``: the text the import-time
+    package serves in place of a replaced tree's modules, whose entry scripts it does not serve
+    (the strip keeps #6438's public parameters, see ``strip_upstream``)."""
     diags = Diagnostics()
     full = load_project(spec_dir, diags)
     tree = _locate(full, source, release, diags, replace_upstream)
@@ -137,7 +140,7 @@ def generate(
     if replace_upstream:
         from codegen.resolve.strip_upstream import strip_tree
 
-        replaced = strip_tree(tree.root, full.runtime.package.strip("/"))
+        replaced = strip_tree(tree.root, full.runtime.package.strip("/"), keep_signatures=served)
     applied, excluded = full.for_release(tree.release)
     applied, absent, absent_note = without_absent_packages(applied, tree, allow_missing)
     overlay = {path: new for path, (_, new) in replaced.items()}

@@ -228,11 +228,14 @@ class _Taint(cst.CSTVisitor):
 class _Stripper(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, path: str, scopes: dict[str, _Scope], extra: frozenset[str]) -> None:
+    def __init__(
+        self, path: str, scopes: dict[str, _Scope], extra: frozenset[str], keep_signatures: bool
+    ) -> None:
         super().__init__()
         self.path = path
         self.scopes = scopes
         self.extra = extra
+        self.keep_signatures = keep_signatures
         self.stack = ["<module>"]
         self.errors: list[tuple[cst.CSTNode, str]] = []
         self.marks: dict[int, int] = {}  # statement (by id) -> how many errors when it was entered
@@ -331,6 +334,8 @@ class _Stripper(cst.CSTTransformer):
             self.changed.add(self.stack[-1])
             updated_node = updated_node.with_changes(decorators=decorators)
         params = PARAMETERS.get(name)
+        if params and self.keep_signatures and not name.startswith("_"):
+            params = None  # accepted as before, no longer read
         if params:
             kept = [p for p in updated_node.params.params if p.name.value not in params]
             if len(kept) != len(updated_node.params.params):
@@ -833,9 +838,12 @@ class _Dead(cst.CSTTransformer):
         return updated_node
 
 
-def strip_upstream(module: cst.Module, path: str) -> cst.Module:
+def strip_upstream(module: cst.Module, path: str, keep_signatures: bool = False) -> cst.Module:
     """``module`` (the file at ``path`` relative to the tree's root) without #6438's hand-written
-    instrumentation; :class:`StripError` listing every site it does not recognise."""
+    instrumentation; :class:`StripError` listing every site it does not recognise. With
+    ``keep_signatures`` the public functions keep the parameters #6438 added (``PARAMETERS``),
+    accepted and no longer read: for the import-time package, whose served modules are called by
+    the tree's entry scripts as #6438 wrote them (``pretrain_hybrid.py`` passes them)."""
     extra = ENTRY_SCRIPTS.get(path, frozenset())
     scopes: dict[str, _Scope] = {}
     while True:
@@ -843,7 +851,7 @@ def strip_upstream(module: cst.Module, path: str) -> cst.Module:
         module.visit(taint)
         if not taint.grew:
             break
-    stripper = _Stripper(path, scopes, extra)
+    stripper = _Stripper(path, scopes, extra, keep_signatures)
     result = module.visit(stripper)
     if stripper.errors:
         raise StripError(stripper.located_errors(module))
@@ -861,9 +869,10 @@ def strip_upstream(module: cst.Module, path: str) -> cst.Module:
     return result
 
 
-def strip_tree(root: Path, runtime_package: str) -> dict[str, tuple[str, str]]:
+def strip_tree(root: Path, runtime_package: str, keep_signatures: bool = False) -> dict[str, tuple[str, str]]:
     """Every file of the tree at ``root`` that the strip changes: relative path -> (its text, the
-    text stripped). :class:`StripError` lists every site not recognised, in every file."""
+    text stripped). :class:`StripError` lists every site not recognised, in every file.
+    ``keep_signatures``: as :func:`strip_upstream`."""
     changed: dict[str, tuple[str, str]] = {}
     errors: list[str] = []
     runtime = (root / runtime_package).resolve()
@@ -883,7 +892,7 @@ def strip_tree(root: Path, runtime_package: str) -> dict[str, tuple[str, str]]:
             errors.append(f"{rel}:{exc.raw_line}:{exc.raw_column + 1}: error: cannot parse it: {exc.message}")
             continue
         try:
-            stripped = strip_upstream(module, rel).code
+            stripped = strip_upstream(module, rel, keep_signatures).code
         except UnrecognisedInstrumentation as exc:
             errors.extend(exc.lines)
             continue

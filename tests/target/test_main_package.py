@@ -5,6 +5,7 @@ same commit without #6438 gets no such warning."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -119,6 +120,45 @@ def test_the_wheel_over_main_serves_the_replaced_text(main_finder_module: Any, m
     assert runtime is not None and runtime.origin == str(
         main_unpacked / MODULE / "runtime" / table["runtime"]["0.20.0"] / "__init__.py"
     )
+
+
+def test_the_entry_scripts_of_the_6438_tree_can_call_the_served_modules(
+    main_finder_module: Any, main_unpacked: Path
+) -> None:
+    # The wheel serves the tree's modules, never its entry scripts (run as scripts, as #6438 wrote
+    # them): every keyword an entry script passes to a function of a served module must still be
+    # accepted there (pretrain_hybrid.py passes set_startup_timestamps #6438's launch timestamps).
+    with_6438 = snapshot("with")
+    table = _table(main_unpacked)
+    finder = main_finder_module.MegatronFinder(table)
+    defined: dict[str, list[ast.FunctionDef]] = {}
+    for path in [p for p in _replaced_paths(table) if p.startswith("megatron/")]:
+        spec = _find(finder, with_6438, path)
+        tree = ast.parse(spec.loader.get_source(spec.name))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef):
+                defined.setdefault(node.name, []).append(node)
+    calls = 0
+    for script in sorted(with_6438.glob("*.py")):
+        for node in ast.walk(ast.parse(script.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                continue
+            keywords = {k.arg for k in node.keywords if k.arg is not None}
+            if node.func.id not in defined or not keywords:
+                continue
+            calls += 1
+            accepted = [
+                {a.arg for a in [*d.args.args, *d.args.kwonlyargs]}
+                for d in defined[node.func.id]
+                if d.args.kwarg is None
+            ]
+            assert any(keywords <= names for names in accepted) or len(accepted) < len(
+                defined[node.func.id]
+            ), (
+                f"{script.name}:{node.lineno}: {node.func.id}({', '.join(sorted(keywords))}) does not fit the served "
+                f"definition ({', '.join(sorted(accepted[0]))})"
+            )
+    assert calls >= 2  # set_startup_timestamps in pretrain_hybrid.py and pretrain_vlm.py at least
 
 
 def _copy_modules(source: Path, target: Path, paths: list[str]) -> None:
