@@ -7,7 +7,8 @@ itself, unchanged, is on ``PYTHONPATH`` with nemo-lens beside it (so that #6438'
 if it ran). Megatron's CPU ``pretrain()`` (the harness's worker, main's flags, all span groups) runs
 under ``opentelemetry-instrument``, exporting over OTLP/HTTP to the live receiver. Beside it, the
 same configuration on the tree replace mode writes (``codegen apply --replace-upstream``, the
-comparison's "generated" run). Checked: training.py is served the replaced text, the capture has
+comparison's "generated" run), and on a copy of the snapshot instrumented in place in replace and
+dependency mode with ``megatron-otel-runtime`` installed (item 6). Checked: training.py is served the replaced text, the capture has
 the same span names, each as many times, as replace mode's, from the runtime's scope only (no
 nemo-lens span), and the losses are bit-identical.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -28,7 +30,7 @@ import pytest
 for _module in ("torch", "numpy", "opentelemetry.instrumentation", "opentelemetry.distro"):
     pytest.importorskip(_module, reason=f"{_module} is needed (tox -e runtime installs it)")
 
-from tests.megatron_cpu.main_tree import instrument
+from codegen.cli import main as codegen_main
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver, free_port
 from tests.megatron_cpu.pretrain_harness import LAUNCH_OFFSETS, WORKER, environment, finish, read_spans, start
 from tests.megatron_cpu.test_main_pretrain import MAIN_ARGV, TRAIN_ITERS, _configs
@@ -80,8 +82,13 @@ def runs(
     work = tmp_path_factory.mktemp("main-installed-runs")
     generated = _configs(main_root, snapshot("with"), nemo_lens_site, main_shims)["generated"]
     replaced, procs = start("generated", generated, {"fork": main_root}, main_helpers, work, free_port())
-    # item 6: main in replace + dependency mode (the shim), the runtime package and this wheel installed
-    dependency = instrument(snapshot("with"), work / "dependency-tree", replace=True, runtime="dependency")
+    # item 6: a checkout of main instrumented in place in replace + dependency mode (the shim), the
+    # runtime package and this wheel installed (a copy outside git: --allow-dirty, as the guide says)
+    dependency = work / "dependency-tree"
+    shutil.copytree(snapshot("with"), dependency, symlinks=True)
+    argv = ["apply", str(SPECS), "--source", str(dependency), "--in-place", "--replace-upstream"]
+    assert codegen_main([*argv, "--runtime", "dependency", "--allow-dirty"]) == 0
+    assert (dependency / "megatron/core/otel/_taxonomy.py").is_file()
     trees = {
         "installed": (snapshot("with"), wheel_site, nemo_lens_site, main_shims),
         "dependency": (dependency, wheel_site, runtime_site, main_shims),
