@@ -182,7 +182,7 @@ def test_unchanged_second_run_reuses_the_result_cache(
     class Generated(BaseException):  # not an Exception: main() must not turn it into exit 4
         pass
 
-    def fail(*args: object) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
         raise Generated("the cache should have answered")
 
     monkeypatch.setattr(codegen.pipeline, "generate", fail)
