@@ -272,6 +272,7 @@ def main() -> None:
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+    from megatron.core.otel._spans import SPAN_ATTRIBUTES  # what the runtime gives each span
     from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
     from megatron.training import training
 
@@ -314,8 +315,6 @@ def main() -> None:
                     probe.start_span = otel.start_span
                     otel.start_span = probe
                 if arm == "sdk_own":
-                    from megatron.core.otel._spans import SPAN_ATTRIBUTES
-
                     otel.start_span = OwnSdk(run_tracer(), SPAN_ATTRIBUTES)
                 data = iter(batches)
                 gc.collect()  # what configure() allocated is not collected inside the timed step

@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.machinery
-import importlib.util
 import shutil
 import warnings
 import zipfile
@@ -19,7 +18,16 @@ import pytest
 
 from codegen.cli import main
 from tests.target.conftest import SPECS
-from tests.target.test_package import MODULE, _find, _table, finder_module, trees, unpacked, wheel  # noqa: F401
+from tests.target.test_package import (  # noqa: F401
+    MODULE,
+    _find,
+    _table,
+    finder_module,
+    load_finder,
+    trees,
+    unpacked,
+    wheel,
+)
 from tests.upstream_main import snapshot
 
 
@@ -71,11 +79,7 @@ def main_unpacked(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def main_finder_module(main_unpacked: Path) -> Any:
-    spec = importlib.util.spec_from_file_location("main_wheel_finder", main_unpacked / MODULE / "_finder.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_finder(main_unpacked, "main_wheel_finder")
 
 
 def _replaced_paths(table: dict[str, Any]) -> list[str]:

@@ -51,16 +51,22 @@ def unpacked(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def finder_module(unpacked: Path) -> Any:
-    """The wheel's ``_finder`` module, loaded from the unpacked wheel (not installed on sys.meta_path)."""
+def load_finder(unpacked: Path, name: str) -> Any:
+    """The ``_finder`` module of the wheel unpacked at ``unpacked``, loaded as ``name`` (not
+    installed on sys.meta_path)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(f"{MODULE}._finder", unpacked / MODULE / "_finder.py")
+    spec = importlib.util.spec_from_file_location(name, unpacked / MODULE / "_finder.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def finder_module(unpacked: Path) -> Any:
+    """The wheel's ``_finder`` module, loaded from the unpacked wheel."""
+    return load_finder(unpacked, f"{MODULE}._finder")
 
 
 @pytest.fixture(scope="module")
