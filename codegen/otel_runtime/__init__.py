@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from . import _registry, _taxonomy
 from ._config import resolve
+from ._genai import serve_attributes, serve_error, serve_request, serve_response
 from ._lifecycle import (
     begin_training,
     end_training,
@@ -63,6 +64,10 @@ __all__ = [
     "reset",
     "resolve",
     "resource_attributes",
+    "serve_attributes",
+    "serve_error",
+    "serve_request",
+    "serve_response",
     "set_current_attributes",
     "setup_worker",
     "shutdown",

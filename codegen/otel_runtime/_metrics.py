@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._genai import BUCKETS
 from ._state import PROCESS, Recorder, flag, log_once
 from ._taxonomy import INSTRUMENTS
 
@@ -74,6 +75,18 @@ def max_memory_allocated_gb() -> float | None:
 
 def _instrument(meter: Meter, name: str, kind: str, unit: str, description: str) -> Recorder:
     if kind == "histogram":
+        # the GenAI conventions' bucket boundaries (the API takes the advice from 1.23 on)
+        buckets = BUCKETS.get(name)
+        if buckets is not None:
+            try:
+                return meter.create_histogram(
+                    name,
+                    unit=unit,
+                    description=description,
+                    explicit_bucket_boundaries_advisory=list(buckets),
+                ).record
+            except TypeError:
+                pass
         return meter.create_histogram(name, unit=unit, description=description).record
     if kind == "counter":
         add = meter.create_counter(name, unit=unit, description=description).add

@@ -230,6 +230,8 @@ def main() -> int:
     modules = [sys.modules[m] for m in list(sys.modules) if m.startswith(endpoints.__name__ + ".")]
     make_deterministic(modules)
 
+    providers = capture(out) if os.environ.get("MEGATRON_OTEL_ENABLED") == "1" else ()
+
     tokenizer = ByteTokenizer()
     engine = StandInEngine(tokenizer, args.delay_ms / 1000.0)
     engine.start()
@@ -256,7 +258,31 @@ def main() -> int:
         )
     finally:
         engine.stop()
+        for provider in providers:
+            provider.shutdown()
     return 0
+
+
+def capture(out: Path) -> tuple[Any, ...]:
+    """Telemetry on, as a server process sets it up (``otel.configure()``, the groups from
+    ``MEGATRON_OTEL_SPAN_GROUPS``), into SDK providers that write OTLP JSON to ``out/capture.jsonl``
+    (spans as they end, metrics when the worker stops)."""
+    from megatron.core import otel
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from otlp_file import OtlpJsonMetricExporter, OtlpJsonSpanExporter
+
+    path = str(out / "capture.jsonl")
+    resource = Resource.create({"service.name": "megatron-serving-test"})
+    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(OtlpJsonSpanExporter(path)))
+    reader = PeriodicExportingMetricReader(OtlpJsonMetricExporter(path), export_interval_millis=3_600_000)
+    meter_provider = MeterProvider(metric_readers=[reader], resource=resource)
+    otel.configure(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    return (meter_provider, tracer_provider)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,274 @@
+"""The inference server's requests as the OpenTelemetry GenAI semantic conventions describe them.
+
+The specs (``specs/inference.yaml``) call these from Megatron's dynamic text-generation server,
+each while the ``inference`` group records:
+
+- ``serve_request(operation, request)`` at the top of an endpoint, before its span starts: the
+  request's W3C ``traceparent`` (and ``tracestate``) becomes the current context until the
+  framework has the response (``quart.after_this_request``), so the server span continues the
+  client's trace; the request's start is noted (per task), and the request duration is recorded
+  with the response, with its ``error.type`` when the status is 4xx or 5xx;
+- ``serve_attributes(body)`` once the JSON body is parsed: the ``gen_ai.request.*`` attributes;
+- ``serve_error(error_type)`` on an error path: ``error.type`` on the request's span;
+- ``serve_response(results, choices, input_tokens, output_tokens)`` before the
+  answer is sent: the ``gen_ai.response.*`` and ``gen_ai.usage.*`` attributes, token usage, and
+  time to first token and per output token from the engine's own request events.
+
+Names, units and histogram bucket boundaries are the conventions' (``GENAI_CONVENTIONS``);
+``tests/runtime_pkg/test_genai.py`` checks every name against the pinned
+``opentelemetry-semantic-conventions`` package. Nothing here raises into the server.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ._state import PROCESS, flag, log_once
+
+GENAI_CONVENTIONS = "1.37.0"
+"""The OpenTelemetry semantic-conventions version whose GenAI spans and metrics these follow."""
+
+PROVIDER = "megatron"
+
+REQUEST_DURATION = "gen_ai.server.request.duration"
+TIME_TO_FIRST_TOKEN = "gen_ai.server.time_to_first_token"
+TIME_PER_OUTPUT_TOKEN = "gen_ai.server.time_per_output_token"
+TOKEN_USAGE = "gen_ai.client.token.usage"
+
+# The conventions' ExplicitBucketBoundaries advice for each histogram.
+# fmt: off
+BUCKETS: dict[str, tuple[float, ...]] = {
+    REQUEST_DURATION: (
+        0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+    ),
+    TIME_TO_FIRST_TOKEN: (
+        0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    ),
+    TIME_PER_OUTPUT_TOKEN: (
+        0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+    ),
+    TOKEN_USAGE: (
+        1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
+    ),
+}
+# fmt: on
+
+# request body key -> attribute (the values the client asked for, before the server's defaults)
+_REQUEST_KEYS = (
+    ("model", "gen_ai.request.model", str),
+    ("max_tokens", "gen_ai.request.max_tokens", int),
+    ("max_completion_tokens", "gen_ai.request.max_tokens", int),
+    ("temperature", "gen_ai.request.temperature", float),
+    ("top_p", "gen_ai.request.top_p", float),
+    ("top_k", "gen_ai.request.top_k", float),
+    ("n", "gen_ai.request.choice.count", int),
+    ("stream", "gen_ai.request.stream", bool),
+    ("seed", "gen_ai.request.seed", int),
+)
+_TRACE_HEADERS = ("traceparent", "tracestate")
+
+
+class _Request:
+    """One request's bookkeeping, kept in its task's context."""
+
+    __slots__ = ("error_type", "model", "operation", "start", "token")
+
+    def __init__(self, operation: str, start: float) -> None:
+        self.operation = operation
+        self.start = start
+        self.model: str | None = None
+        self.error_type: str | None = None
+        self.token: Any = None  # the client's context, attached for the request
+
+    def attributes(self) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "gen_ai.operation.name": self.operation,
+            "gen_ai.provider.name": PROVIDER,
+        }
+        if self.model is not None:
+            found["gen_ai.request.model"] = self.model
+        return found
+
+
+_CURRENT: contextvars.ContextVar[_Request | None] = contextvars.ContextVar(
+    "megatron_otel_request", default=None
+)
+
+
+def _record(name: str, value: float, attributes: Mapping[str, Any]) -> None:
+    recorder = PROCESS.run.recorders.get(name)
+    if recorder is None or not flag("METRICS"):
+        return
+    try:
+        recorder(value, attributes)  # type: ignore[call-arg]  # a histogram's record(value, attributes)
+    except Exception:
+        log_once(f"record:{name}", "recording metric %r failed", name, exc_info=True)
+
+
+def _current_span() -> Any:
+    from opentelemetry import trace
+
+    span = trace.get_current_span()
+    return span if span.is_recording() else None
+
+
+def serve_request(operation: str, request: Any) -> None:
+    """Continue the client's trace in this request's task and note the request's start."""
+    if PROCESS.run.tracer is None:
+        return
+    try:
+        headers = getattr(request, "headers", None) or {}
+        carrier = {key: headers.get(key) for key in _TRACE_HEADERS if headers.get(key)}
+        state = _Request(operation, time.perf_counter())
+        quart = sys.modules.get("quart")
+        after = getattr(quart, "after_this_request", None)
+        if carrier and after is not None:
+            from opentelemetry import context
+            from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+            # current until the framework has the response (the request's task): the server
+            # span started next is the remote span's child
+            state.token = context.attach(TraceContextTextMapPropagator().extract(carrier))
+        _CURRENT.set(state)
+        if after is not None:
+            after(lambda response: _finish(state, response))
+    except Exception:
+        log_once("serve_request", "starting the request's telemetry failed", exc_info=True)
+
+
+def _finish(state: _Request, response: Any) -> Any:
+    """Record the request's duration once the response exists, restore the context the request
+    started in; return the response as it is."""
+    if state.token is not None:
+        try:
+            from opentelemetry import context
+
+            context.detach(state.token)
+        except Exception:
+            log_once("serve_detach", "restoring the context after a request failed", exc_info=True)
+        state.token = None
+    try:
+        attributes = state.attributes()
+        status = getattr(response, "status_code", None)
+        error_type = state.error_type or (
+            str(status) if isinstance(status, int) and status >= 400 else None
+        )
+        if error_type is not None:
+            attributes["error.type"] = error_type
+        _record(REQUEST_DURATION, time.perf_counter() - state.start, attributes)
+    except Exception:
+        log_once("serve_finish", "recording the request duration failed", exc_info=True)
+    return response
+
+
+def serve_attributes(body: Any) -> None:
+    """Set the ``gen_ai.request.*`` attributes of the request body on the current span."""
+    if not isinstance(body, Mapping):
+        return
+    try:
+        found: dict[str, Any] = {}
+        for key, attribute, kind in _REQUEST_KEYS:
+            value = body.get(key)
+            if value is None or attribute in found:
+                continue
+            try:
+                found[attribute] = kind(value) if kind is not bool else bool(value)
+            except (TypeError, ValueError):
+                continue
+        state = _CURRENT.get()
+        if state is not None and "gen_ai.request.model" in found:
+            state.model = found["gen_ai.request.model"]
+        span = _current_span()
+        if span is not None and found:
+            span.set_attributes(found)
+    except Exception:
+        log_once("serve_attributes", "setting the request attributes failed", exc_info=True)
+
+
+def serve_error(error_type: object) -> None:
+    """``error.type`` on the current span (and the request's duration) for an error answer."""
+    try:
+        value = str(error_type)
+        state = _CURRENT.get()
+        if state is not None:
+            state.error_type = value
+        span = _current_span()
+        if span is not None:
+            from opentelemetry.trace import Status, StatusCode
+
+            span.set_attribute("error.type", value)
+            span.set_status(Status(StatusCode.ERROR, value))
+    except Exception:
+        log_once("serve_error", "setting error.type failed", exc_info=True)
+
+
+def _events(result: Any) -> list[tuple[str, float]]:
+    events = (
+        result.get("events") if isinstance(result, Mapping) else getattr(result, "events", None)
+    )
+    found = []
+    for event in events or ():
+        kind = (
+            event.get("type")
+            if isinstance(event, Mapping)
+            else getattr(getattr(event, "type", None), "name", None)
+        )
+        stamp = (
+            event.get("timestamp")
+            if isinstance(event, Mapping)
+            else getattr(event, "timestamp", None)
+        )
+        if isinstance(kind, str) and isinstance(stamp, (int, float)):
+            found.append((kind, float(stamp)))
+    return found
+
+
+def _token_times(results: Iterable[Any], attributes: Mapping[str, Any]) -> None:
+    """Time to first token and per output token of each engine request, from its events."""
+    for result in results:
+        events = _events(result)
+        added = next((t for kind, t in events if kind == "ADD_ENGINE"), None)
+        tokens = [t for kind, t in events if kind == "GENERATED_TOKEN"]
+        if added is None or not tokens:
+            continue
+        _record(TIME_TO_FIRST_TOKEN, max(0.0, tokens[0] - added), attributes)
+        if len(tokens) > 1:
+            _record(
+                TIME_PER_OUTPUT_TOKEN,
+                max(0.0, (tokens[-1] - tokens[0]) / (len(tokens) - 1)),
+                attributes,
+            )
+
+
+def serve_response(results: Any, choices: Any, input_tokens: Any, output_tokens: Any) -> None:
+    """The response's attributes on the current span; token usage and token times recorded. The
+    response id is the first engine request's ``uid`` (what the endpoints answer with from
+    megatron-core 0.20 on; 0.19.2's records carry none and its endpoints make the id at return)."""
+    try:
+        found: dict[str, Any] = {}
+        first = results[0] if isinstance(results, (list, tuple)) and results else None
+        response_id = first.get("uid") if isinstance(first, Mapping) else None
+        if response_id is not None:
+            found["gen_ai.response.id"] = str(response_id)
+        reasons = [c.get("finish_reason") for c in choices or () if isinstance(c, Mapping)]
+        if reasons and all(isinstance(r, str) for r in reasons):
+            found["gen_ai.response.finish_reasons"] = reasons
+        if isinstance(input_tokens, int):
+            found["gen_ai.usage.input_tokens"] = input_tokens
+        if isinstance(output_tokens, int):
+            found["gen_ai.usage.output_tokens"] = output_tokens
+        span = _current_span()
+        if span is not None and found:
+            span.set_attributes(found)
+        state = _CURRENT.get()
+        attributes = state.attributes() if state is not None else {"gen_ai.provider.name": PROVIDER}
+        for kind, count in (("input", input_tokens), ("output", output_tokens)):
+            if isinstance(count, int):
+                _record(TOKEN_USAGE, count, {**attributes, "gen_ai.token.type": kind})
+        _token_times(results or (), attributes)
+    except Exception:
+        log_once("serve_response", "recording the response failed", exc_info=True)

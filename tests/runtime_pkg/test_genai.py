@@ -1,0 +1,226 @@
+"""The inference server's GenAI telemetry (``_genai.py``, issue 40): every name is the conventions'
+(checked against the pinned opentelemetry-semantic-conventions package), the histograms carry the
+conventions' bucket boundaries, and the ``serve_*`` calls continue a W3C trace, set typed
+attributes, record the metrics, and never raise on what a server may hand them."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
+from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
+from opentelemetry.semconv.attributes import error_attributes
+from opentelemetry.semconv.schemas import Schemas
+from runtime_pkg_support import render_into
+
+from codegen.otel_runtime import _genai
+from codegen.spec.load import load_project
+
+REPO = Path(__file__).resolve().parents[2]
+SPECS = REPO / "specs"
+TRACE_ID = 0x0AF7651916CD43DD8448EB211C80319C
+PARENT_ID = 0xB7AD6B7169203331
+
+
+def convention_attributes() -> set[str]:
+    names = {v for k, v in vars(gen_ai_attributes).items() if k.startswith("GEN_AI_") and isinstance(v, str)}
+    return names | {error_attributes.ERROR_TYPE}
+
+
+def convention_metrics() -> dict[str, str]:
+    """Metric name -> unit, from the package's create_* functions."""
+    units = {}
+
+    class Meter:
+        def create_histogram(self, name: str, unit: str = "", description: str = "") -> None:
+            units[name] = unit
+
+    for key, fn in vars(gen_ai_metrics).items():
+        if key.startswith("create_gen_ai_"):
+            fn(Meter())
+    return units
+
+
+def test_the_pinned_package_carries_the_convention_version():
+    assert f"https://opentelemetry.io/schemas/{_genai.GENAI_CONVENTIONS}" in {s.value for s in Schemas}
+
+
+def test_every_gen_ai_name_the_specs_declare_is_the_conventions():
+    project = load_project(SPECS)
+    declared = {a.key for a in project.attributes if a.key.startswith("gen_ai.") or a.key == "error.type"}
+    assert declared, "specs/telemetry.yaml declares no GenAI attribute"
+    assert declared <= convention_attributes(), sorted(declared - convention_attributes())
+    metrics = {m.name: m.unit for m in project.metrics if m.name.startswith("gen_ai.")}
+    assert set(metrics) == set(_genai.BUCKETS)
+    conventions = convention_metrics()
+    assert {name: conventions.get(name) for name in metrics} == metrics
+
+
+def test_every_gen_ai_name_the_runtime_sets_is_the_conventions():
+    source = Path(_genai.__file__).read_text(encoding="utf-8")
+    used = set(re.findall(r'"((?:gen_ai|error)\.[a-z_.]+)"', source))
+    assert used - set(_genai.BUCKETS) <= convention_attributes(), sorted(used - convention_attributes())
+    for _key, attribute, _kind in _genai._REQUEST_KEYS:
+        assert attribute in convention_attributes()
+
+
+def test_bucket_boundaries_increase():
+    for name, bounds in _genai.BUCKETS.items():
+        assert list(bounds) == sorted(set(bounds)), name
+
+
+@pytest.fixture
+def served(importable: Path, unique_top: str, exit_hooks: Any, monkeypatch: pytest.MonkeyPatch):
+    """The runtime rendered from the real specs, on SDK providers (in-memory), inference on."""
+    project = load_project(SPECS)
+    project = dataclasses.replace(
+        project, runtime=dataclasses.replace(project.runtime, package=f"{unique_top}/core/otel")
+    )
+    rendered = render_into(importable, project)
+    otel: ModuleType = rendered.import_runtime()
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
+    monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", "inference")
+    assert "inference" in otel.configure(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    after: list[Any] = []
+    monkeypatch.setitem(sys.modules, "quart", SimpleNamespace(after_this_request=after.append))
+    yield SimpleNamespace(otel=otel, spans=spans, reader=reader, after=after)
+    otel.reset()
+
+
+def respond(served: SimpleNamespace, status: int) -> None:
+    """What Quart does with the request's after_this_request functions once the response exists."""
+    response = SimpleNamespace(status_code=status)
+    for fn in served.after:
+        assert fn(response) is response
+    served.after.clear()
+
+
+def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    found: dict[str, list[Any]] = {}
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                found.setdefault(metric.name, []).extend(metric.data.data_points)
+    return found
+
+
+def request_with(headers: dict[str, str]) -> SimpleNamespace:
+    return SimpleNamespace(headers=headers)
+
+
+def test_a_request_continues_the_clients_trace_and_is_attributed(served):
+    otel = served.otel
+    traceparent = f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01"
+    otel.serve_request("chat", request_with({"traceparent": traceparent}))
+    span = otel.start_span("chat", lambda: {"gen_ai.operation.name": "chat"})
+    otel.serve_attributes(
+        {"model": "m", "max_tokens": 7, "temperature": 0, "top_k": 3, "n": 2, "stream": False, "x": 1}
+    )
+    results = [
+        {
+            "uid": "chatcmpl-1",
+            "events": [
+                {"type": "ADD_ENGINE", "timestamp": 10.0},
+                *[{"type": "GENERATED_TOKEN", "timestamp": 10.5 + i} for i in range(3)],
+            ],
+        },
+        {"uid": "chatcmpl-2", "events": []},
+    ]
+    otel.serve_response(results, [{"finish_reason": "length"}, {"finish_reason": "stop"}], 11, 6)
+    span.end()
+    respond(served, 200)
+    from opentelemetry import trace
+
+    assert not trace.get_current_span().get_span_context().is_valid  # the client's context is gone
+    (finished,) = served.spans.get_finished_spans()
+    assert finished.context.trace_id == TRACE_ID
+    assert finished.parent is not None and finished.parent.span_id == PARENT_ID and finished.parent.is_remote
+    assert {k: v for k, v in finished.attributes.items() if k != "megatron.span_group"} == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "m",
+        "gen_ai.request.max_tokens": 7,
+        "gen_ai.request.temperature": 0.0,
+        "gen_ai.request.top_k": 3.0,
+        "gen_ai.request.choice.count": 2,
+        "gen_ai.request.stream": False,
+        "gen_ai.response.id": "chatcmpl-1",
+        "gen_ai.response.finish_reasons": ("length", "stop"),
+        "gen_ai.usage.input_tokens": 11,
+        "gen_ai.usage.output_tokens": 6,
+    }
+    recorded = points(served.reader)
+    ttft = recorded["gen_ai.server.time_to_first_token"]
+    assert [(p.count, p.sum) for p in ttft] == [(1, 0.5)]
+    assert list(ttft[0].explicit_bounds) == list(_genai.BUCKETS["gen_ai.server.time_to_first_token"])
+    assert [(p.count, p.sum) for p in recorded["gen_ai.server.time_per_output_token"]] == [(1, 1.0)]
+    usage = {p.attributes["gen_ai.token.type"]: p.sum for p in recorded["gen_ai.client.token.usage"]}
+    assert usage == {"input": 11, "output": 6}
+    assert all(p.attributes["gen_ai.request.model"] == "m" for p in recorded["gen_ai.client.token.usage"])
+    (duration,) = recorded["gen_ai.server.request.duration"]
+    assert duration.count == 1 and "error.type" not in duration.attributes
+    assert dict(duration.attributes) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "megatron",
+        "gen_ai.request.model": "m",
+    }
+    assert list(duration.explicit_bounds) == list(_genai.BUCKETS["gen_ai.server.request.duration"])
+
+
+def test_an_error_sets_error_type_and_status(served):
+    otel = served.otel
+    otel.serve_request("text_completion", request_with({}))
+    span = otel.start_span("text_completion")
+    otel.serve_error(500)
+    span.end()
+    respond(served, 500)
+    otel.serve_request("text_completion", request_with({}))
+    respond(served, 400)  # an answer the endpoint gave without serve_error: its status is the type
+    (finished,) = served.spans.get_finished_spans()
+    assert finished.parent is None
+    assert finished.attributes["error.type"] == "500"
+    assert finished.status.status_code.name == "ERROR"
+    durations = points(served.reader)["gen_ai.server.request.duration"]
+    assert sorted(p.attributes["error.type"] for p in durations) == ["400", "500"]
+
+
+def test_nothing_raises_on_what_a_server_may_hand_over(served):
+    otel = served.otel
+    otel.serve_request("chat", None)
+    otel.serve_request("chat", request_with({"traceparent": "garbage"}))
+    span = otel.start_span("chat")
+    otel.serve_attributes(None)
+    otel.serve_attributes({"max_tokens": "many", "temperature": None, "top_p": object()})
+    otel.serve_response(None, None, None, None)
+    otel.serve_response([object()], [object(), {"finish_reason": 3}], "5", None)
+    otel.serve_error(None)
+    span.end()
+    (finished,) = served.spans.get_finished_spans()
+    assert "gen_ai.request.max_tokens" not in finished.attributes
+    assert "gen_ai.usage.input_tokens" not in finished.attributes
+
+
+def test_off_the_calls_do_nothing(otel):
+    otel.serve_request("chat", request_with({"traceparent": f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01"}))
+    otel.serve_attributes({"max_tokens": 3})
+    otel.serve_response([], [], 1, 1)
+    otel.serve_error(400)
+    from opentelemetry import trace
+
+    assert not trace.get_current_span().get_span_context().is_valid
