@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from . import _registry, _taxonomy
 from ._config import resolve
-from ._genai import serve_attributes, serve_error, serve_request, serve_response
+from ._genai import serve_app, serve_attributes, serve_error, serve_response, serve_span
 from ._lifecycle import (
     begin_training,
     end_training,
@@ -64,10 +64,11 @@ __all__ = [
     "reset",
     "resolve",
     "resource_attributes",
+    "serve_app",
     "serve_attributes",
     "serve_error",
-    "serve_request",
     "serve_response",
+    "serve_span",
     "set_current_attributes",
     "setup_worker",
     "shutdown",

@@ -3,11 +3,12 @@
 The specs (``specs/inference.yaml``) call these from Megatron's dynamic text-generation server,
 each while the ``inference`` group records:
 
-- ``serve_request(operation, request)`` at the top of an endpoint, before its span starts: the
-  request's W3C ``traceparent`` (and ``tracestate``) becomes the current context until the
-  framework has the response (``quart.after_this_request``), so the server span continues the
-  client's trace; the request's start is noted (per task), and the request duration is recorded
-  with the response, with its ``error.type`` when the status is 4xx or 5xx;
+- ``serve_app(app)`` once the server's Quart app exists: before each request of a GenAI endpoint
+  (``OPERATIONS``) the request's W3C ``traceparent`` (and ``tracestate``) becomes the current
+  context of its task, so the endpoint's span continues the client's trace, and its start is
+  noted; once the response exists the request duration is recorded, with ``error.type`` when the
+  status is 4xx or 5xx, and the context restored;
+- ``serve_span()`` at the top of an endpoint (its span is current): the operation's attributes;
 - ``serve_attributes(body)`` once the JSON body is parsed: the ``gen_ai.request.*`` attributes;
 - ``serve_error(error_type)`` on an error path: ``error.type`` on the request's span;
 - ``serve_response(results, choices, input_tokens, output_tokens)`` before the
@@ -116,28 +117,61 @@ def _current_span() -> Any:
     return span if span.is_recording() else None
 
 
-def serve_request(operation: str, request: Any) -> None:
-    """Continue the client's trace in this request's task and note the request's start."""
+# the endpoints' routes -> their GenAI operation
+OPERATIONS = {
+    "/v1/completions": "text_completion",
+    "/completions": "text_completion",
+    "/v1/chat/completions": "chat",
+    "/chat/completions": "chat",
+}
+
+
+def serve_app(app: Any) -> None:
+    """Register the request bookkeeping on the server's Quart ``app``: before each request of a
+    GenAI endpoint its W3C trace context becomes current and its start is noted; after it the
+    duration is recorded and the context restored. Never raises."""
+    try:
+        app.before_request(_before_request)
+        app.after_request(_after_request)
+    except Exception:
+        log_once("serve_app", "registering the request telemetry failed", exc_info=True)
+
+
+async def _before_request() -> None:
     if PROCESS.run.tracer is None:
         return
+    quart = sys.modules.get("quart")
+    request = getattr(quart, "request", None)
+    operation = OPERATIONS.get(getattr(request, "path", None) or "")
+    if operation is not None:
+        _start_request(operation, request)
+
+
+async def _after_request(response: Any) -> Any:
+    state = _CURRENT.get()
+    if state is not None:
+        _CURRENT.set(None)
+        _finish(state, response)
+    return response
+
+
+def _start_request(operation: str, request: Any) -> None:
+    """Continue the client's trace (the request's ``traceparent``/``tracestate``) in this request's
+    task and note the request's start; ``_finish`` records its duration and restores the context."""
     try:
         headers = getattr(request, "headers", None) or {}
         carrier = {key: headers.get(key) for key in _TRACE_HEADERS if headers.get(key)}
         state = _Request(operation, time.perf_counter())
-        quart = sys.modules.get("quart")
-        after = getattr(quart, "after_this_request", None)
-        if carrier and after is not None:
+        if carrier:
             from opentelemetry import context
             from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-            # current until the framework has the response (the request's task): the server
-            # span started next is the remote span's child
+            # current until the response exists: the server span started next is the remote
+            # span's child
             state.token = context.attach(TraceContextTextMapPropagator().extract(carrier))
         _CURRENT.set(state)
-        if after is not None:
-            after(lambda response: _finish(state, response))
     except Exception:
-        log_once("serve_request", "starting the request's telemetry failed", exc_info=True)
+        log_once("serve_start", "starting the request's telemetry failed", exc_info=True)
 
 
 def _finish(state: _Request, response: Any) -> Any:
@@ -163,6 +197,17 @@ def _finish(state: _Request, response: Any) -> Any:
     except Exception:
         log_once("serve_finish", "recording the request duration failed", exc_info=True)
     return response
+
+
+def serve_span() -> None:
+    """``gen_ai.operation.name`` and ``gen_ai.provider.name`` on the endpoint's span (current)."""
+    try:
+        state = _CURRENT.get()
+        span = _current_span()
+        if state is not None and span is not None:
+            span.set_attributes(state.attributes())
+    except Exception:
+        log_once("serve_span", "setting the operation attributes failed", exc_info=True)
 
 
 def serve_attributes(body: Any) -> None:

@@ -4,7 +4,8 @@ Megatron-LM main carries a base telemetry layer (``megatron/core/telemetry/``, u
 whose ``MegatronSpanGroup`` holds the span groups and presets (``ALL_GROUPS``, ``_PRESETS``;
 nemo-lens's ``SpanGroup`` under it when that is installed). On such a tree the runtime resolves
 ``--otel-span-groups`` against that class, so a group or preset changed there changes here: the
-specs' declared groups and presets only add what it lacks. On a release without it (0.17-0.19),
+specs' declared groups and presets only add what it lacks (and a preset declared as every group,
+``*``, also has the groups only the specs declare). On a release without it (0.17-0.19),
 the declared ones are the registry.
 """
 
@@ -44,6 +45,12 @@ def adopt(
         log_once("registry", "reading %s.%s failed", UPSTREAM_MODULE, UPSTREAM_CLASS, exc_info=True)
         return groups, declared
     merged = groups + tuple(sorted(upstream_groups - set(groups)))
+    # A preset the specs declare as every group ("*": profiling, all) keeps the groups the specs
+    # add to the tree's registry (inference_steps), as on a release without one.
+    added = frozenset(groups) - upstream_groups
+    for name, members in upstream_presets.items():
+        if added and declared.get(name) == frozenset(groups):
+            upstream_presets[name] = members | added
     return merged, {**declared, **upstream_presets}
 
 

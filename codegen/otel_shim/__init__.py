@@ -60,7 +60,7 @@ if sys.modules[__name__].__name__ == __name__:  # the no-ops; the taxonomy's rec
     _NO_OPS = (  # named: a module __getattr__ keeps CPython from specializing the flag reads
         "begin_training disable enable enabled_groups end_training first_time in_training"
         " interval_loss max_memory_allocated_gb record_metrics reset resolve resource_attributes"
-        " serve_attributes serve_error serve_request serve_response set_current_attributes"
+        " serve_app serve_attributes serve_error serve_response serve_span set_current_attributes"
         " setup_worker shutdown start_span startup train_iteration worker_bootstrap"
     )
     globals().update(dict.fromkeys(_NO_OPS.split(), lambda *args, **kwargs: None))

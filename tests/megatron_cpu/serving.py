@@ -83,7 +83,8 @@ CASES: dict[str, Case] = {
     ),
 }
 
-# answered after 3 s (serving_worker.SLOW_S): the client goes away before
+# answered after SLOW_S (serving_worker.SLOW_S): the client goes away before
+SLOW_S = 3.0
 SLOW_CASE = _case("/v1/completions", {"prompt": "SLOW request", "max_tokens": 4})
 
 STREAM_CASES: dict[str, Case] = {
@@ -108,6 +109,41 @@ def concurrent_cases(count: int = 32) -> list[Case]:
         else:
             cases.append(_case("/v1/completions", {"prompt": f"request number {i}", "max_tokens": 2 + i % 5}))
     return cases
+
+
+def traceparent(n: int) -> dict[str, str]:
+    """A client's W3C trace context: trace id ``n``, parent span id ``n``, sampled."""
+    return {"traceparent": f"00-{n:032x}-{n:016x}-01"}
+
+
+def read_capture(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The spans and the histogram metrics (each with its data points) of an OTLP JSON capture;
+    metrics exported more than once (cumulative) count once, as last exported."""
+    spans: list[dict[str, Any]] = []
+    metrics: dict[str, dict[str, Any]] = {}
+    if not path.is_file():
+        return spans, []
+    for line in path.read_text().splitlines():
+        document = json.loads(line)
+        for resource in document.get("resourceSpans", ()):
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    span["attrs"] = {a["key"]: _plain(a["value"]) for a in span.get("attributes", ())}
+                    spans.append(span)
+        for resource in document.get("resourceMetrics", ()):
+            for scope in resource["scopeMetrics"]:
+                for metric in scope["metrics"]:
+                    metrics[metric["name"]] = metric
+    return spans, list(metrics.values())
+
+
+def _plain(value: dict[str, Any]) -> Any:
+    ((kind, inner),) = value.items()
+    if kind == "intValue":
+        return int(inner)
+    if kind == "arrayValue":
+        return [_plain(v) for v in inner.get("values", ())]
+    return inner
 
 
 def without_id(reply: Reply) -> bytes:
@@ -172,15 +208,17 @@ class Server:
         finally:
             connection.close()
 
-    def post_many(self, cases: list[Case]) -> list[Reply]:
+    def post_many(self, cases: list[Case], headers: list[dict[str, str]] | None = None) -> list[Reply]:
+        """``cases`` at once, each from its own thread and connection (with ``headers[i]``)."""
+        extra = headers or [{} for _ in cases]
         with ThreadPoolExecutor(max_workers=len(cases)) as pool:
-            return list(pool.map(self.post, cases))
+            return list(pool.map(self.post, cases, extra))
 
-    def disconnect(self, case: Case, after_s: float = 0.3) -> None:
+    def disconnect(self, case: Case, after_s: float = 0.3, headers: dict[str, str] | None = None) -> None:
         """Send ``case`` and close the connection ``after_s`` later, before the answer."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=10) as conn:
             head = f"POST {case.path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(case.body)}\r\n"
-            head += "".join(f"{k}: {v}\r\n" for k, v in case.headers) + "\r\n"
+            head += "".join(f"{k}: {v}\r\n" for k, v in [*case.headers, *(headers or {}).items()]) + "\r\n"
             conn.sendall(head.encode() + case.body)
             time.sleep(after_s)
 

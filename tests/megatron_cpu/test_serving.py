@@ -11,7 +11,9 @@ to (telemetry off: byte-identical).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,10 +26,21 @@ for _module, _why in (
 ):
     pytest.importorskip(_module, reason=_why)
 
-from tests.megatron_cpu.serving import CASES, SLOW_CASE, Reply, Server, concurrent_cases, without_id
+from tests.megatron_cpu.serving import (
+    CASES,
+    SLOW_CASE,
+    SLOW_S,
+    Reply,
+    Server,
+    concurrent_cases,
+    read_capture,
+    traceparent,
+    without_id,
+)
 from tests.upstream_main import snapshot
 
 pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
 
 STATUS = {
     "completion": 200,
@@ -61,23 +74,38 @@ def pristine_tree(request, generation) -> tuple[str, Path]:
     return request.param, snapshot("minus")
 
 
+CASE_TRACE = {case: n for n, case in enumerate(CASES, start=1)}
+CONCURRENT_TRACE = 1000  # request i of the 32 carries trace id 1000 + i
+SLOW_TRACE = 999
+
+
+def exercise(server: Server) -> dict[str, Any]:
+    """Every case, 32 concurrent requests, a client that goes away and a request after it; each
+    request carries a traceparent of its own (``CASE_TRACE``, ``CONCURRENT_TRACE``, ``SLOW_TRACE``)."""
+    replies = {case: server.post(CASES[case], traceparent(CASE_TRACE[case])) for case in CASES}
+    cases = concurrent_cases()
+    concurrent = server.post_many(cases, [traceparent(CONCURRENT_TRACE + i) for i in range(len(cases))])
+    server.disconnect(SLOW_CASE, headers=traceparent(SLOW_TRACE))
+    time.sleep(SLOW_S + 0.5)  # the engine's late answer arrives for a request no longer waited on
+    after = server.post(CASES["completion"], traceparent(CASE_TRACE["completion"]))
+    return {"replies": replies, "concurrent": concurrent, "after_disconnect": after}
+
+
+def serve(root: Path, out: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    with Server(root, out, env=env) as server:
+        result = exercise(server)
+    result["log"] = server.output()
+    result["spans"], result["metrics"] = read_capture(out / "capture.jsonl")
+    return result
+
+
 @pytest.fixture(scope="session")
-def baseline(pristine_tree, tmp_path_factory) -> dict[str, object]:
-    """Every case, the 32 concurrent requests and a client that goes away, on the pristine tree."""
+def baseline(pristine_tree, tmp_path_factory) -> dict[str, Any]:
+    """What the pristine tree answers (``exercise``)."""
     name, root = pristine_tree
-    out = tmp_path_factory.mktemp(f"serve-pristine-{name}")
-    with Server(root, out) as server:
-        replies = {case: server.post(CASES[case]) for case in CASES}
-        concurrent = server.post_many(concurrent_cases())
-        server.disconnect(SLOW_CASE)
-        after = server.post(CASES["completion"])
-    return {
-        "tree": name,
-        "replies": replies,
-        "concurrent": concurrent,
-        "after_disconnect": after,
-        "log": server.output(),
-    }
+    result = serve(root, tmp_path_factory.mktemp(f"serve-pristine-{name}"))
+    result["tree"] = name
+    return result
 
 
 def test_pristine_server_answers_each_case(baseline):
@@ -125,3 +153,220 @@ def test_pristine_server_keeps_concurrent_requests_apart(baseline):
 def test_pristine_server_survives_a_client_that_goes_away(baseline):
     assert baseline["after_disconnect"].status == 200
     assert without_id(baseline["after_disconnect"]) == without_id(baseline["replies"]["completion"])
+
+
+# -- the instrumented trees ------------------------------------------------------------------
+
+SERVER_SPANS = {"text_completion", "chat"}
+CHILDREN = {
+    "text_completion": {
+        "megatron.inference.tokenize",
+        "megatron.inference.engine",
+        "megatron.inference.format",
+    },
+    "chat": {
+        "megatron.inference.chat_template",
+        "megatron.inference.chat_engine",
+        "megatron.inference.chat_format",
+    },
+}
+RUNS = {"off": None, "default": "default", "all": "all"}
+
+
+@pytest.fixture(scope="session")
+def instrumented_tree(pristine_tree, fork_root, tmp_path_factory) -> tuple[str, Path]:
+    """The specs applied: the fork of 0.19.2, or main in replace mode (#6438 taken out)."""
+    name, _root = pristine_tree
+    if name == "0.19.2":
+        return name, fork_root
+    from tests.megatron_cpu.main_tree import instrument
+
+    return name, instrument(snapshot("with"), tmp_path_factory.mktemp("serve-main") / "tree", replace=True)
+
+
+@pytest.fixture(scope="session")
+def instrumented(instrumented_tree, tmp_path_factory) -> dict[str, dict[str, Any]]:
+    """``exercise`` on the instrumented tree with telemetry off, the default preset and all."""
+    name, root = instrumented_tree
+    runs = {}
+    for run, groups in RUNS.items():
+        env = None if groups is None else {"MEGATRON_OTEL_ENABLED": "1", "MEGATRON_OTEL_SPAN_GROUPS": groups}
+        runs[run] = serve(root, tmp_path_factory.mktemp(f"serve-{name}-{run}"), env)
+    return runs
+
+
+def by_trace(spans: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    return [s for s in spans if int(s["traceId"], 16) == n]
+
+
+def test_telemetry_off_answers_byte_for_byte_as_the_pristine_server(baseline, instrumented):
+    off = instrumented["off"]
+    for case, reply in baseline["replies"].items():
+        assert off["replies"][case] == reply, case
+    assert off["after_disconnect"] == baseline["after_disconnect"]
+    for mine, theirs in zip(off["concurrent"], baseline["concurrent"], strict=True):
+        # 0.19.2 counts its response ids (uuid4) in arrival order, which concurrency shuffles
+        assert (without_id(mine) if baseline["tree"] == "0.19.2" else mine.body) == (
+            without_id(theirs) if baseline["tree"] == "0.19.2" else theirs.body
+        )
+        assert (mine.status, mine.content_type) == (theirs.status, theirs.content_type)
+    assert off["spans"] == [] and off["metrics"] == []
+
+
+@pytest.mark.parametrize("run", ["default", "all"])
+def test_telemetry_on_answers_as_the_pristine_server(baseline, instrumented, run):
+    replies = instrumented[run]["replies"]
+    assert {case: r for case, r in replies.items()} == baseline["replies"]
+
+
+def test_32_concurrent_requests_are_32_server_spans_each_with_its_own_children(instrumented):
+    spans = instrumented["all"]["spans"]
+    for i, case in enumerate(concurrent_cases()):
+        payload = json.loads(case.body)
+        trace = by_trace(spans, CONCURRENT_TRACE + i)
+        servers = [s for s in trace if s["name"] in SERVER_SPANS]
+        assert len(servers) == 1, (i, [s["name"] for s in trace])
+        (server,) = servers
+        assert int(server["parentSpanId"], 16) == CONCURRENT_TRACE + i  # the client's span
+        children = [s for s in trace if s is not server]
+        assert all(s["parentSpanId"] == server["spanId"] for s in children)
+        assert {s["name"] for s in children} == CHILDREN[server["name"]] and len(children) == 3
+        attrs = server["attrs"]
+        prompt = (
+            chat_prompt_ids(payload["messages"])
+            if "messages" in payload
+            else list(payload["prompt"].encode())
+        )
+        assert attrs["gen_ai.operation.name"] == ("chat" if "messages" in payload else "text_completion")
+        assert attrs["gen_ai.provider.name"] == "megatron"
+        assert attrs["gen_ai.request.max_tokens"] == payload["max_tokens"]
+        assert attrs["gen_ai.usage.input_tokens"] == len(prompt)
+        assert attrs["gen_ai.usage.output_tokens"] == payload["max_tokens"]
+        assert attrs["gen_ai.response.finish_reasons"] == ["length"]
+        assert "error.type" not in attrs
+    # every child of a request's span is in that request's trace: none parented across requests
+    ids = {s["spanId"]: s for s in spans}
+    for span in spans:
+        parent = ids.get(span.get("parentSpanId", ""))
+        assert parent is None or parent["traceId"] == span["traceId"]
+
+
+def test_request_attributes_and_the_response(instrumented, baseline):
+    spans = instrumented["all"]["spans"]
+    (server,) = [s for s in by_trace(spans, CASE_TRACE["completion-batch"]) if s["name"] in SERVER_SPANS]
+    assert server["name"] == "text_completion"
+    attrs = server["attrs"]
+    assert (attrs["gen_ai.request.top_p"], attrs["gen_ai.request.top_k"]) == (0.9, 5.0)
+    assert attrs["gen_ai.response.finish_reasons"] == ["length"] * 3
+    assert attrs["gen_ai.usage.output_tokens"] == 12
+    (chat,) = [s for s in by_trace(spans, CASE_TRACE["chat-unversioned"]) if s["name"] in SERVER_SPANS]
+    assert chat["name"] == "chat" and chat["attrs"]["gen_ai.request.choice.count"] == 2
+    engine = [
+        s
+        for s in by_trace(spans, CASE_TRACE["chat-unversioned"])
+        if s["name"] == "megatron.inference.chat_engine"
+    ]
+    assert [s["attrs"]["megatron.inference.engine_requests"] for s in engine] == [2]
+    response = baseline["replies"]["chat-unversioned"].json()
+    if baseline["tree"] == "main":  # main answers with the engine request's uid; 0.19.2 makes its own
+        assert chat["attrs"]["gen_ai.response.id"] == response["id"]
+
+
+def test_error_paths_set_error_type(instrumented):
+    spans = instrumented["all"]["spans"]
+
+    def server(case: str) -> dict[str, Any]:
+        (found,) = [s for s in by_trace(spans, CASE_TRACE[case]) if s["name"] in SERVER_SPANS]
+        return found
+
+    for case in ("engine-failed", "chat-engine-failed"):
+        failed = server(case)
+        assert failed["attrs"]["error.type"] == "500", case
+        assert failed["status"].get("code") == 2, case
+    bad = server("bad-json")  # Quart raises BadRequest from get_json: the span records it
+    assert bad["status"] == {"code": 2, "message": "BadRequest"}
+    assert [e["name"] for e in bad.get("events", ())] == ["exception"]
+    durations: dict[int, int] = {}
+    for metric in instrumented["all"]["metrics"]:
+        if metric["name"] != "gen_ai.server.request.duration":
+            continue
+        for point in metric["histogram"]["dataPoints"]:
+            errors = [a["value"]["stringValue"] for a in point["attributes"] if a["key"] == "error.type"]
+            if errors:
+                durations[int(errors[0])] = durations.get(int(errors[0]), 0) + int(point["count"])
+    assert durations == {400: 3, 500: 2}
+
+
+def test_a_client_that_goes_away_ends_its_span_once_marked(instrumented):
+    trace = by_trace(instrumented["all"]["spans"], SLOW_TRACE)
+    servers = [s for s in trace if s["name"] in SERVER_SPANS]
+    assert len(servers) == 1
+    assert servers[0]["status"]["code"] == 2  # ERROR: cancelled
+    assert "Cancel" in servers[0]["status"].get("message", "")
+    engine = [s for s in trace if s["name"] == "megatron.inference.engine"]
+    assert len(engine) == 1 and engine[0]["status"]["code"] == 2
+
+
+def test_the_default_preset_keeps_the_server_span_alone(instrumented):
+    spans = instrumented["default"]["spans"]
+    assert {s["name"] for s in spans} == SERVER_SPANS
+    requests = (
+        len(CASES) + len(concurrent_cases()) + 2
+    )  # the cases, the 32, the one that went away, one after
+    assert len(spans) == requests
+
+
+def test_the_metrics_carry_the_conventions_buckets(instrumented):
+    from codegen.otel_runtime._genai import BUCKETS
+
+    metrics = {m["name"]: m for m in instrumented["all"]["metrics"]}
+    assert set(BUCKETS) <= set(metrics)
+    for name, bounds in BUCKETS.items():
+        points = metrics[name]["histogram"]["dataPoints"]
+        assert points and all(p["explicitBounds"] == list(bounds) for p in points), name
+    answered = sum(
+        int(p["count"]) for p in metrics["gen_ai.server.request.duration"]["histogram"]["dataPoints"]
+    )
+    assert answered == len(CASES) + len(concurrent_cases()) + 1  # the one that went away has no response
+
+
+@pytest.mark.parametrize("run", ["default", "all"])
+def test_the_capture_passes_codegen_verify(instrumented, run, tmp_path):
+    import subprocess
+    import sys
+
+    capture = tmp_path / "capture.jsonl"
+    capture.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "resourceSpans": [
+                        {
+                            "resource": {},
+                            "scopeSpans": [
+                                {
+                                    "scope": {"name": "megatron"},
+                                    "spans": [{k: v for k, v in s.items() if k != "attrs"}],
+                                }
+                            ],
+                        }
+                    ]
+                }
+            )
+            + "\n"
+            for s in instrumented[run]["spans"]
+        )
+    )
+    groups = "inference" if run == "default" else "inference,inference_steps"
+    command = [
+        sys.executable,
+        "-m",
+        "codegen",
+        "verify",
+        str(REPO / "specs"),
+        str(capture),
+        "--groups",
+        groups,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -97,18 +97,53 @@ def served(importable: Path, unique_top: str, exit_hooks: Any, monkeypatch: pyte
     monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
     monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", "inference")
     assert "inference" in otel.configure(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    after: list[Any] = []
-    monkeypatch.setitem(sys.modules, "quart", SimpleNamespace(after_this_request=after.append))
-    yield SimpleNamespace(otel=otel, spans=spans, reader=reader, after=after)
+    quart = SimpleNamespace(request=None)
+    monkeypatch.setitem(sys.modules, "quart", quart)
+    app = App()
+    otel.serve_app(app)
+    yield SimpleNamespace(otel=otel, spans=spans, reader=reader, app=app, quart=quart)
     otel.reset()
 
 
+class App:
+    """What serve_app registers on: Quart's before_request and after_request."""
+
+    def __init__(self) -> None:
+        self.before: list[Any] = []
+        self.after: list[Any] = []
+
+    def before_request(self, fn: Any) -> Any:
+        self.before.append(fn)
+        return fn
+
+    def after_request(self, fn: Any) -> Any:
+        self.after.append(fn)
+        return fn
+
+
+def arrive(served: SimpleNamespace, path: str, headers: dict[str, str]) -> None:
+    """What Quart does before dispatching a request (in the request's task: here, this thread)."""
+    served.quart.request = SimpleNamespace(path=path, headers=headers)
+    for fn in served.app.before:
+        assert _run(fn) is None
+
+
+def _run(fn: Any, *args: Any) -> Any:
+    """Run the coroutine function ``fn`` to its end in this context, as Quart awaits its request
+    functions in the request's own task (the functions never suspend)."""
+    coroutine = fn(*args)
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError(f"{fn} suspended")
+
+
 def respond(served: SimpleNamespace, status: int) -> None:
-    """What Quart does with the request's after_this_request functions once the response exists."""
+    """What Quart does with its after_request functions once the response exists."""
     response = SimpleNamespace(status_code=status)
-    for fn in served.after:
-        assert fn(response) is response
-    served.after.clear()
+    for fn in served.app.after:
+        assert _run(fn, response) is response
 
 
 def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
@@ -121,14 +156,10 @@ def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
     return found
 
 
-def request_with(headers: dict[str, str]) -> SimpleNamespace:
-    return SimpleNamespace(headers=headers)
-
-
 def test_a_request_continues_the_clients_trace_and_is_attributed(served):
     otel = served.otel
     traceparent = f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01"
-    otel.serve_request("chat", request_with({"traceparent": traceparent}))
+    arrive(served, "/v1/chat/completions", {"traceparent": traceparent})
     span = otel.start_span("chat", lambda: {"gen_ai.operation.name": "chat"})
     otel.serve_attributes(
         {"model": "m", "max_tokens": 7, "temperature": 0, "top_k": 3, "n": 2, "stream": False, "x": 1}
@@ -185,12 +216,12 @@ def test_a_request_continues_the_clients_trace_and_is_attributed(served):
 
 def test_an_error_sets_error_type_and_status(served):
     otel = served.otel
-    otel.serve_request("text_completion", request_with({}))
+    arrive(served, "/completions", {})
     span = otel.start_span("text_completion")
     otel.serve_error(500)
     span.end()
     respond(served, 500)
-    otel.serve_request("text_completion", request_with({}))
+    arrive(served, "/v1/completions", {})
     respond(served, 400)  # an answer the endpoint gave without serve_error: its status is the type
     (finished,) = served.spans.get_finished_spans()
     assert finished.parent is None
@@ -202,8 +233,9 @@ def test_an_error_sets_error_type_and_status(served):
 
 def test_nothing_raises_on_what_a_server_may_hand_over(served):
     otel = served.otel
-    otel.serve_request("chat", None)
-    otel.serve_request("chat", request_with({"traceparent": "garbage"}))
+    arrive(served, "/health", {"traceparent": f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01"})  # no GenAI route
+    otel.serve_app(None)
+    arrive(served, "/chat/completions", {"traceparent": "garbage"})
     span = otel.start_span("chat")
     otel.serve_attributes(None)
     otel.serve_attributes({"max_tokens": "many", "temperature": None, "top_p": object()})
@@ -217,7 +249,7 @@ def test_nothing_raises_on_what_a_server_may_hand_over(served):
 
 
 def test_off_the_calls_do_nothing(otel):
-    otel.serve_request("chat", request_with({"traceparent": f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01"}))
+    otel.serve_app(None)
     otel.serve_attributes({"max_tokens": 3})
     otel.serve_response([], [], 1, 1)
     otel.serve_error(400)
