@@ -25,12 +25,13 @@ from codegen.resolve.frames import frame_refusal
 from codegen.resolve.functions import collect_functions, import_aliases, suggest
 from codegen.resolve.hooks import resolve_insert, resolve_rewrite
 from codegen.resolve.hostile import parse_module
-from codegen.resolve.regions import early_exit, parameters, resolve_region
+from codegen.resolve.regions import early_exit, parameters, resolve_region, suspension
 from codegen.resolve.scan import Facts, hook_codes
 from codegen.resolve.sites import EntryResult, FilePlan, Plan, Resolution, Wrap
 from codegen.resolve.statements import (
     block_ancestry,
 )
+from codegen.resolve.streams import resolve_stream
 from codegen.resolve.strip import strip
 from codegen.runtime_calls import hook_calls
 from codegen.spec.model import AroundHook, EntryHook, Hook, Project, Region, Span, StatementHook, WrapHook
@@ -302,6 +303,14 @@ def _place_wrap(
 ) -> None:
     """A span (decorated or wrapping statements) or an around hook."""
     if isinstance(span, Span) and span.form == "decorator":
+        if func.asynchronous is not None:
+            diags.error(
+                span.where_function,
+                f"cannot instrument {span.function} in {span.file} with form: decorator: it is a "
+                "coroutine (async def), and the decorator would end the span when the coroutine is "
+                "made, before it runs; use form: try",
+            )
+            return
         missing = [a.expr for a in span.attributes if a.expr not in parameters(func)]
         if missing:
             diags.error(
@@ -326,7 +335,20 @@ def _place_wrap(
                 "use form: try",
             )
             return
-    plan.wraps.append(Wrap(span, func, block, start, end, block_ancestry(func)[id(block)]))
+        suspends = suspension(block.body[start:end], line_of)
+        if suspends is not None:
+            diags.error(
+                span.pos,
+                f"a flat span cannot cover an await (line {suspends}): a cancelled task would never "
+                "reach its end; use form: try",
+            )
+            return
+    stream = None
+    if isinstance(span, Span) and span.stream is not None:
+        stream = resolve_stream(span, func, block, start, end, line_of, diags)
+        if stream is None:
+            return
+    plan.wraps.append(Wrap(span, func, block, start, end, block_ancestry(func)[id(block)], stream))
 
 
 def _maybe_instrumented(source: str, alias: str, hooks: list[Hook]) -> bool:

@@ -12,6 +12,8 @@ string literals, a start statement in black's parenthesized fallback), these are
   ``ALIAS.FLAG and ALIAS.f(...)``), or one whose code is among ``hook_codes`` (hooks that call
   something else, such as the inserted argument-parser flags);
 - a wrap hook: ``ALIAS.f(x)`` -> ``x`` and ``ALIAS.f("key", call)`` -> ``call``;
+- a stream span's call: ``ALIAS.f(_otel_span[_N], call)`` -> ``call``, its lines one level out
+  again when the wrapper was laid out over several lines (``transforms/stream.py``);
 - the decorator ``@ALIAS.traced(...)``;
 - the runtime import: ``ALIAS`` in ``from PARENT import ...`` (as releases before the private
   name wrote it: always) and ``import PARENT.ALIAS as _ALIAS`` (with ``imports=True``).
@@ -332,7 +334,35 @@ class _Stripper(cst.CSTTransformer):
             return args[0].value
         if len(args) == 2 and isinstance(args[0].value, cst.SimpleString):
             return args[1].value
+        if (
+            len(args) == 2
+            and isinstance(args[0].value, cst.Name)
+            and SPAN_VARIABLE_PATTERN.match(args[0].value.value)
+        ):
+            return _handed_back(node)
         return node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         return self._unwrap(updated_node)
+
+
+def _handed_back(wrapper: cst.Call) -> cst.BaseExpression:
+    """The call a stream span's ``ALIAS.stream(var, call)`` hands over to, with the lines the
+    exploded wrapper moved one level in moved back out."""
+    call = wrapper.args[1].value
+    opening = wrapper.whitespace_before_args
+    closing = wrapper.args[1].comma
+    if not isinstance(opening, cst.ParenthesizedWhitespace) or not isinstance(closing, cst.Comma):
+        return call
+    after = closing.whitespace_after
+    if not isinstance(after, cst.ParenthesizedWhitespace):
+        return call
+    inner, outer = opening.last_line.value, after.last_line.value
+    if not inner.startswith(outer) or inner == outer:
+        return call
+    step = inner[len(outer) :]
+    lines = code_of(call).split("\n")
+    if len(lines) == 1:
+        return call
+    moved = [lines[0]] + [line.removeprefix(step) for line in lines[1:]]
+    return cst.parse_expression("\n".join(moved)).with_changes(lpar=call.lpar, rpar=call.rpar)
