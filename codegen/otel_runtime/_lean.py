@@ -46,7 +46,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from . import _ids, _otlp
-from ._state import LOG, PROCESS, PUBLISHED, log_once, warn_once
+from ._state import LOG, PROCESS, PUBLISHED, log_once, task_stack, warn_once
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
 if TYPE_CHECKING:
@@ -84,6 +84,14 @@ _ID_LOCK = threading.Lock()
 # Attribute value types the SDK's validation keeps as they are.
 _PLAIN = frozenset((str, bool, int, float))
 _get_ident = threading.get_ident
+# asyncio's _get_running_loop once asyncio is imported (no loop can run before): a span opened
+# while a task runs never joins the nesting of the code that started the loop (_state.task_stack)
+_running_loop: Callable[[], Any] | None = None
+
+
+def _watch_loops() -> None:
+    global _running_loop
+    _running_loop = sys.modules["asyncio"]._get_running_loop
 
 
 def usable(provider: Any, recording: str = "auto") -> bool:
@@ -425,6 +433,25 @@ class LeanSpan:
         self._end = _time_ns()
         self._recorder.push(self)
 
+    def leave(self) -> None:
+        """Stop being current and leave the open-span stack, without ending: the span was
+        handed over to a stream (``_streams.stream``), which ends it. Never raises."""
+        nesting = self._state
+        if nesting is None or self._end is not None:
+            return
+        stack = nesting.stack
+        if stack and stack[-1] is self:
+            stack.pop()
+        else:
+            _unwind(stack, self)  # spans above it were left open by an exception: ended
+        self._state = None
+        nesting.top = self._parent
+        if self._token is not None:
+            try:
+                nesting.tracer.detach(self._token)
+            except Exception:
+                warn_once(self._name, "restoring the context")
+
     def abort(self, description: str, restore: bool) -> None:
         """End a span ``open`` started with an ERROR status ``description`` (SIGTERM); restore
         the context only when ``restore`` (the span's own thread). Never raises."""
@@ -599,7 +626,8 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                     and top._state is nesting
                     and nesting.tracer is self
                     and nesting.ident == _get_ident()
-                ):  # inside this thread's nesting: the common case, inline
+                    and (_running_loop is None or _running_loop() is None)
+                ):  # inside this thread's nesting, no asyncio task running: the common case
                     span = LeanSpan()
                     span._recorder = self.recorder
                     span._name = name
@@ -661,8 +689,13 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
             None if attributes is None else _evaluated(name, attributes),
             _time_ns(),
         )
-        stack = run.open_spans.stack
+        in_task = task_stack(run)
+        stack = run.open_spans.stack if in_task is None else in_task
         nesting = _Nesting(self, stack, self.recorder.local.spans, span)
+        if in_task is not None:  # in an asyncio task each span sets its own context (never inline)
+            nesting.ident = 0
+        if _running_loop is None and "asyncio" in sys.modules:
+            _watch_loops()
         state = _LeanContext(current, self.key, nesting)
         span._state = nesting
         span._handled = _exception()

@@ -13,7 +13,7 @@ from ._config import resolve
 from ._lean import LeanSpan, LeanTracer
 from ._lean import tracer as _tracer_for
 from ._ranks import P2P, start_shared
-from ._state import LOG, NAMESPACE, PROCESS, PUBLISHED, log_once, set_flag, warn_once
+from ._state import LOG, NAMESPACE, PROCESS, PUBLISHED, log_once, set_flag, task_stack, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, SPANS
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
@@ -133,10 +133,15 @@ def start_sdk(
         base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
         values = {**base, **extra} if extra else base
         called = True
-        stack = run.open_spans.stack
-        # A root (no taxonomy span open on this thread, as on the lean path) joins the shared
-        # trace, a pipeline transfer gets its id; any other span takes its parent's trace.
-        if run.ids is not None and (not stack or name in P2P):
+        in_task = task_stack(run)
+        stack = run.open_spans.stack if in_task is None else in_task
+        # A root (no taxonomy span open on this thread, as on the lean path; in an asyncio task,
+        # no span current either) joins the shared trace, a pipeline transfer gets its id; any
+        # other span takes its parent's trace.
+        root = not stack and (
+            in_task is None or not otel_trace.get_current_span().get_span_context().is_valid
+        )
+        if run.ids is not None and (root or name in P2P):
             span = start_shared(tracer, run, name, values)
         else:
             span = tracer.start_span(name, attributes=values)
@@ -326,6 +331,12 @@ def abort_open_spans(description: str) -> None:
                 del run.stacks[ident]  # recreated by OpenSpans if that thread starts a span again
         except Exception:
             log_once("abort", "ending the open spans failed", exc_info=True)
+    for stack in list(run.task_stacks):  # asyncio tasks' (their contexts are their own)
+        try:
+            while stack:
+                stack.pop().abort(description, restore=False)
+        except Exception:
+            log_once("abort", "ending the open spans failed", exc_info=True)
 
 
 def end_open_spans() -> None:
@@ -371,7 +382,9 @@ class StartedSpan:
         """
         if self._span is None:
             return
-        stack = PROCESS.run.open_spans.stack  # this thread's, in the current run
+        run = PROCESS.run
+        in_task = task_stack(run)  # this task's or this thread's, in the current run
+        stack: list[Any] = run.open_spans.stack if in_task is None else in_task
         try:
             if stack and stack[-1] is self:  # the usual case: the innermost span ends
                 self.close()
@@ -392,6 +405,26 @@ class StartedSpan:
             self.close()
         except RecursionError:
             pass
+
+    def leave(self) -> None:
+        """Stop being current and leave the open-span stack without ending: the span was handed
+        over to a stream (``_streams.stream``), which ends it. Never raises."""
+        if self._span is None:
+            return
+        try:
+            run = PROCESS.run
+            in_task = task_stack(run)
+            stack: list[Any] = run.open_spans.stack if in_task is None else in_task
+            if any(s is self for s in stack):
+                while stack[-1] is not self:  # left open by an exception: ended as end() does
+                    stack[-1].close()
+                    stack.pop()
+                stack.pop()
+            token, self._token = self._token, None
+            if token is not None:
+                otel_context.detach(token)
+        except Exception:
+            warn_once(self._name, "handing the span over")
 
     def abort(self, description: str, restore: bool) -> None:
         """End this span with an ERROR status ``description``; restore the context only when
