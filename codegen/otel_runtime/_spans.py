@@ -3,6 +3,7 @@ is configuration: ``_config``)."""
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -224,6 +225,8 @@ def traced(name: str, attributes: Mapping[str, str] | None = None) -> Callable[[
         flag = FLAGS[entry.group]
         namespace = NAMESPACE
         parameters = _parameters(name, fn, attributes or {})
+        if _is_coroutine_function(fn):
+            return cast("_F", _coroutine_wrapper(fn, name, flag, parameters))
 
         exact = _exact_wrapper(fn, name, flag, parameters)
         if exact is not None:
@@ -245,6 +248,43 @@ def traced(name: str, attributes: Mapping[str, str] | None = None) -> Callable[[
         return cast("_F", wrapper)  # functools.wraps keeps fn's name, docs and signature
 
     return decorate
+
+
+# The span of the ``traced`` coroutine running now in this task (while its group records): what
+# ``stream(iterable)`` hands over (a stream call site in a decorated coroutine).
+TRACED: contextvars.ContextVar[Any] = contextvars.ContextVar("megatron_otel_traced", default=None)
+
+
+def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
+    import inspect  # only when a function is decorated
+
+    return inspect.iscoroutinefunction(fn)
+
+
+def _coroutine_wrapper(
+    fn: Callable[..., Any], name: str, flag: str, parameters: _Parameters
+) -> Callable[..., Any]:
+    """``traced`` for a coroutine function (``async def``): a coroutine function itself (a server
+    awaits it as it would ``fn``), whose span covers ``fn``'s run to its return, exception or
+    cancellation, not the call that makes the coroutine."""
+    namespace = NAMESPACE
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not namespace[flag]:
+            return await fn(*args, **kwargs)
+        span = start_span(
+            name, (lambda: _arguments(parameters, args, kwargs)) if parameters else None
+        )
+        token = TRACED.set(span)
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            TRACED.reset(token)
+            if span is not None:
+                span.end()
+
+    return wrapper
 
 
 # The wrapper ``traced`` writes for a function whose parameters are all positional-or-keyword:

@@ -10,6 +10,9 @@ exception; ``asyncio.CancelledError`` too: the client went away), when it is clo
 garbage-collected unfinished (``stream abandoned``). While the stream produces an item the span is
 the current one, so what records then (a foreign span, a stamp) is its child.
 
+In a coroutine instrumented in the decorator form (``traced``) the call site reads
+``_otel.stream(openai_stream(...))``: the span handed over is the traced coroutine's.
+
 If the function raises after the hand-over (the stream is never returned), its ``finally:`` ends
 the span then, with that error. With the span's group off ``_otel_span`` is False and the
 iterable itself is returned: the response is the uninstrumented one.
@@ -22,7 +25,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, cast
 
 from ._lean import LeanSpan
-from ._spans import StartedSpan
+from ._spans import TRACED, StartedSpan
 from ._state import warn_once
 
 try:
@@ -35,6 +38,7 @@ except ImportError:  # opentelemetry is optional: no span is ever handed over wi
 _exc_info = sys.exc_info
 _exception: Callable[[], BaseException | None] = getattr(sys, "exception", lambda: _exc_info()[1])
 _is_finalizing = sys.is_finalizing
+_TRACED: Any = object()  # stream()'s second argument absent: the traced coroutine's span
 
 
 class _HandedLean(LeanSpan):
@@ -43,6 +47,7 @@ class _HandedLean(LeanSpan):
     __slots__ = ()
 
     def end(self, end_time: int | None = None) -> None:
+        """Leave (the stream ends the span), or end now if the function raised after all."""
         self.__class__ = cast(Any, LeanSpan)  # no longer handed over
         error = _exception()
         if error is not None and error is not self._handled:  # the function failed after all
@@ -57,6 +62,7 @@ class _HandedStarted(StartedSpan):
     __slots__ = ()
 
     def end(self) -> None:
+        """Leave (the stream ends the span), or end now if the function raised after all."""
         self.__class__ = cast(Any, StartedSpan)
         error = _exception()
         if error is not None and error is not self._handled:
@@ -65,10 +71,13 @@ class _HandedStarted(StartedSpan):
             self.leave()
 
 
-def stream(span: Any, iterable: Any) -> Any:
+def stream(span: Any, iterable: Any = _TRACED) -> Any:
     """``iterable`` (an async iterable, or an iterable) that ends ``span`` when it ends, or
     ``iterable`` itself when ``span`` is not a span (its group off: False; not started: None).
-    Never raises."""
+    ``stream(iterable)`` (a stream call site in a ``traced`` coroutine, the decorator form): the
+    span of that coroutine. Never raises."""
+    if iterable is _TRACED:
+        span, iterable = TRACED.get(), span
     if not span:
         return iterable
     try:

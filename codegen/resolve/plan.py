@@ -174,6 +174,7 @@ def _drop_failed(plan: FilePlan, outcomes: _Outcomes) -> None:
     plan.inserts = [i for i in plan.inserts if not outcomes.failed(i.hook)]
     plan.decorations = [d for d in plan.decorations if not outcomes.failed(d[0])]
     plan.rewrites = [r for r in plan.rewrites if not outcomes.failed(r.hook)]
+    plan.streams = [s for s in plan.streams if not outcomes.failed(s[0])]
 
 
 def _resolve_file(project: Project, plan: FilePlan, spans: list[Span | Hook], outcomes: _Outcomes) -> bool:
@@ -303,14 +304,20 @@ def _place_wrap(
 ) -> None:
     """A span (decorated or wrapping statements) or an around hook."""
     if isinstance(span, Span) and span.form == "decorator":
-        if func.asynchronous is not None:
-            diags.error(
-                span.where_function,
-                f"cannot instrument {span.function} in {span.file} with form: decorator: it is a "
-                "coroutine (async def), and the decorator would end the span when the coroutine is "
-                "made, before it runs; use form: try",
-            )
-            return
+        if span.stream is not None:
+            if func.asynchronous is None:
+                diags.error(
+                    span.stream.pos,
+                    f"a decorator span's stream: needs a coroutine (async def); {span.function} is "
+                    "not one: use form: try",
+                )
+                return
+            body = func.body
+            assert isinstance(body, cst.IndentedBlock)
+            site = resolve_stream(span, func, body, 0, len(body.body), line_of, diags)
+            if site is None:
+                return
+            plan.streams.append((span, func, site))
         missing = [a.expr for a in span.attributes if a.expr not in parameters(func)]
         if missing:
             diags.error(

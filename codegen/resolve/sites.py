@@ -79,6 +79,8 @@ class FilePlan:
     inserts: list[Insert] = field(default_factory=list)
     decorations: list[tuple[Span, cst.FunctionDef]] = field(default_factory=list)
     rewrites: list[Rewrite] = field(default_factory=list)
+    # decorator spans' stream calls (a try-form span's is its Wrap's)
+    streams: list[tuple[Span, cst.FunctionDef, StreamSite]] = field(default_factory=list)
     # id(entry) -> the entry with each ``any`` selector replaced by the alternative this code takes
     chosen: dict[int, Span | Hook] = field(default_factory=dict)
     # ids of the functions that may run at the final clearing of modules (resolve/at_exit.py)

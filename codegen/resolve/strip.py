@@ -331,7 +331,7 @@ class _Stripper(cst.CSTTransformer):
         if any(a.keyword is not None or a.star for a in args):
             return node
         if len(args) == 1:
-            return args[0].value
+            return _handed_back(node) if _rooted_call(node, self.names) else args[0].value
         if len(args) == 2 and isinstance(args[0].value, cst.SimpleString):
             return args[1].value
         if (
@@ -347,15 +347,16 @@ class _Stripper(cst.CSTTransformer):
 
 
 def _handed_back(wrapper: cst.Call) -> cst.BaseExpression:
-    """The call a stream span's ``ALIAS.stream(var, call)`` hands over to, with the lines the
-    exploded wrapper moved one level in moved back out."""
-    call = wrapper.args[1].value
+    """The call a stream span's ``ALIAS.stream(var, call)`` (or a decorator span's
+    ``ALIAS.stream(call)``, or a wrap hook's ``ALIAS.f(x)``) wraps, with the lines the exploded
+    wrapper moved one level in moved back out."""
+    last = wrapper.args[-1]
+    call = last.value
     opening = wrapper.whitespace_before_args
-    closing = wrapper.args[1].comma
-    if not isinstance(opening, cst.ParenthesizedWhitespace) or not isinstance(closing, cst.Comma):
-        return call
-    after = closing.whitespace_after
-    if not isinstance(after, cst.ParenthesizedWhitespace):
+    after = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else last.whitespace_after_arg
+    if not isinstance(opening, cst.ParenthesizedWhitespace) or not isinstance(
+        after, cst.ParenthesizedWhitespace
+    ):
         return call
     inner, outer = opening.last_line.value, after.last_line.value
     if not inner.startswith(outer) or inner == outer:

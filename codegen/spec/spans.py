@@ -169,10 +169,11 @@ class SpanReader(SelectorReader, ReleasesReader):
         self._fields(spec, fields.STREAM_FIELDS, "stream")
         if "call" not in spec.entries:  # reported by _fields
             return False, None
-        if form is not None and form != "try":
+        if form == "flat":
             self.diags.error(
                 node.value_pos("stream"),
-                f"a stream span needs form: try (the {form} form has no finally: to hand the span over from)",
+                "a stream span needs form: try (or decorator, on a coroutine): the flat form has "
+                "no finally: to hand the span over from",
             )
             return False, None
         selector = self._selector(

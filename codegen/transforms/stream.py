@@ -27,7 +27,7 @@ _MARK = "_otel_stream_call_"
 
 
 def stream_statement(
-    stmt: cst.BaseStatement, call: cst.Call, wrapper: str, var: str, indent: str, step: str
+    stmt: cst.BaseStatement, call: cst.Call, wrapper: str, var: str | None, indent: str, step: str
 ) -> cst.BaseStatement:
     """``stmt`` with ``call`` handed ``var`` through ``wrapper`` (``_otel.stream``), laid out for
     a statement whose first line will start at ``indent``."""
@@ -40,7 +40,7 @@ def stream_statement(
 
 
 def _laid_out(
-    marked: cst.BaseStatement, call: cst.Call, wrapper: str, var: str, indent: str, step: str
+    marked: cst.BaseStatement, call: cst.Call, wrapper: str, var: str | None, indent: str, step: str
 ) -> cst.SimpleStatementLine | cst.BaseCompoundStatement:
     lines = code_of(marked).rstrip("\n").split("\n")  # the block's indentation left out: relative
     rows = [i for i, line in enumerate(lines) if _MARK in line]
@@ -51,7 +51,8 @@ def _laid_out(
     before, _, after = line.partition(_MARK)
     lead = line[: len(line) - len(line.lstrip())]
     text = code_of(call)
-    inline = f"{before}{wrapper}({var}, {text}){after}"
+    handed = f"{var}, " if var is not None else ""  # a decorator span's: the traced coroutine's
+    inline = f"{before}{wrapper}({handed}{text}){after}"
     if "\n" not in text and len(indent + inline) <= LINE_LENGTH:
         return _parsed(lines, row, [inline])
     if len(lines) == 1 and "\n" not in text:
@@ -61,12 +62,14 @@ def _laid_out(
     if after not in ("", ",") or _multiline_string(call):
         return _parsed(lines, row, [inline])  # not black's layout to begin with: kept on its line
     inner = lead + step
-    if "\n" not in text and len(indent + inner + f"{var}, {text}") <= LINE_LENGTH:
-        exploded = [f"{before}{wrapper}(", f"{inner}{var}, {text}", f"{lead}){after}"]
+    if "\n" not in text and len(indent + inner + f"{handed}{text}") <= LINE_LENGTH:
+        exploded = [f"{before}{wrapper}(", f"{inner}{handed}{text}", f"{lead}){after}"]
         return _parsed(lines, row, exploded)
     call_lines = [inner + text.split("\n")[0]] + [
         step + part if part else part for part in text.split("\n")[1:]
     ]
+    if var is None:  # a sole argument black explodes takes no magic trailing comma
+        return _parsed(lines, row, [f"{before}{wrapper}(", *call_lines, f"{lead}){after}"])
     call_lines[-1] += ","
     exploded = [f"{before}{wrapper}(", f"{inner}{var},", *call_lines, f"{lead}){after}"]
     return _parsed(lines, row, exploded)

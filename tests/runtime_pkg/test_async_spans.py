@@ -294,3 +294,43 @@ def test_a_loop_run_inside_a_span_keeps_its_tasks_apart(recording: Any) -> None:
             parent = ids[span.parent.span_id]
             assert parent.attributes["req"] == span.attributes["req"]
     assert len(spans) == len(ids) == 1 + 8 * 4
+
+
+def test_a_traced_coroutine_and_its_stream(recording: Any) -> None:
+    """The decorator form on ``async def``: a coroutine function whose span covers the awaited
+    run (not the call that makes the coroutine), cancellation included; ``stream(iterable)`` in
+    its body hands that span over."""
+    otel, finished = recording
+
+    @otel.traced("megatron.train.iteration", {"req": "number"})
+    async def handle(number: int, streamed: bool = False) -> Any:
+        await asyncio.sleep(0)
+        if number < 0:
+            await asyncio.sleep(3600)
+        if streamed:
+            return {"body": otel.stream(producing(otel, 2))}
+        return number
+
+    assert asyncio.iscoroutinefunction(handle) and handle.__name__ == "handle"
+
+    async def serve() -> list[Any]:
+        out = list(await asyncio.gather(*(handle(n) for n in range(8))))
+        response = await handle(100, streamed=True)
+        out.append([chunk async for chunk in response["body"]])
+        task = asyncio.create_task(handle(-1))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return out
+
+    assert asyncio.run(serve()) == [*range(8), ["data: 0\n\n", "data: 1\n\n"]]
+    spans = finished()
+    ids = by_id(spans)
+    assert len(spans) == len(ids) == 8 + 1 + 2 + 1
+    handled = {s.attributes["req"]: s for s in spans if s.name == "megatron.train.iteration"}
+    assert sorted(handled) == [-1, *range(8), 100]
+    assert handled[-1].status.description == "CancelledError"
+    children = [s for s in spans if s.name == "megatron.layer.forward"]
+    assert all(ids[c.parent.span_id] is handled[100] for c in children)
+    assert handled[100].end_time >= max(c.end_time for c in children)  # ended with its stream
