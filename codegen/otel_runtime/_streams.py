@@ -24,7 +24,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, cast
 
-from ._lean import LeanSpan
+from ._lean_span import LeanSpan
 from ._spans import TRACED, StartedSpan
 from ._state import warn_once
 
