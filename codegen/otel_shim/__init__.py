@@ -57,6 +57,7 @@ if sys.modules[__name__].__name__ == __name__:  # the no-ops; the taxonomy's rec
     globals().update(dict.fromkeys([*_taxonomy.FLAGS.values(), "METRICS"], False))
     globals().update(traced=lambda *a, **k: lambda fn: fn, stamp=lambda key, value: value)
     globals().update(in_context=lambda fn: fn, in_worker=lambda fn: fn)
+    globals().update(stream=lambda span, iterable: iterable)
     _NO_OPS = (  # named: a module __getattr__ keeps CPython from specializing the flag reads
         "begin_training disable enable enabled_groups end_training first_time in_training"
         " interval_loss max_memory_allocated_gb record_metrics reset resolve resource_attributes"
