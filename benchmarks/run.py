@@ -671,6 +671,59 @@ def _process(args, raw: dict, rows: list, notes: list) -> None:
     rows += process_rows(data)
 
 
+def serving_rows(data: dict) -> list[Row]:
+    """The inference server's request latency, instrumented against pristine and off (paired by
+    round); a disabled async span against an uninstrumented coroutine call."""
+    from benchmarks.serving_bench import paired
+
+    s = (
+        f"serving: one completion request at a time, localhost server (megatron-core 0.19.2), stand-in "
+        f"engine answering in {data['delay_ms']:g} ms; {data['rounds']} rounds paired by round; "
+        f"load average {', '.join(f'{x:.1f}' for x in data['load'])}"
+    )
+    rows = []
+    budget_ms = data["delay_ms"] * 0.01  # the goal: at most 1% of a 50 ms request
+    for arm, base, goal in (
+        ("off", "pristine", None),
+        ("default", "off", budget_ms),
+        ("all", "off", budget_ms),
+    ):
+        added, ratio, base_latency = paired(data, arm, base)
+        goal_text = "" if goal is None else f"<= +{goal:g} ms"
+        status = "info" if goal is None else ("met" if added * 1e3 <= goal else "NOT MET")
+        rows.append(Row(s, f"request latency, {arm} / {base} (median added per request)", f"{added * 1e3:+.3f} ms",
+                        f"{base_latency * 1e3:.2f} ms", "", f"{ratio:.4f}x", goal_text, status))  # fmt: skip
+    m = data["micro"]
+    rows.append(ratio_row("serving: per call, Python " + sys.version.split()[0],
+                          "async span (traced coroutine), group disabled / uninstrumented coroutine", m,
+                          "traced_off", "plain", ("<=", 1.5)))  # fmt: skip
+    return rows
+
+
+def _serving(args, raw: dict, rows: list, notes: list) -> None:
+    if args.no_serving:
+        return
+    try:
+        import hypercorn  # noqa: F401
+        import quart  # noqa: F401
+        import torch  # noqa: F401
+        import zmq  # noqa: F401
+    except ImportError as exc:
+        notes.append(f"serving rows skipped: {exc} (tox -e runtime's packages)")
+        return
+    from benchmarks import serving_bench
+
+    rounds = args.serving_rounds or (20 if args.quick else 60)
+    print(f"serving: 4 servers, {rounds} interleaved rounds ...", file=sys.stderr)
+    try:
+        data = serving_bench.run(rounds)
+    except Exception as exc:
+        notes.append(f"serving rows skipped: {str(exc)[:1500]}")
+        return
+    raw["serving"] = data
+    rows += serving_rows(data)
+
+
 def _imports(args, raw: dict, rows: list, notes: list) -> None:
     """``import megatron.training.training`` woven by the installed instrumentation vs not woven."""
     if args.no_import:
@@ -794,6 +847,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--import-rounds", type=int, help="interleaved rounds per import arm (default 7, quick 3)"
     )
+    parser.add_argument(
+        "--no-serving", action="store_true", help="skip the serving rows (they need torch, Quart)"
+    )
+    parser.add_argument(
+        "--serving-only",
+        action="store_true",
+        help="only the serving rows (the inference server's request latency)",
+    )
+    parser.add_argument(
+        "--serving-rounds", type=int, help="interleaved request rounds (default 60, quick 20)"
+    )
     parser.add_argument("--json", type=Path, help="also write the raw measurements here")
     args = parser.parse_args(argv)
     rounds = args.rounds or (12 if args.quick else 40)
@@ -802,6 +866,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
 
     notes: list[str] = []
+    if args.serving_only:
+        args.generator_only = args.no_generator = True
+        _serving(args, raw, rows, notes)
     if not args.generator_only:
         with tempfile.TemporaryDirectory(prefix="otel-bench-") as tmp:
             try:
@@ -819,6 +886,7 @@ def main(argv: list[str] | None = None) -> int:
         _steps(args, raw, rows, notes)
         _process(args, raw, rows, notes)
         _imports(args, raw, rows, notes)
+        _serving(args, raw, rows, notes)
 
     if not args.no_generator:
         from benchmarks import generator_bench

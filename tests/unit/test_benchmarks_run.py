@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_benchmark_runtime_rows_run_on_the_generated_fixture() -> None:
     command = [sys.executable, "-m", "benchmarks", "--quick", "--no-lens", "--no-generator", "--no-import"]
-    command += ["--no-process"]
+    command += ["--no-process", "--no-serving"]
     result = subprocess.run(
         [*command, "--rounds", "1"], cwd=REPO, capture_output=True, text=True, timeout=300
     )
@@ -177,3 +177,32 @@ def test_the_sdk_path_row_reads_the_sdk_own_spans_added_the_same_way() -> None:
     # paired by round: a steady 10% over the SDK's own spans meets 1.2x, a steady 50% does not
     assert _own_status(110.0, 100.0) == "met"
     assert _own_status(150.0, 100.0) == "NOT MET"
+
+
+def test_serving_rows_read_the_paired_differences_against_a_50_ms_budget() -> None:
+    """The serving goal is on the median per-round added latency: at most 1% of the 50 ms request."""
+    from benchmarks.run import serving_rows
+
+    base = [0.050 + 0.001 * (i % 3) for i in range(9)]
+    data = {
+        "delay_ms": 50.0,
+        "rounds": 9,
+        "load": (1.0, 1.0, 1.0),
+        "latency_s": {
+            "pristine": base,
+            "off": [b + 0.0001 for b in base],
+            "default": [b + 0.0002 for b in base],  # +0.1 ms over off: met
+            "all": [b + 0.0011 for b in base],  # +1.0 ms over off: over 0.5 ms
+        },
+        "micro": {
+            "plain": {"min_ns": 100.0, "median_ns": 110.0, "samples": 1},
+            "traced_off": {"min_ns": 130.0, "median_ns": 140.0, "samples": 1},
+        },
+    }
+    rows = {row.label.split(" (median")[0]: row for row in serving_rows(data)}
+    assert rows["request latency, off / pristine"].status == "info"
+    assert rows["request latency, default / off"].value == "+0.100 ms"
+    assert rows["request latency, default / off"].status == "met"
+    assert rows["request latency, all / off"].status == "NOT MET"
+    micro = rows["async span (traced coroutine), group disabled / uninstrumented coroutine"]
+    assert (micro.ratio, micro.status) == ("1.30x", "met")
