@@ -86,6 +86,7 @@ class _Request:
         self.token: Any = None  # the client's context, attached for the request
 
     def attributes(self) -> dict[str, Any]:
+        """The attributes every metric of the request carries."""
         found: dict[str, Any] = {
             "gen_ai.operation.name": self.operation,
             "gen_ai.provider.name": PROVIDER,
@@ -105,7 +106,8 @@ def _record(name: str, value: float, attributes: Mapping[str, Any]) -> None:
     if recorder is None or not flag("METRICS"):
         return
     try:
-        recorder(value, attributes)  # type: ignore[call-arg]  # a histogram's record(value, attributes)
+        # a histogram's record(value, attributes)
+        recorder(value, attributes)  # type: ignore[call-arg]
     except Exception:
         log_once(f"record:{name}", "recording metric %r failed", name, exc_info=True)
 

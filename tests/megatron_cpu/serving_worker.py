@@ -24,6 +24,10 @@ What is not the tree's own, and why:
   ("created" and the response ids are otherwise the clock's and random) and the tests can compare
   an instrumented server's responses with the pristine one's.
 
+With ``MEGATRON_OTEL_ENABLED=1`` telemetry is set up as a server process does it
+(``otel.configure()``): into SDK providers writing ``DIR/capture.jsonl`` (``capture``), or with
+``SERVING_WORKER_CAPTURE=0`` the runtime's own, from the environment.
+
 The worker runs until SIGINT (``_server_process_worker`` returns on KeyboardInterrupt) and then
 exits normally, so telemetry flushes at exit as in a server replica that is stopped.
 """
@@ -230,7 +234,14 @@ def main() -> int:
     modules = [sys.modules[m] for m in list(sys.modules) if m.startswith(endpoints.__name__ + ".")]
     make_deterministic(modules)
 
-    providers = capture(out) if os.environ.get("MEGATRON_OTEL_ENABLED") == "1" else ()
+    providers: tuple[Any, ...] = ()
+    if os.environ.get("MEGATRON_OTEL_ENABLED") == "1":
+        if os.environ.get("SERVING_WORKER_CAPTURE", "1") == "1":
+            providers = capture(out)
+        else:  # the runtime's own providers from the environment (the benchmark: exporter none)
+            from megatron.core import otel
+
+            otel.configure()
 
     tokenizer = ByteTokenizer()
     engine = StandInEngine(tokenizer, args.delay_ms / 1000.0)
