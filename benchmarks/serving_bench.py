@@ -72,10 +72,17 @@ def run(rounds: int) -> dict[str, Any]:
         servers = {}
         try:
             for arm, groups in ARMS.items():
+                # telemetry on as a server sets it up, spans and metrics recorded, exported nowhere
+                # (an export runs on its own threads; the tests' capture writes a file per span)
                 env = (
                     None
                     if groups is None
-                    else {"MEGATRON_OTEL_ENABLED": "1", "MEGATRON_OTEL_SPAN_GROUPS": groups}
+                    else {
+                        "MEGATRON_OTEL_ENABLED": "1",
+                        "MEGATRON_OTEL_SPAN_GROUPS": groups,
+                        "MEGATRON_OTEL_EXPORTER": "none",
+                        "SERVING_WORKER_CAPTURE": "0",
+                    }
                 )
                 root = pristine if arm == "pristine" else fork
                 servers[arm] = Server(root, tmp / arm, env=env, delay_ms=DELAY_MS)
