@@ -72,15 +72,15 @@ def run(rounds: int) -> dict[str, Any]:
         servers = {}
         try:
             for arm, groups in ARMS.items():
-                # telemetry on as a server sets it up, spans and metrics recorded, exported nowhere
-                # (an export runs on its own threads; the tests' capture writes a file per span)
+                # telemetry on as a server sets it up: spans and metrics recorded, exported by the
+                # runtime (console, on its export threads; the tests' capture writes a file per span)
                 env = (
                     None
                     if groups is None
                     else {
                         "MEGATRON_OTEL_ENABLED": "1",
                         "MEGATRON_OTEL_SPAN_GROUPS": groups,
-                        "MEGATRON_OTEL_EXPORTER": "none",
+                        "MEGATRON_OTEL_EXPORTER": "console",
                         "SERVING_WORKER_CAPTURE": "0",
                     }
                 )

@@ -238,7 +238,7 @@ def main() -> int:
     if os.environ.get("MEGATRON_OTEL_ENABLED") == "1":
         if os.environ.get("SERVING_WORKER_CAPTURE", "1") == "1":
             providers = capture(out)
-        else:  # the runtime's own providers from the environment (the benchmark: exporter none)
+        else:  # the runtime's own providers from the environment (the benchmark: console)
             from megatron.core import otel
 
             otel.configure()
