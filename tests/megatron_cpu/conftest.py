@@ -22,30 +22,17 @@ REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().parent / "megatron_cpu_worker.py"
 WORKER_TIMEOUT_S = 240
 
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
 from codegen.emit.tree import write_tree
 from codegen.pipeline import generate
-from tests.megatron_cpu.otlp_receiver import free_port
-
-
-def _env(root: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
-    env["PYTHONPATH"] = str(root)
-    env["MASTER_ADDR"] = "127.0.0.1"
-    env["OMP_NUM_THREADS"] = "1"
-    env["PYTHONWARNINGS"] = "ignore"
-    env.pop("WORLD_SIZE", None)
-    env.pop("RANK", None)
-    return env
+from tests.support.megatron_workers import worker_env
+from tests.support.ports import free_port
 
 
 def _start(root: Path, args: list[str], cwd: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, str(WORKER), *args],
         cwd=cwd,
-        env=_env(root),
+        env=worker_env(root),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

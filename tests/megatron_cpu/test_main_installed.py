@@ -31,10 +31,11 @@ for _module in ("torch", "numpy", "opentelemetry.instrumentation", "opentelemetr
     pytest.importorskip(_module, reason=f"{_module} is needed (tox -e runtime installs it)")
 
 from codegen.cli import main as codegen_main
-from tests.megatron_cpu.otlp_receiver import OtlpReceiver, free_port
+from tests.megatron_cpu.otlp_receiver import OtlpReceiver
 from tests.megatron_cpu.pretrain_harness import LAUNCH_OFFSETS, WORKER, environment, finish, read_spans, start
 from tests.megatron_cpu.test_main_pretrain import MAIN_ARGV, TRAIN_ITERS, _configs
 from tests.readme_blocks import INSTALLED, run_block, workspace
+from tests.support.ports import free_port
 from tests.upstream_main import snapshot
 
 BIN = Path(sys.executable).parent

@@ -28,8 +28,8 @@ for _module in ("torch", "triton", "numpy"):
 from codegen.diagnostics import Diagnostics
 from codegen.spec.load import load_project
 from tests.megatron_cpu import main_comparison as comparison
-from tests.megatron_cpu.otlp_receiver import free_port
 from tests.megatron_cpu.pretrain_harness import MODEL_ARGV, Config, Run, finish, start
+from tests.support.ports import free_port
 from tests.upstream_main import snapshot
 
 REPO = Path(__file__).resolve().parents[2]

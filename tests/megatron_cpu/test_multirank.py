@@ -86,7 +86,7 @@ def runs(fork_root, dataset_helpers, tmp_path_factory) -> dict[str, dict[str, An
     ``MEGATRON_CPU_MULTIRANK_DIR=DIR`` keeps the runs in DIR and, when DIR already holds a run's
     capture, checks it again instead of running (for working on the tests, never set in CI).
     """
-    from tests.megatron_cpu.conftest import free_port
+    from tests.support.ports import free_port
 
     keep = os.environ.get("MEGATRON_CPU_MULTIRANK_DIR")
     work = Path(keep) if keep else tmp_path_factory.mktemp("multirank")

@@ -23,8 +23,8 @@ import pytest
 for _module in ("torch", "triton", "numpy"):
     pytest.importorskip(_module, reason=f"{_module} is needed to import megatron")
 
-from tests.megatron_cpu.conftest import free_port
 from tests.readme_blocks import blocks, run_block, workspace
+from tests.support.ports import free_port
 
 EXAMPLE = "layer_example.py"
 

@@ -23,8 +23,9 @@ for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace"):
 
 import torch
 
-from tests.megatron_cpu.conftest import _env, free_port
 from tests.megatron_cpu.test_megatron_cpu import _console_capture
+from tests.support.megatron_workers import worker_env
+from tests.support.ports import free_port
 
 WORKER = Path(__file__).resolve().parent / "megatron_training_worker.py"
 SPECS = Path(__file__).resolve().parents[2] / "specs"
@@ -44,7 +45,7 @@ def training_results(fork_root: Path, tmp_path_factory) -> dict[str, Any]:
         [sys.executable, str(WORKER), *args],
         check=False,
         cwd=work,
-        env=_env(fork_root),
+        env=worker_env(fork_root),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
