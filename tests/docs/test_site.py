@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.readme_blocks import REPO
 from tests.report.test_browser import artifacts, browse, console_messages
+from tests.support.doc_blocks import REPO
 
 pytest.importorskip("sphinx", reason="Sphinx is in the docs extra: tox -e docs runs this test")
 pytest.importorskip("myst_parser", reason="MyST is in the docs extra: tox -e docs runs this test")

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from tests.inplace.conftest import IDENTITY, REPO, clone, git
-from tests.readme_blocks import IN_REPO, env_redirecting_clone, workspace
-from tests.readme_blocks import blocks as page_blocks
+from tests.support.doc_blocks import IN_REPO, env_redirecting_clone, workspace
+from tests.support.doc_blocks import blocks as page_blocks
 
 MANIFEST = "megatron/core/otel/_in_place.json"
 

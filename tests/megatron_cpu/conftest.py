@@ -158,7 +158,7 @@ def pretrain_runs(pristine_root, fork_root, dataset_helpers, tmp_path_factory):
 def main_root(tmp_path_factory) -> Path:
     """Megatron-LM main with #6438 in replace mode: stripped, then instrumented by the specs."""
     from tests.megatron_cpu.main_tree import instrument
-    from tests.upstream_main import snapshot
+    from tests.support.upstream_main import snapshot
 
     tree = tmp_path_factory.mktemp("main") / "megatron-lm"
     return instrument(snapshot("with"), tree, replace=True, runtime=MAIN_RUNTIME)
@@ -190,7 +190,7 @@ def main_shims(tmp_path_factory) -> Path:
 def main_helpers(tmp_path_factory) -> Path:
     """Main's dataset helpers (``helpers.cpp``) built for this Python."""
     from tests.megatron_cpu.pretrain_harness import build_dataset_helpers
-    from tests.upstream_main import snapshot
+    from tests.support.upstream_main import snapshot
 
     source = snapshot("minus") / "megatron/core/datasets/helpers.cpp"
     return build_dataset_helpers(source, tmp_path_factory.mktemp("main-helpers"))

@@ -19,7 +19,7 @@ for _module in ("torch", "triton", "numpy"):
 from tests.megatron_cpu.main_tree import instrument
 from tests.megatron_cpu.pretrain_harness import MODEL_ARGV, Config, Run, finish, start
 from tests.support.ports import free_port
-from tests.upstream_main import snapshot
+from tests.support.upstream_main import snapshot
 
 TRAIN_ITERS = 4
 ARGV = (

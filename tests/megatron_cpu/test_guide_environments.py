@@ -35,7 +35,7 @@ import pytest
 for _module in ("torch", "numpy", "opentelemetry.sdk.trace"):
     pytest.importorskip(_module, reason=f"{_module} is needed (tox -e runtime installs it)")
 
-from tests.readme_blocks import INSTALLED, PATCHES, blocks, run_block, workspace
+from tests.support.doc_blocks import INSTALLED, PATCHES, blocks, run_block, workspace
 from tests.support.ports import free_port
 
 EXAMPLE = "layer_example.py"

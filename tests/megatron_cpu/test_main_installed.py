@@ -34,9 +34,9 @@ from codegen.cli import main as codegen_main
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver
 from tests.megatron_cpu.pretrain_harness import LAUNCH_OFFSETS, WORKER, environment, finish, read_spans, start
 from tests.megatron_cpu.test_main_pretrain import MAIN_ARGV, TRAIN_ITERS, _configs
-from tests.readme_blocks import INSTALLED, run_block, workspace
+from tests.support.doc_blocks import INSTALLED, run_block, workspace
 from tests.support.ports import free_port
-from tests.upstream_main import snapshot
+from tests.support.upstream_main import snapshot
 
 BIN = Path(sys.executable).parent
 SPECS = Path(__file__).resolve().parents[2] / "specs"

@@ -30,7 +30,7 @@ from codegen.spec.load import load_project
 from tests.megatron_cpu import main_comparison as comparison
 from tests.megatron_cpu.pretrain_harness import MODEL_ARGV, Config, Run, finish, start
 from tests.support.ports import free_port
-from tests.upstream_main import snapshot
+from tests.support.upstream_main import snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_ITERS = 4

@@ -15,9 +15,9 @@ import yaml
 
 from codegen.report import build
 from codegen.report.store import TABLE
-from tests.readme_blocks import GUIDE, blocks
 from tests.report.conftest import DATA, Spans, simple_run
 from tests.report.store_support import chdb_http, make_store
+from tests.support.doc_blocks import GUIDE, blocks
 
 PAGE = GUIDE / "report-store.md"
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from codegen.cli import main
+from tests.support.upstream_main import snapshot
 from tests.target.conftest import SPECS
 from tests.target.test_package import (  # noqa: F401
     MODULE,
@@ -28,7 +29,6 @@ from tests.target.test_package import (  # noqa: F401
     unpacked,
     wheel,
 )
-from tests.upstream_main import snapshot
 
 
 def _find_all(finder: Any, root: Path, table: dict[str, Any]) -> list[Any]:
