@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 
 from codegen.pipeline import Generation, generate
-
-REPO = Path(__file__).resolve().parents[2]
-SPECS = REPO / "specs"
+from tests.support.paths import SPECS
 
 
 @pytest.fixture(scope="session")

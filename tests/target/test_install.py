@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.target.conftest import REPO, SPECS
+from tests.support.paths import REPO, SPECS
 
 CONSTRAINTS = REPO / "constraints.txt"
 TEMPLATES = REPO / "templates"

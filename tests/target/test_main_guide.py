@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.doc_blocks import GUIDE, blocks, workspace
+from tests.support.paths import REPO
 from tests.support.upstream_main import snapshot
-from tests.target.conftest import REPO
 
 PAGE = GUIDE / "megatron-lm-main.md"
 TABLE = re.compile(r"<!-- numstat -->\n(?P<table>.*?)<!-- /numstat -->", re.DOTALL)

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from codegen.cli import main
+from tests.support.paths import SPECS
 from tests.support.upstream_main import snapshot
-from tests.target.conftest import SPECS
 from tests.target.test_package import (  # noqa: F401
     MODULE,
     _find,

@@ -23,8 +23,8 @@ from codegen.pipeline import generate
 from codegen.spec.load import load_project
 from codegen.spec.model import Project
 from codegen.upstream import REPLACE_FLAG, TELEMETRY_DIR, hand_written_sites
+from tests.support.paths import REPO, SPECS
 from tests.support.upstream_main import WITH_6438, snapshot
-from tests.target.conftest import REPO, SPECS
 
 RELEASES_PAGE = REPO / "generated" / "docs" / "releases.md"
 

@@ -29,7 +29,7 @@ from codegen.cli import main
 from codegen.diagnostics import Diagnostics
 from codegen.spec.load import load_project
 from codegen.upstream import source_root
-from tests.target.conftest import SPECS
+from tests.support.paths import SPECS
 
 RELEASES = ("0.17.1", "0.18.2", "0.19.0", "0.19.2")
 MODULE = "megatron_otel_instrumentation"

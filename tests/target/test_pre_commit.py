@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.target.conftest import REPO, SPECS
+from tests.support.paths import REPO, SPECS
 
 MANIFEST = REPO / ".pre-commit-hooks.yaml"
 

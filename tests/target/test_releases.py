@@ -21,7 +21,7 @@ from codegen.pipeline import generate
 from codegen.spec.load import load_project
 from codegen.spec.model import Span
 from codegen.upstream import UpstreamError, default_cache_dir, source_root
-from tests.target.conftest import SPECS
+from tests.support.paths import SPECS
 from tests.target.test_docs_match_code import (
     _documented,
     _emitted_by_instrumented_code,
