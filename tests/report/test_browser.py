@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from codegen.cli import main
-from tests.report.conftest import DATA, REPO, SPECS, Spans, simple_run
+from tests.support.otlp_json import Spans, simple_run
+from tests.support.paths import REPO, SPECS
+from tests.support.paths import REPORT_DATA as DATA
 
 FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
