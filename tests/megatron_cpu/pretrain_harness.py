@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.otlp_json import read_spans
+
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "megatron_pretrain_worker.py"
 RUN_TIMEOUT_S = 300
@@ -356,31 +358,6 @@ def _documents(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def read_spans(path: Path) -> list[dict[str, Any]]:
-    """Every span of an OTLP JSON capture, in export order, with plain attributes and times."""
-    spans = []
-    for document in _documents(path):
-        for resource in document.get("resourceSpans", []):
-            pid = _attributes(resource.get("resource", {}).get("attributes", [])).get("process.pid")
-            for scope in resource.get("scopeSpans", []):
-                for raw in scope.get("spans", []):
-                    spans.append(
-                        {
-                            "name": raw["name"],
-                            "trace_id": raw["traceId"],
-                            "span_id": raw["spanId"],
-                            "parent_id": raw.get("parentSpanId") or None,
-                            "start": int(raw["startTimeUnixNano"]),
-                            "end": int(raw["endTimeUnixNano"]),
-                            "attributes": _attributes(raw.get("attributes", [])),
-                            "status": raw.get("status", {}).get("code", 0),
-                            "links": [link["spanId"] for link in raw.get("links", [])],
-                            "pid": pid,
-                        }
-                    )
-    return spans
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
