@@ -12,7 +12,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from codegen.cli import main
 from tests.generator.support import FIXTURES
-from tests.generator.test_runtime_fixture import modules  # noqa: F401  (fixture)
 
 
 def otlp_json(spans: tuple[ReadableSpan, ...]) -> str:
@@ -45,7 +44,7 @@ def console(spans: tuple[ReadableSpan, ...]) -> str:
 
 
 @pytest.fixture
-def capture(modules, tmp_path: Path) -> tuple[ReadableSpan, ...]:  # noqa: F811
+def capture(modules, tmp_path: Path) -> tuple[ReadableSpan, ...]:
     _, demo, otel = modules
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -25,7 +25,7 @@ def load_finder(unpacked: Path, name: str) -> Any:
 
 
 def package_table(unpacked: Path) -> dict[str, Any]:
-    return json.loads((unpacked / MODULE / "package_table.json").read_text())
+    return json.loads((unpacked / MODULE / "_table.json").read_text())
 
 
 def module_name(path: str) -> str:
