@@ -17,9 +17,10 @@ import textwrap
 import pytest
 from runtime_pkg_support import Rendered
 
+from tests.support.modules import with_pythonpath
+
 PRELUDE = """\
 import os, signal, sys, time
-sys.path.insert(0, {root!r})
 import importlib
 otel = importlib.import_module({module!r})
 STAMPS = {{"program_start": time.time() - 5, "main_entry": time.time() - 1}}
@@ -61,6 +62,7 @@ def run_script(
             "OTEL_BSP_SCHEDULE_DELAY": "3600000",  # nothing is exported unless flushed
         }
     )
+    environ = with_pythonpath(rendered.root, env=environ)
     environ.update(env or {})
     return subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=environ, timeout=timeout
