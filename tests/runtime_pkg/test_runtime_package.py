@@ -360,7 +360,6 @@ def test_without_opentelemetry_runtime_is_inert(rendered: Rendered) -> None:
         import sys
 
         sys.modules["opentelemetry"] = None
-        sys.path.insert(0, {str(rendered.root)!r})
         otel = importlib.import_module({runtime!r})
         sites = importlib.import_module({sites!r})
         assert otel.enable("all") == frozenset(), otel.enabled_groups()
