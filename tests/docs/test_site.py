@@ -1,5 +1,5 @@
 """The manual (docs/) builds as `tox -e docs` builds it, every warning an error, and renders in a
-real browser: headless Chromium (as tests/report/test_browser.py drives it) opens the index and a
+real browser: headless Chromium (as tests/support/browser.py drives it) opens the index and a
 user-guide page with no console message (a missing stylesheet, script or picture is one) and every
 local resource the pages name exists. `tox -e docs` runs this after its build."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.report.test_browser import artifacts, browse, console_messages
+from tests.support.browser import artifacts, browse, console_messages
 from tests.support.doc_blocks import REPO
 from tests.support.modules import load_file
 
