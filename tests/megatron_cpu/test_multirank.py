@@ -221,7 +221,7 @@ def test_span_ids_unique_across_ranks(runs):
 def test_default_setting_exports_from_the_last_rank_only(runs):
     """As before multi-rank export: the last rank, the same span names as test_pretrain_cpu's
     "pp" run (which captures through its own providers, not OTLP)."""
-    from tests.megatron_cpu.test_pretrain_cpu import OBSERVED
+    from tests.megatron_cpu.pretrain_harness import OBSERVED
 
     spans = runs["pp_default"]["spans"]
     assert {s.resource["dl.rank"] for s in spans} == {1}

@@ -63,6 +63,24 @@ def read_spans(path: Path) -> list[dict[str, Any]]:
     ]
 
 
+def console_capture(spans: list[dict[str, Any]]) -> str:
+    """Spans (plain dicts with integer ids) in the SDK console exporter's JSON layout (the fields
+    `codegen verify` reads)."""
+    return "".join(
+        json.dumps(
+            {
+                "name": s["name"],
+                "context": {"trace_id": f"0x{s['trace_id']:032x}", "span_id": f"0x{s['span_id']:016x}"},
+                "parent_id": f"0x{s['parent_id']:016x}" if s["parent_id"] is not None else None,
+                "attributes": s["attributes"],
+            },
+            indent=4,
+        )
+        + "\n"
+        for s in spans
+    )
+
+
 class Spans:
     """A capture built span by span: ``add(name, start_s, end_s, parent=..., iteration=...)``."""
 
