@@ -16,6 +16,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from runtime_pkg_support import Rendered
 
+from tests.support.processors import Counting
+
 STAMPS = {"program_start": 1_700_000_000.0, "main_entry": 1_700_000_004.0}
 
 
@@ -70,20 +72,6 @@ def test_configure_after_shutdown_records_and_exports_a_fresh_run(
 
 
 # --- 5. a RecursionError inside start_span leaves no span open -------------------------------
-
-
-class Counting(SpanProcessor):
-    """Counts SDK spans started and ended."""
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.ended = 0
-
-    def on_start(self, span: object, parent_context: object = None) -> None:
-        self.started += 1
-
-    def on_end(self, span: object) -> None:
-        self.ended += 1
 
 
 def _depth() -> int:

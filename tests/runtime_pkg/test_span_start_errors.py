@@ -20,21 +20,9 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.support.processors import Counting
+
 LIMITS = (150, 300, 600)  # each level records the escaping RecursionError: quadratic in the depth
-
-
-class Counting(SpanProcessor):
-    """Counts SDK spans started and ended."""
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.ended = 0
-
-    def on_start(self, span: object, parent_context: object = None) -> None:
-        self.started += 1
-
-    def on_end(self, span: object) -> None:
-        self.ended += 1
 
 
 def _enable(monkeypatch: pytest.MonkeyPatch, **extra: str) -> None:
