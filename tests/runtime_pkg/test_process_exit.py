@@ -125,7 +125,7 @@ def test_exit_hooks_installed_once_across_two_runs_and_second_run_flushes_at_exi
 
 
 # A Python handler installed before ours runs first (it may return and let training go on):
-# test_runtime_fixes.py covers the handler that returns, the one that raises, and every thread.
+# test_providers_forks_and_sigterm.py covers the handler that returns, the one that raises, and every thread.
 
 
 def test_sigterm_default_action_is_reraised_after_the_flush(rendered: Rendered) -> None:
