@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-from codegen.emit.tree import write_tree
+from codegen.atomic import write_tree
 from codegen.pipeline import generate
 from tests.generator.support import FIXTURES, make_project
 from tests.support.modules import forget, import_fresh

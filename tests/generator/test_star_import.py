@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codegen.emit.tree import write_tree
+from codegen.atomic import write_tree
 from codegen.pipeline import generate
 from tests.generator.support import make_project
 from tests.support.modules import forget, mount

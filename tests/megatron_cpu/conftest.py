@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().parent / "megatron_cpu_worker.py"
 WORKER_TIMEOUT_S = 240
 
-from codegen.emit.tree import write_tree
+from codegen.atomic import write_tree
 from codegen.pipeline import generate
 from tests.support.megatron_workers import worker_env
 from tests.support.ports import free_port
