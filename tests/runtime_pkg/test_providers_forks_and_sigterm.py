@@ -303,7 +303,7 @@ def write(module):
 def test_forked_children_record_nothing_unless_set_up_as_workers_and_never_reexport(
     rendered: Rendered,
 ) -> None:
-    from test_process_exit import run_script, span_names
+    from runtime_pkg_support import run_script, span_names
 
     (rendered.root / "fork_target.py").write_text(FORK_TARGET, encoding="utf-8")
     body = f"""\
@@ -385,7 +385,7 @@ started.wait()
 def test_sigterm_ends_every_open_span_of_every_thread_with_an_error_status(
     rendered: Rendered,
 ) -> None:
-    from test_process_exit import run_script
+    from runtime_pkg_support import run_script
 
     body = SIGTERM_RUN + "os.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(30)\n"
     result = run_script(rendered, body, env={"MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S": "5"})
@@ -398,7 +398,7 @@ def test_sigterm_ends_every_open_span_of_every_thread_with_an_error_status(
 
 def test_sigterm_with_a_handler_that_returns_keeps_the_run_going(rendered: Rendered) -> None:
     """Megatron's --exit-signal-handler only sets a flag: training saves a checkpoint and exits."""
-    from test_process_exit import run_script
+    from runtime_pkg_support import run_script
 
     body = (
         "received = []\n"
@@ -434,7 +434,7 @@ sys.exit(0)
 def test_sigterm_with_a_handler_that_raises_ends_and_flushes_then_propagates(
     rendered: Rendered,
 ) -> None:
-    from test_process_exit import run_script
+    from runtime_pkg_support import run_script
 
     body = (
         "class Terminated(Exception):\n    pass\n\n"
