@@ -15,6 +15,14 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CASES = Path(__file__).resolve().parents[1] / "transform_cases"
 DEMO = "megatron/demo.py"
 PACKAGE_INFO = "megatron/core/package_info.py"
+# One span on ``work`` of megatron/demo.py: the smallest spec, which tests extend with their own entries.
+WORK_SPEC = """\
+file: megatron/demo.py
+spans:
+  - name: demo.work
+    group: step
+    function: work
+"""
 
 
 def package_info(version: str) -> str:

@@ -7,16 +7,10 @@ from pathlib import Path
 
 from codegen.atomic import write_tree
 from codegen.pipeline import generate
-from tests.generator.support import make_project
+from tests.generator.support import WORK_SPEC, make_project
 from tests.support.modules import forget, mount
 
-SPEC = """\
-file: megatron/demo.py
-spans:
-  - name: demo.work
-    group: step
-    function: work
-"""
+SPEC = WORK_SPEC
 SOURCE = "def work(x):\n    return x + 1\n"
 
 
