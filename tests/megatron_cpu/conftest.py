@@ -24,7 +24,7 @@ WORKER_TIMEOUT_S = 240
 
 from codegen.atomic import write_tree
 from codegen.pipeline import generate
-from tests.support.megatron_workers import worker_env
+from tests.support.megatron_workers import communicate_all, worker_env
 from tests.support.ports import free_port
 
 
@@ -41,16 +41,10 @@ def _start(root: Path, args: list[str], cwd: Path) -> subprocess.Popen:
 
 def _finish(procs: list[subprocess.Popen], what: str) -> None:
     failures = []
-    for proc in procs:
-        try:
-            output, _ = proc.communicate(timeout=WORKER_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            for other in procs:
-                other.kill()
-            output, _ = proc.communicate()
+    for proc, (output, timed_out) in zip(procs, communicate_all(procs, WORKER_TIMEOUT_S)):
+        if timed_out:
             failures.append(f"timed out after {WORKER_TIMEOUT_S}s\n{output[-4000:]}")
-            continue
-        if proc.returncode != 0:
+        elif proc.returncode != 0:
             failures.append(f"exit {proc.returncode}\n{output[-4000:]}")
     if failures:
         pytest.fail(f"megatron CPU worker ({what}) failed:\n" + "\n---\n".join(failures))

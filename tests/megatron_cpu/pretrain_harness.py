@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.megatron_workers import communicate_all
 from tests.support.otlp_json import read_spans
 
 HERE = Path(__file__).resolve().parent
@@ -262,13 +263,8 @@ def start(
 
 
 def finish(run: Run, procs: list) -> Run:
-    for proc in procs:
-        try:
-            output, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            for other in procs:
-                other.kill()
-            output, _ = proc.communicate()
+    for proc, (output, timed_out) in zip(procs, communicate_all(procs, RUN_TIMEOUT_S)):
+        if timed_out:
             output += f"\n[timed out after {RUN_TIMEOUT_S}s]"
         run.returncodes.append(proc.returncode)
         run.outputs.append(output)

@@ -41,6 +41,22 @@ def worker_env(root: Path) -> dict[str, str]:
     return env
 
 
+def communicate_all(procs: list[subprocess.Popen], timeout: float) -> list[tuple[str, bool]]:
+    """Each worker's output once it exited, in order, and whether it ran past ``timeout`` (then
+    every worker is killed)."""
+    outputs = []
+    for proc in procs:
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+            outputs.append((output, False))
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            output, _ = proc.communicate()
+            outputs.append((output, True))
+    return outputs
+
+
 def otel_env(receiver: OtlpReceiver, **extra: str) -> dict[str, str]:
     env = {
         "MEGATRON_OTEL_ENABLED": "1",
