@@ -382,24 +382,13 @@ LOOP_OPTIONS = {
     "megatron.train.gc_collect",
 }
 
+# one rank training with saves and evaluation, the loop's options on: every CPU-reachable span
+FULL = STARTUP | SETUP | LOOP | HOT | EVALUATE | SAVE | LOOP_OPTIONS | {"megatron.grad_sync.finish"}
+
 OBSERVED: dict[str, set[str]] = {
-    "fresh": STARTUP | SETUP | LOOP | HOT | EVALUATE | SAVE | LOOP_OPTIONS | {"megatron.grad_sync.finish"},
-    "fresh_lean": STARTUP
-    | SETUP
-    | LOOP
-    | HOT
-    | EVALUATE
-    | SAVE
-    | LOOP_OPTIONS
-    | {"megatron.grad_sync.finish"},
-    "resume": STARTUP
-    | SETUP
-    | LOOP
-    | HOT
-    | EVALUATE
-    | SAVE
-    | LOOP_OPTIONS
-    | {"megatron.grad_sync.finish", "megatron.checkpoint.load", "megatron.checkpoint.load.io_read"},
+    "fresh": FULL,
+    "fresh_lean": FULL,
+    "resume": FULL | {"megatron.checkpoint.load", "megatron.checkpoint.load.io_read"},
     # default = job, checkpoint, evaluate, first_iteration (inference has no spans yet)
     "default": (STARTUP | EVALUATE | SAVE | {"megatron.startup.weight_hash_check"})
     | {"megatron.train", "megatron.train.first_iteration"}
