@@ -44,6 +44,15 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from tests.support.ports import HOST, free_port
 
 MODES = ("accept", "slow", "refuse", "absent")
+# the protocols the installed exporters speak: OTLP/HTTP always, OTLP/gRPC with grpcio and its exporter
+PROTOCOLS = ["http"]
+try:
+    import grpc  # noqa: F401
+    import opentelemetry.exporter.otlp.proto.grpc.trace_exporter  # noqa: F401
+
+    PROTOCOLS.append("grpc")
+except ImportError:
+    pass
 # OTLP/HTTP path -> (signal, request type, response type)
 HTTP_PATHS: dict[str, tuple[str, Any, Any]] = {
     "/v1/traces": (

@@ -33,19 +33,10 @@ for _module in (
 ):
     pytest.importorskip(_module, reason=f"{_module} is needed for the OTLP export tests")
 
-from tests.megatron_cpu.otlp_receiver import OtlpReceiver
+from tests.megatron_cpu.otlp_receiver import PROTOCOLS, OtlpReceiver
 from tests.support.megatron_workers import SERVICE, Worker, distro_env, otel_env
 from tests.support.paths import SPECS
 from tests.support.ports import free_port
-
-PROTOCOLS = ["http"]
-try:
-    import grpc  # noqa: F401
-    import opentelemetry.exporter.otlp.proto.grpc.trace_exporter  # noqa: F401
-
-    PROTOCOLS.append("grpc")
-except ImportError:
-    pass
 
 FLUSH_TIMEOUT_S = 2.0  # MEGATRON_OTEL_FLUSH_TIMEOUT_S in the fault runs
 EXPORT_TIMEOUT_S = 1.0  # MEGATRON_OTEL_EXPORT_TIMEOUT_S in the fault runs
