@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.plans import placed
 
 SOURCE = """\
@@ -25,16 +27,16 @@ def _spec(function: str) -> str:
     return f"file: megatron/demo.py\nspans:\n  - {{name: demo.s, group: step, function: {function}}}\n"
 
 
-def test_a_module_level_function_is_wrapped_whole(tmp_path: Path) -> None:
-    assert placed(tmp_path, _spec("work"), SOURCE).wraps == {"demo.s": (2, 2)}
-
-
-def test_a_method_is_named_class_dot_method(tmp_path: Path) -> None:
-    assert placed(tmp_path, _spec("Model.forward"), SOURCE).wraps == {"demo.s": (7, 7)}
-
-
-def test_a_nested_class_method_is_named_by_its_full_path(tmp_path: Path) -> None:
-    assert placed(tmp_path, _spec("Model.Inner.step"), SOURCE).wraps == {"demo.s": (11, 11)}
+@pytest.mark.parametrize(
+    ("function", "lines"),
+    [
+        ("work", (2, 2)),  # a module-level function, wrapped whole
+        ("Model.forward", (7, 7)),  # a method: Class.method
+        ("Model.Inner.step", (11, 11)),  # a nested class's method: its full path
+    ],
+)
+def test_the_named_function_is_wrapped_whole(tmp_path: Path, function: str, lines: tuple[int, int]) -> None:
+    assert placed(tmp_path, _spec(function), SOURCE).wraps == {"demo.s": lines}
 
 
 def test_an_unknown_function_fails_the_span_naming_it_and_the_file(tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.plans import placed
 
 SOURCE = '''\
@@ -16,20 +18,18 @@ def step(model, batch):
 HEAD = "file: megatron/demo.py\nhooks:\n  - function: step\n"
 
 
-def test_an_entry_hook_goes_after_the_docstring(tmp_path: Path) -> None:
-    assert placed(tmp_path, HEAD + "    entry: true\n    call: otel.reset()\n", SOURCE).inserts == {
-        "entry step": 3
-    }
-
-
-def test_a_before_hook_goes_before_its_statement(tmp_path: Path) -> None:
-    spec = HEAD + "    before: {return: loss}\n    record: {demo.loss: loss}\n"
-    assert placed(tmp_path, spec, SOURCE).inserts == {"statement step": 5}
-
-
-def test_an_after_hook_goes_before_the_next_statement(tmp_path: Path) -> None:
-    spec = HEAD + "    after: {assign: loss}\n    call: otel.reset()\n"
-    assert placed(tmp_path, spec, SOURCE).inserts == {"statement step": 4}
+@pytest.mark.parametrize(
+    ("placement", "inserted"),
+    [
+        ("entry: true\n    call: otel.reset()", {"entry step": 3}),  # after the docstring
+        ("before: {return: loss}\n    record: {demo.loss: loss}", {"statement step": 5}),  # before it
+        ("after: {assign: loss}\n    call: otel.reset()", {"statement step": 4}),  # before the next
+    ],
+)
+def test_a_hook_call_goes_where_its_placement_says(
+    tmp_path: Path, placement: str, inserted: dict[str, int]
+) -> None:
+    assert placed(tmp_path, HEAD + f"    {placement}\n", SOURCE).inserts == inserted
 
 
 def test_a_hook_on_an_unknown_statement_fails(tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.plans import placed
 
 SOURCE = """\
@@ -27,25 +29,18 @@ def _spec(around: str) -> str:
     )
 
 
-def test_a_call_selects_its_statement(tmp_path: Path) -> None:
-    assert placed(tmp_path, _spec("{call: prepare}"), SOURCE).wraps == {"demo.s": (2, 2)}
-
-
-def test_an_assignment_selects_its_statement(tmp_path: Path) -> None:
-    assert placed(tmp_path, _spec("{assign: setup}"), SOURCE).wraps == {"demo.s": (2, 2)}
-
-
-def test_a_call_within_a_loop_selects_the_statement_inside_the_loop(tmp_path: Path) -> None:
-    assert placed(tmp_path, _spec("{call: loss.backward}"), SOURCE).wraps == {"demo.s": (5, 5)}
-
-
-def test_a_for_loop_is_selected_whole(tmp_path: Path) -> None:
-    assert placed(tmp_path, _spec("{for: batch in data}"), SOURCE).wraps == {"demo.s": (3, 5)}
-
-
-def test_from_to_covers_the_statements_between_inclusive(tmp_path: Path) -> None:
-    around = "{from: {call: prepare}, to: {if: setup}}"
-    assert placed(tmp_path, _spec(around), SOURCE).wraps == {"demo.s": (2, 9)}
+@pytest.mark.parametrize(
+    ("around", "lines"),
+    [
+        ("{call: prepare}", (2, 2)),  # a call: its statement
+        ("{assign: setup}", (2, 2)),  # an assignment: its statement
+        ("{call: loss.backward}", (5, 5)),  # a call inside a loop: that statement, not the loop
+        ("{for: batch in data}", (3, 5)),  # a loop: whole
+        ("{from: {call: prepare}, to: {if: setup}}", (2, 9)),  # from/to: inclusive
+    ],
+)
+def test_a_selector_covers_its_statements(tmp_path: Path, around: str, lines: tuple[int, int]) -> None:
+    assert placed(tmp_path, _spec(around), SOURCE).wraps == {"demo.s": lines}
 
 
 def test_a_selector_matching_nothing_fails_the_span(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.plans import placed
 
 SOURCE = """\
@@ -28,26 +30,30 @@ def _spec(around: str) -> str:
     )
 
 
-def test_within_picks_the_match_inside_the_named_statement(tmp_path: Path) -> None:
-    around = "{call: log, within: {while: model.running}, occurrence: 1}"
-    assert placed(tmp_path, _spec(around), SOURCE).wraps == {"demo.s": (4, 4)}
+@pytest.mark.parametrize(
+    ("around", "lines"),
+    [
+        # within: the match inside the named statement
+        ("{call: log, within: {while: model.running}, occurrence: 1}", (4, 4)),
+        # body and branch: a branch of an if
+        ("\n      body: {if: skip}\n      branch: else", (8, 9)),
+        # any: the alternative the code has
+        ("{any: [{call: evaluate}, {call: step}]}", (8, 8)),
+    ],
+)
+def test_a_narrowed_or_alternative_selector_covers_its_statements(
+    tmp_path: Path, around: str, lines: tuple[int, int]
+) -> None:
+    assert placed(tmp_path, _spec(around), SOURCE).wraps == {"demo.s": lines}
 
 
-def test_without_within_the_same_call_is_ambiguous(tmp_path: Path) -> None:
-    result = placed(tmp_path, _spec("{call: log}"), SOURCE)
-    assert result.wraps == {} and result.errors["demo.s"]
-
-
-def test_body_and_branch_cover_a_branch_of_an_if(tmp_path: Path) -> None:
-    around = "\n      body: {if: skip}\n      branch: else"
-    assert placed(tmp_path, _spec(around), SOURCE).wraps == {"demo.s": (8, 9)}
-
-
-def test_any_takes_the_alternative_the_code_has(tmp_path: Path) -> None:
-    around = "{any: [{call: evaluate}, {call: step}]}"
-    assert placed(tmp_path, _spec(around), SOURCE).wraps == {"demo.s": (8, 8)}
-
-
-def test_any_with_no_alternative_present_fails(tmp_path: Path) -> None:
-    result = placed(tmp_path, _spec("{any: [{call: evaluate}, {call: validate}]}"), SOURCE)
+@pytest.mark.parametrize(
+    "around",
+    [
+        "{call: log}",  # without within, the same call three times: ambiguous
+        "{any: [{call: evaluate}, {call: validate}]}",  # no alternative present
+    ],
+)
+def test_a_selector_that_does_not_pick_one_statement_fails(tmp_path: Path, around: str) -> None:
+    result = placed(tmp_path, _spec(around), SOURCE)
     assert result.wraps == {} and result.errors["demo.s"]
