@@ -5,6 +5,7 @@ test_main_package.py; the wheel itself is a fixture of tests/target/conftest.py)
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +36,20 @@ def module_name(path: str) -> str:
 def find_spec_in(finder: Any, root: Path, path: str) -> Any:
     name = module_name(path)
     return finder.find_spec(name, [str(root / Path(path).parent)])
+
+
+def build_wheel(out: Path, *options: str) -> Path:
+    """The wheel ``codegen package specs/ --out OUT OPTIONS...`` builds."""
+    from codegen.cli import main
+    from tests.support.paths import SPECS
+
+    assert main(["package", str(SPECS), "--out", str(out), *options]) == 0
+    (built,) = out.glob("*.whl")
+    return built
+
+
+def unpack(wheel: Path, root: Path) -> Path:
+    """``wheel`` unzipped into ``root`` (as pip lays it into site-packages); ``root``."""
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(root)
+    return root

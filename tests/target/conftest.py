@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import shutil
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from codegen.cli import main
 from codegen.diagnostics import Diagnostics
 from codegen.pipeline import Generation, generate
 from codegen.spec.load import load_project
 from codegen.upstream import source_root
-from tests.support.instrumentation_wheel import MODULE, RELEASES, load_finder
+from tests.support.instrumentation_wheel import MODULE, RELEASES, build_wheel, load_finder, unpack
 from tests.support.paths import SPECS
 
 
@@ -36,18 +34,12 @@ def patched_tree(generation: Generation, tmp_path_factory: pytest.TempPathFactor
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    assert main(["package", str(SPECS), "--out", str(out)]) == 0
-    (built,) = out.glob("*.whl")
-    return built
+    return build_wheel(tmp_path_factory.mktemp("dist"))
 
 
 @pytest.fixture(scope="module")
 def unpacked(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("site")
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(root)
-    return root
+    return unpack(wheel, tmp_path_factory.mktemp("site"))
 
 
 @pytest.fixture(scope="module")

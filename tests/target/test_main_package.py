@@ -10,14 +10,20 @@ import hashlib
 import importlib.machinery
 import shutil
 import warnings
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from codegen.cli import main
-from tests.support.instrumentation_wheel import MODULE, find_spec_in, load_finder, package_table
+from tests.support.instrumentation_wheel import (
+    MODULE,
+    build_wheel,
+    find_spec_in,
+    load_finder,
+    package_table,
+    unpack,
+)
 from tests.support.paths import SPECS
 from tests.support.upstream_main import snapshot
 
@@ -58,14 +64,10 @@ def test_the_tree_without_6438_gets_no_hand_written_warning(finder_module: Any, 
 # main snapshot stands in for the next release.
 @pytest.fixture(scope="module")
 def main_unpacked(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist-main")
-    argv = ["package", str(SPECS), "--out", str(out), "--source", str(snapshot("with")), "--replace-upstream"]
-    assert main(argv) == 0
-    (built,) = out.glob("*.whl")
-    root = tmp_path_factory.mktemp("site-main")
-    with zipfile.ZipFile(built) as archive:
-        archive.extractall(root)
-    return root
+    built = build_wheel(
+        tmp_path_factory.mktemp("dist-main"), "--source", str(snapshot("with")), "--replace-upstream"
+    )
+    return unpack(built, tmp_path_factory.mktemp("site-main"))
 
 
 @pytest.fixture(scope="module")
