@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.plans import placed
+from tests.support.plans import placed, span_spec
 
 SOURCE = """\
 def work(x):
@@ -23,10 +23,6 @@ class Model:
 """
 
 
-def _spec(function: str) -> str:
-    return f"file: megatron/demo.py\nspans:\n  - {{name: demo.s, group: step, function: {function}}}\n"
-
-
 @pytest.mark.parametrize(
     ("function", "lines"),
     [
@@ -36,11 +32,11 @@ def _spec(function: str) -> str:
     ],
 )
 def test_the_named_function_is_wrapped_whole(tmp_path: Path, function: str, lines: tuple[int, int]) -> None:
-    assert placed(tmp_path, _spec(function), SOURCE).wraps == {"demo.s": lines}
+    assert placed(tmp_path, span_spec(function), SOURCE).wraps == {"demo.s": lines}
 
 
 def test_an_unknown_function_fails_the_span_naming_it_and_the_file(tmp_path: Path) -> None:
-    result = placed(tmp_path, _spec("forward"), SOURCE)
+    result = placed(tmp_path, span_spec("forward"), SOURCE)
     assert result.wraps == {}
     (message,) = result.errors["demo.s"]
     assert "'forward'" in message and "megatron/demo.py" in message
@@ -48,5 +44,5 @@ def test_an_unknown_function_fails_the_span_naming_it_and_the_file(tmp_path: Pat
 
 def test_a_function_defined_twice_is_refused(tmp_path: Path) -> None:
     source = SOURCE + "\n\ndef work(x):\n    return x - 1\n"
-    result = placed(tmp_path, _spec("work"), source)
+    result = placed(tmp_path, span_spec("work"), source)
     assert result.wraps == {} and list(result.errors) == ["demo.s"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.plans import placed
+from tests.support.plans import placed, span_spec
 
 SOURCE = """\
 def train(model, data):
@@ -22,13 +22,6 @@ def train(model, data):
 """
 
 
-def _spec(around: str) -> str:
-    return (
-        "file: megatron/demo.py\nspans:\n"
-        f"  - name: demo.s\n    group: step\n    function: train\n    around: {around}\n"
-    )
-
-
 @pytest.mark.parametrize(
     ("around", "lines"),
     [
@@ -40,17 +33,17 @@ def _spec(around: str) -> str:
     ],
 )
 def test_a_selector_covers_its_statements(tmp_path: Path, around: str, lines: tuple[int, int]) -> None:
-    assert placed(tmp_path, _spec(around), SOURCE).wraps == {"demo.s": lines}
+    assert placed(tmp_path, span_spec("train", around), SOURCE).wraps == {"demo.s": lines}
 
 
 def test_a_selector_matching_nothing_fails_the_span(tmp_path: Path) -> None:
-    result = placed(tmp_path, _spec("{call: evaluate}"), SOURCE)
+    result = placed(tmp_path, span_spec("train", "{call: evaluate}"), SOURCE)
     assert result.wraps == {} and "evaluate" in " ".join(result.errors["demo.s"])
 
 
 def test_a_selector_matching_twice_fails_until_an_occurrence_picks_one(tmp_path: Path) -> None:
     source = SOURCE.replace("        skip(model)", "        prepare(model)")
-    ambiguous = placed(tmp_path / "a", _spec("{call: prepare}"), source)
+    ambiguous = placed(tmp_path / "a", span_spec("train", "{call: prepare}"), source)
     assert ambiguous.wraps == {} and ambiguous.errors["demo.s"]
-    second = placed(tmp_path / "b", _spec("{call: prepare, occurrence: 2}"), source)
+    second = placed(tmp_path / "b", span_spec("train", "{call: prepare, occurrence: 2}"), source)
     assert second.wraps == {"demo.s": (9, 9)}

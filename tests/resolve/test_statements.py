@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.plans import placed
+from tests.support.plans import placed, span_spec
 
 SOURCE = """\
 def train(model, data, skip):
@@ -21,13 +21,6 @@ def train(model, data, skip):
             log(model)
     return model
 """
-
-
-def _spec(around: str) -> str:
-    return (
-        "file: megatron/demo.py\nspans:\n"
-        f"  - name: demo.s\n    group: step\n    function: train\n    around: {around}\n"
-    )
 
 
 @pytest.mark.parametrize(
@@ -44,7 +37,7 @@ def _spec(around: str) -> str:
 def test_a_narrowed_or_alternative_selector_covers_its_statements(
     tmp_path: Path, around: str, lines: tuple[int, int]
 ) -> None:
-    assert placed(tmp_path, _spec(around), SOURCE).wraps == {"demo.s": lines}
+    assert placed(tmp_path, span_spec("train", around), SOURCE).wraps == {"demo.s": lines}
 
 
 @pytest.mark.parametrize(
@@ -55,5 +48,5 @@ def test_a_narrowed_or_alternative_selector_covers_its_statements(
     ],
 )
 def test_a_selector_that_does_not_pick_one_statement_fails(tmp_path: Path, around: str) -> None:
-    result = placed(tmp_path, _spec(around), SOURCE)
+    result = placed(tmp_path, span_spec("train", around), SOURCE)
     assert result.wraps == {} and result.errors["demo.s"]

@@ -48,6 +48,13 @@ def label(entry: Span | Hook) -> str:
     return f"{_KINDS[type(entry)]} {entry.function}"
 
 
+def span_spec(function: str, around: str | None = None) -> str:
+    """A spec of one span ``demo.s`` (group ``step``) on ``function`` of megatron/demo.py, around
+    the statements ``around`` selects (YAML; the whole function when None)."""
+    spec = f"file: megatron/demo.py\nspans:\n  - name: demo.s\n    group: step\n    function: {function}\n"
+    return spec if around is None else spec + f"    around: {around}\n"
+
+
 def placed(tmp: Path, spec: str, source: str, extra_sources: dict[str, str] | None = None) -> Placed:
     """resolve/'s plan for ``spec`` over ``megatron/demo.py`` = ``source``, as a :class:`Placed`."""
     specs, root = make_project(tmp, spec, source, extra_sources)
