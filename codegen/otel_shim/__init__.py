@@ -8,7 +8,7 @@ import sys
 from collections import namedtuple
 from types import ModuleType
 
-# _taxonomy.py imports its record types from ._records, a module of the runtime's: the same, here.
+# _taxonomy.py imports its record types from ._records: the runtime's named tuples, made here.
 sys.modules[__name__ + "._records"] = _records = ModuleType(__name__ + "._records")
 _records.Backdated = namedtuple("Backdated", ["name", "flag", "start", "end"])
 _records.EnvVar = namedtuple("EnvVar", ["name", "default", "choices"])
@@ -24,7 +24,7 @@ from ._taxonomy import *  # noqa: E402,F403  # the group flags (False) and the t
 METRICS = False
 _WHY = ["not installed: pip install megatron-otel-runtime"]  # configure() says it once
 if importlib.util.find_spec("megatron_otel_runtime"):
-    sys.modules["megatron_otel_runtime._taxonomy"] = _taxonomy  # read in place of its own
+    sys.modules["megatron_otel_runtime._taxonomy"] = _taxonomy  # read by the runtime as its own
     try:
         import megatron_otel_runtime  # ImportError naming both when it cannot read _taxonomy.FORMAT
     except Exception as error:  # noqa: BLE001  # a runtime this tree cannot use: no-ops, said once
