@@ -16,6 +16,7 @@ from pathlib import Path
 from codegen.capture import CaptureError
 from codegen.report.compute import Report, account
 from codegen.report.parse import Capture, Window, read
+from codegen.report.parse import close as close_capture
 from codegen.report.render_html import render_html
 from codegen.report.render_perfetto import write_perfetto
 from codegen.report.render_text import render_text
@@ -90,7 +91,8 @@ def build_with_chdb(project: Project, paths: Sequence[Path]) -> Outputs:
     connection = ChdbConnection()
     try:
         with tempfile.TemporaryDirectory(prefix="codegen-report-") as tmp:
-            load_captures(connection, paths, Path(tmp))
+            if not load_captures(connection, paths, Path(tmp)):
+                close_capture(Capture(), paths)  # no spans: the error names the files
         return _from_connection(connection, Selection(), taxonomy)
     except BaseException:
         connection.close()

@@ -184,7 +184,29 @@ def test_table_of_another_schema(tmp_path, capsys, change, message):
 def test_run_id_with_no_spans(tmp_path, capsys):
     store = make_store(tmp_path / "store", _committed()["fresh"])
     err = _fails(tmp_path, capsys, "--store", f"chdb:{store}", "--run-id", "no-such-run")
-    assert err == f"chdb:{store}: error: no spans for table otel_traces, run id 'no-such-run'"
+    # what the table holds follows, so that the user need not guess (it stopped at the selection)
+    assert err == (
+        f"chdb:{store}: error: no spans for table otel_traces, run id 'no-such-run'; otel_traces holds "
+        "services 'unknown_service:python' (199 spans); no run ids; spans starting from "
+        "2026-12-03T14:35:57.620999 to 2026-12-03T14:37:41.857845 (UTC)"
+    )
+
+
+def test_service_with_no_spans_lists_the_services_and_run_ids(tmp_path, capsys):
+    spans = Spans({"service.name": "job-a", "process.pid": 1, "megatron.run_id": "run-7"})
+    simple_run(spans)
+    store = make_store(tmp_path / "store", [spans.write(tmp_path / "a.json")])
+    err = _fails(tmp_path, capsys, "--store", f"chdb:{store}", "--service", "megatron")
+    assert err.startswith(
+        f"chdb:{store}: error: no spans for table otel_traces, service 'megatron'; otel_traces holds "
+        f"services 'job-a' ({len(spans.spans)} spans); run ids 'run-7'; spans starting from "
+    ), err
+
+
+def test_empty_captures_through_chdb_name_the_file(tmp_path, capsys):
+    (tmp_path / "empty.json").write_text("")
+    err = _fails(tmp_path, capsys, str(tmp_path / "empty.json"), "--engine", "chdb")
+    assert err == f"{tmp_path / 'empty.json'}: error: the capture holds no spans"
 
 
 def test_several_services_without_service(tmp_path, capsys):
