@@ -438,7 +438,8 @@ def _report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "trace store",
         "Instead of files, the OpenTelemetry Collector ClickHouse exporter's otel_traces table: the "
         "figures are computed by queries in the store, only aggregates come back "
-        "(docs/guide/report-store.md).",
+        "(docs/guide/report-store.md). --table, --service, --run-id, --since and --until select the "
+        "run there, and among capture files with --engine chdb.",
     )
     store.add_argument(
         "--store",
@@ -461,6 +462,13 @@ def _report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         default="python",
         help="for capture files: python (default) reads them here; chdb loads them into the "
         "exporter's schema in an in-memory chdb and runs the store's queries (report-store extra)",
+    )
+    report.add_argument(
+        "--save-store",
+        type=Path,
+        metavar="DIR",
+        help="load the capture files into a new chdb database folder DIR (the exporter's otel_traces; "
+        "implies --engine chdb) and report from it; --store chdb:DIR reports it again later",
     )
     report.add_argument(
         "--specs",
@@ -535,14 +543,25 @@ def _report(args: argparse.Namespace) -> int:
     if bool(args.captures) == (args.store is not None):
         print("error: codegen report takes capture files or --store ADDRESS (one of them)", file=sys.stderr)
         return 2  # a usage error, as argparse exits
+    selection = Selection(args.table, args.service, args.run_id, args.since, args.until)
+    chdb = args.engine == "chdb" or args.save_store is not None
+    if args.store is not None and args.save_store is not None:
+        print("error: --save-store loads capture files into a new chdb store, not --store", file=sys.stderr)
+        return 2
+    if args.captures and not chdb and selection.options():
+        print(
+            f"error: {', '.join(selection.options())}: capture files are read whole; to select among "
+            "their spans add --engine chdb (the report-store extra), or name only the run's files",
+            file=sys.stderr,
+        )
+        return 2  # never ignored: the report would not be the selection's
     diags = Diagnostics()
     try:
         project = load_project(args.specs, diags)
         if args.store is not None:
-            selection = Selection(args.table, args.service, args.run_id, args.since, args.until)
             outputs = build_from_store(project, args.store, selection)
-        elif args.engine == "chdb":
-            outputs = build_with_chdb(project, args.captures)
+        elif chdb:
+            outputs = build_with_chdb(project, args.captures, selection, args.save_store)
         else:
             outputs = build(project, args.captures, args.jobs)
         try:

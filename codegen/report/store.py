@@ -231,6 +231,17 @@ class Selection:
     since: int | None = None  # ns since the epoch
     until: int | None = None
 
+    def options(self) -> list[str]:
+        """The command-line options that made this selection (those given)."""
+        given = {
+            "--table": self.table != TABLE,
+            "--service": self.service is not None,
+            "--run-id": self.run_id is not None,
+            "--since": self.since is not None,
+            "--until": self.until is not None,
+        }
+        return [option for option, present in given.items() if present]
+
     def describe(self) -> str:
         what = [f"table {self.table}"]
         if self.service is not None:
