@@ -70,6 +70,9 @@ class InPlace:
     wanted: dict[str, bytes | None]  # what the specs give (None: the file goes)
     hand_edits: list[HandEdit] = field(default_factory=list)
     recorded: dict[str, str] = field(default_factory=dict)  # path -> sha256 the last run wrote
+    # the files that carry generated code after the run (instrumented sources, the runtime, the
+    # docs): the one count both the run and ``--check`` give
+    generated: frozenset[str] = frozenset()
 
     def writes(self, manifest: bool = True) -> dict[str, bytes | None]:
         """The paths whose bytes change, with their new bytes (None: delete)."""
@@ -182,9 +185,7 @@ def run(args: argparse.Namespace) -> int:
         if diff or plan.hand_edits:
             print(_check_advice(args, plan), file=sys.stderr)
             return EXIT_DIFFERS
-        print(
-            f"{args.source} is up to date with {args.specs} ({len(plan.wanted) - 1} files generated or instrumented)"
-        )
+        print(f"{args.source} is up to date with {args.specs} ({_generated_count(plan)})")
         return EXIT_OK
     if plan.hand_edits and not args.discard_hand_edits:
         count = len(plan.hand_edits)
@@ -217,7 +218,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"updated {len(sizes)} file{'s' if len(sizes) != 1 else ''} in {args.source}:")
     for path, added, removed in sizes:
         print(f"  +{added} -{removed}  {path}")
+    ours = sum(1 for path, _, _ in sizes if path in plan.generated)
+    others = len(sizes) - ours
+    rest = f"; {others} other file{'s' if others != 1 else ''} with no generated code left" if others else ""
+    print(f"of these, {ours} of the {_generated_count(plan)}{rest}")
     return EXIT_OK
+
+
+def _generated_count(plan: InPlace) -> str:
+    """The files that carry generated code, as both the run and ``--check`` count them."""
+    count = len(plan.generated)
+    return f"{count} file{'s' if count != 1 else ''} generated or instrumented"
 
 
 def _check_advice(args: argparse.Namespace, plan: InPlace) -> str:
@@ -375,7 +386,9 @@ def prepare(
             for path, text in stripped.items()
         }
         wanted[manifest_path] = _manifest(base, wanted_text, generated, alias).encode("utf-8")
-    return InPlace(root, manifest_path, current, wanted, edits, recorded_hashes)
+    carrying = {p for p, text in stripped.items() if wanted_text[p] not in (None, text)}
+    carrying |= {p for p in generated if wanted_text[p] is not None}
+    return InPlace(root, manifest_path, current, wanted, edits, recorded_hashes, frozenset(carrying))
 
 
 def _docs_prefix(root: Path, docs: Path, package: str) -> str:

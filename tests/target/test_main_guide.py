@@ -97,7 +97,15 @@ def test_the_pages_commands_replace_6438_in_a_checkout(tmp_path: Path) -> None:
 
     _run("main-branch", root)
     out = _run("main-replace", root)
-    assert re.search(r"updated \d+ files in \.:", out), out
+    updated = re.search(r"updated (\d+) files in \.:", out)
+    assert updated, out
+    # one count: the run says how many of the files it updated carry generated code, out of how
+    # many, and --check later gives that same total (it said 14 where the run said "updated 18")
+    split = re.search(
+        r"^of these, (\d+) of the (\d+) files generated or instrumented(?:; (\d+) other)?", out, re.MULTILINE
+    )
+    assert split, out
+    assert int(split[1]) + int(split[3] or 0) == int(updated[1]), out
     review = _run("main-review", root)
     assert "megatron/training/training.py" in review
     _run("main-commit", root)
@@ -108,7 +116,11 @@ def test_the_pages_commands_replace_6438_in_a_checkout(tmp_path: Path) -> None:
     again = _run("main-replace", root)  # the same command again
     assert "nothing to write" in again, again
     assert _git(checkout, "status", "--porcelain") == ""
-    assert "is up to date" in _run("main-check", root)
+    checked = _run("main-check", root)
+    assert re.search(
+        rf"is up to date with \S+ \({split[2]} files generated or instrumented\)$", checked, re.MULTILINE
+    ), checked
+    print(out)
 
     runtime = load_project(REPO / "specs").runtime.package.strip("/")
     reverted = _checkout(minus, tmp_path / "reverted")
