@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from codegen.capture import CaptureError
+from codegen.diagnostics import install_command
 from codegen.report.parse import (
     FIRST,
     LOGGING,
@@ -175,7 +176,7 @@ class ChdbConnection:
             session: Any = importlib.import_module("chdb.session")
         except ImportError:
             raise StoreError(
-                "error: chdb is not installed: pip install 'megatron-otel-codegen[report-store]'"
+                f"error: chdb is not installed (the report-store extra): {install_command('report-store')}"
             ) from None
         if path is not None and not Path(path).is_dir():
             raise StoreError(f"chdb:{path}: error: cannot reach the store: no chdb database folder there")
