@@ -11,10 +11,10 @@ from pathlib import Path
 from codegen.cache import CachedRun, input_state, run_key
 from codegen.cache import load as load_cached
 from codegen.cache import store as store_cached
-from codegen.diagnostics import Diagnostics, PlacementError, SpecError, rerun
+from codegen.diagnostics import Diagnostics, PlacementError, SpecError, program_path, rerun
 from codegen.emit.runtime import RUNTIME_MODES, VENDORED
 from codegen.emit.tree import diff_trees, read_tree, write_tree
-from codegen.target import ReleaseError, SourceMismatch, mismatch_advice
+from codegen.target import AlreadyInstrumented, ReleaseError, SourceMismatch, mismatch_advice
 from codegen.upstream import (
     PACKAGE_INFO,
     REPLACE_FLAG,
@@ -262,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_SPEC
     except UpstreamError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if isinstance(exc, AlreadyInstrumented) and {"--out", "--in-place"} & set(args.argv):
+            print(f"    to replace it: run '{rerun(args.argv, add=[REPLACE_FLAG])}'", file=sys.stderr)
         return EXIT_SOURCE
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -655,7 +657,8 @@ def _package(args: argparse.Namespace) -> int:
         version = "0.0.0"
     from codegen.otel_runtime._version import SCHEMA_URL
 
-    wheel = write_wheel(args.out, runs, version, SCHEMA_URL)
+    built_from = {"codegen": program_path(), "specs": str(args.specs.resolve())}
+    wheel = write_wheel(args.out, runs, version, SCHEMA_URL, built_from)
     releases = ", ".join(run.release for run in runs if not run.replaced)
     also = "".join(
         f"; {run.source_root} ({run.release}) with PR #6438 replaced" for run in runs if run.replaced

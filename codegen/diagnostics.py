@@ -118,6 +118,16 @@ def program() -> str:
     return shlex.quote(arg0)
 
 
+def program_path() -> str:
+    """This program's console script as an absolute path (the one run, else the one beside this
+    interpreter), or "" when there is none."""
+    arg0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(arg0) == "codegen" and os.path.isfile(arg0):
+        return os.path.abspath(arg0)
+    found = shutil.which("codegen", path=os.path.dirname(sys.executable))
+    return os.path.abspath(found) if found else ""
+
+
 def rerun(argv: Sequence[str], drop: Sequence[str] = (), add: Sequence[str] = ()) -> str:
     """The command line that ran, as a command for the same directory: the program as invoked,
     its arguments as given less ``drop`` (options without a value), plus ``add``."""
