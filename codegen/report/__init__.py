@@ -7,6 +7,7 @@ where comes from the specs (``taxonomy.Taxonomy``), never from a list of span na
 
 from __future__ import annotations
 
+import io
 import shutil
 import tempfile
 from collections.abc import Callable, Collection, Sequence
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from codegen.atomic import staged
 from codegen.capture import CaptureError
 from codegen.report.compute import Report, account
 from codegen.report.parse import Capture, Window, read
@@ -91,7 +93,7 @@ def build_with_chdb(
     """The report of capture files through the store's path: loaded into the exporter's schema in
     chdb, then the same queries as on a server (the ``report-store`` extra), on the spans
     ``selection`` picks. In memory, or with ``save`` in a new chdb database folder there, which
-    ``--store chdb:PATH`` reads later (removed again when the captures cannot be loaded)."""
+    ``--store chdb:PATH`` reads later (removed again when the load or the report fails)."""
     taxonomy = Taxonomy.from_project(project)
     if save is not None:
         if save.exists() and not (save.is_dir() and not any(save.iterdir())):
@@ -135,13 +137,9 @@ def write_outputs(outputs: Outputs, out: Path, title: str, ranks: Collection[int
     HTML page into ``out``; return their paths and a line saying the trace's window."""
     chosen = choose(outputs.capture, ranks, iterations)
     spans = outputs.spans_in(chosen.window)  # read before anything is written: errors stop it all
-    out.mkdir(parents=True, exist_ok=True)
-    text = out / TEXT_FILE
-    html = out / HTML_FILE
-    perfetto = out / PERFETTO_FILE
-    write_perfetto(spans, outputs.taxonomy, perfetto)
-    for path, content in ((text, outputs.text), (html, render_html(outputs.report, title))):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(content, encoding="utf-8")
-        tmp.replace(path)
-    return [text, perfetto, html], chosen.note
+    with staged(out) as files:
+        with files.open(PERFETTO_FILE) as raw, io.TextIOWrapper(raw, encoding="utf-8") as trace:
+            write_perfetto(spans, outputs.taxonomy, trace)
+        files.write(TEXT_FILE, outputs.text)
+        files.write(HTML_FILE, render_html(outputs.report, title))
+    return [out / TEXT_FILE, out / PERFETTO_FILE, out / HTML_FILE], chosen.note

@@ -54,7 +54,7 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
 
 
 def test_cli_page_lists_every_command(site: Path) -> None:
-    from codegen.cli import _parser
+    from codegen.cli import build_parser
 
     page = (site / "reference" / "cli.html").read_text(encoding="utf-8")
     sys.path.insert(0, str(DOCS / "_ext"))
@@ -63,7 +63,7 @@ def test_cli_page_lists_every_command(site: Path) -> None:
     finally:
         sys.path.remove(str(DOCS / "_ext"))
     assert "with --source" in page  # option names in the help stay as written (no en dash)
-    for name, sub in commands(_parser()).items():
+    for name, sub in commands(build_parser()).items():
         assert f"codegen {name}" in page, name
         for action in sub._actions:
             for option in action.option_strings:

@@ -26,8 +26,8 @@ from types import ModuleType
 
 import pytest
 
+from codegen.atomic import write_tree
 from codegen.diagnostics import SpecError
-from codegen.emit.tree import write_tree
 from codegen.pipeline import generate
 from tests.generator.support import CASES, DEMO, make_project, pin_fixture_tree
 

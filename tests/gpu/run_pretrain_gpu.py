@@ -62,8 +62,8 @@ def main() -> int:
         print("error: transformer-engine is not installed (activation offload needs it)", file=sys.stderr)
         return 2
 
+    from codegen.atomic import write_tree
     from codegen.cli import main as codegen
-    from codegen.emit.tree import write_tree
     from codegen.pipeline import generate
     from tests.megatron_cpu.pretrain_harness import WORKER, build_dataset_helpers, read_spans
 

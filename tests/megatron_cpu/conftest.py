@@ -25,7 +25,7 @@ WORKER_TIMEOUT_S = 240
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from codegen.emit.tree import write_tree
+from codegen.atomic import write_tree
 from codegen.pipeline import generate
 from tests.megatron_cpu.otlp_receiver import free_port
 

@@ -23,7 +23,7 @@ def instrument(source: Path, dest: Path, replace: bool = False, runtime: str = "
     """The specs applied to ``source``, written to ``dest`` (a complete tree); ``dest``. With
     ``replace``, the hand-written instrumentation of #6438 is stripped first (replace mode);
     ``runtime="dependency"``: the import shim in place of the runtime (dependency mode)."""
-    from codegen.emit.tree import write_tree
+    from codegen.atomic import write_tree
     from codegen.pipeline import generate
 
     generation = generate(REPO / "specs", source=source, replace_upstream=replace, runtime=runtime)
