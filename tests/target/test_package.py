@@ -159,10 +159,10 @@ def test_the_not_woven_warnings_command_runs_as_printed(
     shutil.copytree(trees["0.19.2"] / "megatron", root / "megatron")
     changed = root / "megatron/core/pipeline_parallel/schedules.py"
     changed.write_bytes(b"# a local change\n" + changed.read_bytes())
-    finder = finder_module.MegatronFinder(_table(unpacked))
+    finder = finder_module.MegatronFinder(package_table(unpacked))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _find(finder, root, "megatron/core/pipeline_parallel/schedules.py")
+        find_spec_in(finder, root, "megatron/core/pipeline_parallel/schedules.py")
     (warning,) = caught
     (command,) = re.findall(r"`([^`]+)`", str(warning.message))
     words = shlex.split(command)
