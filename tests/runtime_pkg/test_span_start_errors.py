@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.support.lean_workload import own_provider_exporting_to
-from tests.support.processors import Counting
+from tests.support.processors import Counting, counting_provider
 
 LIMITS = (150, 300, 600)  # each level records the escaping RecursionError: quadratic in the depth
 
@@ -115,10 +115,7 @@ def test_whatever_the_sdk_start_span_raises_the_span_is_ended(
     otel: ModuleType, monkeypatch: pytest.MonkeyPatch, error: BaseException
 ) -> None:
     _enable(monkeypatch)
-    counting = Counting()
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(counting)
-    provider.add_span_processor(_Raising(error))
+    provider, counting = counting_provider(_Raising(error))
     otel.configure(tracer_provider=provider)
     if isinstance(error, Exception):
         assert otel.start_span("megatron.checkpoint.save") is None  # swallowed: training goes on
