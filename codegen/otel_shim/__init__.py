@@ -53,13 +53,8 @@ def in_context(fn):
     return fn
 
 
-def stamp(key, value):
-    """The value as it is."""
-    return value
-
-
-def stream(*args):
-    """The iterable as it is: ``stream(span, iterable)``, or ``stream(iterable)``."""
+def stamp(*args):
+    """The last argument as it is: stamp's value, stream's iterable."""
     return args[-1]
 
 
@@ -67,7 +62,7 @@ def _nothing(*args, **kwargs):
     """Nothing: telemetry is off."""
 
 
-in_worker = in_context
+in_worker, stream = in_context, stamp
 begin_training = disable = enable = enabled_groups = end_training = first_time = _nothing
 in_training = interval_loss = max_memory_allocated_gb = record_metrics = reset = _nothing
 resolve = resource_attributes = set_current_attributes = setup_worker = shutdown = _nothing
