@@ -82,7 +82,7 @@ def render_layers(repo: Path = REPO) -> str:
             if contract.get("ignore_imports"):
                 lines += ["", f"  imports let through: {_names(contract['ignore_imports'])}"]
         elif contract["type"] == "forbidden":
-            lines.append(f"  {_names(contract['source_modules'])} import nothing of")
+            lines.append(f"  {_names(contract['source_modules'])} import none of")
             lines.append(f"  {_names(contract['forbidden_modules'])}")
         lines.append("")
     return "\n".join(lines)
