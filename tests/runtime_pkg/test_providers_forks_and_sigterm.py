@@ -16,6 +16,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from runtime_pkg_support import Rendered
 
+from tests.support.processors import counting_provider
+
 STAMPS = {"program_start": 1_700_000_000.0, "main_entry": 1_700_000_004.0}
 
 
@@ -72,20 +74,6 @@ def test_configure_after_shutdown_records_and_exports_a_fresh_run(
 # --- 5. a RecursionError inside start_span leaves no span open -------------------------------
 
 
-class Counting(SpanProcessor):
-    """Counts SDK spans started and ended."""
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.ended = 0
-
-    def on_start(self, span: object, parent_context: object = None) -> None:
-        self.started += 1
-
-    def on_end(self, span: object) -> None:
-        self.ended += 1
-
-
 def _depth() -> int:
     frame, depth = sys._getframe(), 0
     while frame is not None:
@@ -97,9 +85,7 @@ def test_recursion_error_inside_start_span_leaves_no_sdk_span_open(
     otel: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     enable_env(monkeypatch)
-    counting = Counting()
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(counting)
+    provider, counting = counting_provider()
     otel.configure(tracer_provider=provider)
     limit = sys.getrecursionlimit()
     failed = 0
@@ -132,9 +118,7 @@ def test_recursion_error_after_the_sdk_span_started_ends_it(
 ) -> None:
     """The SDK span exists once tracer.start_span returns: an error past that point ends it."""
     enable_env(monkeypatch)
-    counting = Counting()
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(counting)
+    provider, counting = counting_provider()
     otel.configure(tracer_provider=provider)
     module = {"attach": otel._spans.otel_context, "set_span_in_context": otel._spans.otel_trace}
 
@@ -170,10 +154,7 @@ def test_recursion_error_in_a_later_processors_on_start_ends_the_span_it_started
     """The SDK's start_span raises after the first processor's on_start saw the span start: the
     runtime finds that span (the SDK's start_span frame in the traceback) and ends it."""
     enable_env(monkeypatch)
-    counting = Counting()
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(counting)
-    provider.add_span_processor(Deep())
+    provider, counting = counting_provider(Deep())
     otel.configure(tracer_provider=provider)
     limit = sys.getrecursionlimit()
     inside = 0  # start_span calls that failed after the span started
@@ -315,7 +296,7 @@ def write(module):
 def test_forked_children_record_nothing_unless_set_up_as_workers_and_never_reexport(
     rendered: Rendered,
 ) -> None:
-    from test_process_exit import run_script, span_names
+    from runtime_pkg_support import run_script, span_names
 
     (rendered.root / "fork_target.py").write_text(FORK_TARGET, encoding="utf-8")
     body = f"""\
@@ -397,7 +378,7 @@ started.wait()
 def test_sigterm_ends_every_open_span_of_every_thread_with_an_error_status(
     rendered: Rendered,
 ) -> None:
-    from test_process_exit import run_script
+    from runtime_pkg_support import run_script
 
     body = SIGTERM_RUN + "os.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(30)\n"
     result = run_script(rendered, body, env={"MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S": "5"})
@@ -410,7 +391,7 @@ def test_sigterm_ends_every_open_span_of_every_thread_with_an_error_status(
 
 def test_sigterm_with_a_handler_that_returns_keeps_the_run_going(rendered: Rendered) -> None:
     """Megatron's --exit-signal-handler only sets a flag: training saves a checkpoint and exits."""
-    from test_process_exit import run_script
+    from runtime_pkg_support import run_script
 
     body = (
         "received = []\n"
@@ -446,7 +427,7 @@ sys.exit(0)
 def test_sigterm_with_a_handler_that_raises_ends_and_flushes_then_propagates(
     rendered: Rendered,
 ) -> None:
-    from test_process_exit import run_script
+    from runtime_pkg_support import run_script
 
     body = (
         "class Terminated(Exception):\n    pass\n\n"

@@ -1,0 +1,30 @@
+"""Span processors the runtime tests watch the SDK through."""
+
+from __future__ import annotations
+
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+
+
+class Counting(SpanProcessor):
+    """Counts SDK spans started and ended."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.ended = 0
+
+    def on_start(self, span: object, parent_context: object = None) -> None:
+        self.started += 1
+
+    def on_end(self, span: object) -> None:
+        self.ended += 1
+
+
+def counting_provider(*processors: SpanProcessor) -> tuple[TracerProvider, Counting]:
+    """A tracer provider (no exit hook of its own) whose first processor counts, then
+    ``processors``; the provider and the count."""
+    counting = Counting()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(counting)
+    for processor in processors:
+        provider.add_span_processor(processor)
+    return provider, counting
