@@ -52,8 +52,7 @@ from typing import Any
 
 warnings.filterwarnings("ignore")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import py311_shims
+import py311_shims  # beside this script (a script's directory is the first on sys.path)
 
 py311_shims.install()
 

@@ -37,7 +37,7 @@ from tests.megatron_cpu.serving import (
     traceparent,
     without_id,
 )
-from tests.upstream_main import snapshot
+from tests.support.upstream_main import snapshot
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
