@@ -118,7 +118,13 @@ def test_coverage_page_says_what_the_fork_carries(fork: types.SimpleNamespace) -
     column = next(i for i, c in enumerate(columns) if c.split()[0] == fork.version)
     placed: set[str] = set()
     absent: dict[str, str] = {}
-    for line in page.splitlines():
+    lines = page.splitlines()
+    start = lines.index(header)
+    # the span table only (the page's later tables list hooks limited to some releases)
+    table = lines[
+        start : next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    ]
+    for line in table:
         if line.startswith("| `"):
             cells = [c.strip() for c in line.strip("|").split("|")]
             name = cells[0].strip("`")
@@ -135,8 +141,14 @@ def test_coverage_page_says_what_the_fork_carries(fork: types.SimpleNamespace) -
 
 
 def test_older_releases_place_every_span_whose_code_exists(fork: types.SimpleNamespace) -> None:
-    """Spans left out of a release are those whose function is not in its code at all."""
-    excluded = [s for s in PROJECT.spans if s.releases is not None and not s.releases.contains(fork.version)]
+    """Spans left out of a release are those whose function is not in its code at all, except the
+    inference server's (issue 40: written for 0.19.2 and main, the other releases kept as they are)."""
+    left_out = [s for s in PROJECT.spans if s.releases is not None and not s.releases.contains(fork.version)]
+    serving = [s for s in left_out if s.group in ("inference", "inference_steps")]
+    assert len(serving) == (0 if fork.version == "0.19.2" else 6) and all(
+        "0.19.2 and Megatron-LM main" in (s.releases.why_not() or "") for s in serving
+    )
+    excluded = [s for s in left_out if s not in serving]
     for span in excluded:
         assert isinstance(span, Span)
         source = (fork.pristine / span.file).read_text(encoding="utf-8")
