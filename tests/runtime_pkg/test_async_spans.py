@@ -330,3 +330,24 @@ def test_a_traced_coroutine_and_its_stream(recording: Any) -> None:
     children = [s for s in spans if s.name == "megatron.layer.forward"]
     assert all(ids[c.parent.span_id] is handled[100] for c in children)
     assert handled[100].end_time >= max(c.end_time for c in children)  # ended with its stream
+
+
+def test_sigterm_ends_the_spans_of_suspended_tasks_once(recording: Any) -> None:
+    """The open spans of tasks suspended at an ``await`` (their stacks are per task, not per
+    thread) are ended by the SIGTERM path with its ERROR status; the tasks' own ends, when they
+    run after it, end nothing more."""
+    otel, finished = recording
+    rng = random.Random(5)
+
+    async def serve() -> None:
+        tasks = [asyncio.create_task(request(otel, n, rng)) for n in range(4)]
+        await asyncio.sleep(0)  # each task is inside its spans, suspended
+        otel._spans.abort_open_spans("terminated by SIGTERM")
+        await asyncio.gather(*tasks)
+
+    asyncio.run(serve())
+    spans = finished()
+    assert len(spans) == len(by_id(spans))
+    aborted = [s for s in spans if s.status.description == "terminated by SIGTERM"]
+    assert {s.name for s in aborted} >= {"megatron.train.iteration"}
+    assert len([s for s in spans if s.name == "megatron.train.iteration"]) == 4
