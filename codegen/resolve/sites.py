@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import libcst as cst
 
@@ -92,11 +92,11 @@ class Plan:
 
 @dataclass(frozen=True)
 class EntryResult:
-    """What became of one spec entry: ``placed``, ``excluded`` (its ``releases:`` leave it out of
-    this release) or ``failed`` (with the reasons)."""
+    """What became of one spec entry: ``placed`` or ``failed`` (with the reasons); an entry whose
+    ``releases:`` leave it out of this release is never resolved (``Project.for_release``)."""
 
     entry: Span | Hook
-    status: str
+    status: Literal["placed", "failed"]
     diagnostics: tuple[Diagnostic, ...] = ()
 
 

@@ -51,22 +51,27 @@ def unpacked(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def load_finder(unpacked: Path, name: str) -> Any:
-    """The ``_finder`` module of the wheel unpacked at ``unpacked``, loaded as ``name`` (not
-    installed on sys.meta_path)."""
+def load_finder(unpacked: Path, package: str) -> Any:
+    """The ``_finder`` module of the wheel unpacked at ``unpacked``, its package loaded as
+    ``package`` (the wheel's modules beside it; the finder not installed on sys.meta_path)."""
+    import importlib
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, unpacked / MODULE / "_finder.py")
+    where = unpacked / MODULE
+    spec = importlib.util.spec_from_file_location(
+        package, where / "__init__.py", submodule_search_locations=[str(where)]
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[package] = module
     spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"{package}._finder")
 
 
 @pytest.fixture(scope="module")
 def finder_module(unpacked: Path) -> Any:
     """The wheel's ``_finder`` module, loaded from the unpacked wheel."""
-    return load_finder(unpacked, f"{MODULE}._finder")
+    return load_finder(unpacked, "wheel_under_test")
 
 
 @pytest.fixture(scope="module")
