@@ -47,7 +47,7 @@ class Null(SpanExporter):
 
 null = Null()
 otel._export.otlp_exporter = lambda settings, signal, kind: null if signal == "trace" else None
-otel._lean.ALLOWED = {lean}
+otel._lean_install.ALLOWED = {lean}
 buffer, sink = bytearray(4 << 20), bytearray(4 << 20)
 otel.configure()
 if not {on}:

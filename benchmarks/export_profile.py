@@ -35,7 +35,7 @@ CATEGORIES: list[tuple[str, object]] = [
     ("protobuf runtime (messages, serialization)", lambda f, n: "protobuf" in f or "_pb2" in f or "SerializePartialToString" in n or "SerializeToString" in n),
     ("attribute validation (BoundedAttributes)", lambda f, n: "/attributes/" in f or "BoundedAttributes" in n),
     ("ReadableSpan and the SDK's objects (materialize)", lambda f, n: "opentelemetry/sdk" in f or "opentelemetry/trace" in f or n == "materialize"),
-    ("runtime's recorder (_lean: drain, take, ids)", lambda f, n: "otel_runtime" in f),
+    ("runtime's recorder (_lean_recorder, _batching: drain, take, ids)", lambda f, n: "otel_runtime" in f),
 ]  # fmt: skip
 
 
@@ -78,7 +78,7 @@ def main() -> None:
             OTEL_BSP_MAX_QUEUE_SIZE=str(max(4 * options.spans, 2048)), OTEL_BSP_SCHEDULE_DELAY="3600000",
         )  # fmt: skip
         import codegen.otel_runtime as otel
-        from codegen.otel_runtime import _lean
+        from codegen.otel_runtime import _lean_recorder
 
         if options.sdk_encoding:
             from codegen.otel_runtime import _otlp
@@ -89,7 +89,9 @@ def main() -> None:
         def recorded() -> tuple[object, int]:
             otel.configure()
             spans = run_spans(otel, rounds)
-            (recorder,) = [r for r in otel._state.PROCESS.run.processors if isinstance(r, _lean.LeanRecorder)]
+            (recorder,) = [
+                r for r in otel._state.PROCESS.run.processors if isinstance(r, _lean_recorder.LeanRecorder)
+            ]
             return recorder, spans
 
         cpus = []

@@ -12,7 +12,7 @@ a GPU (``time.sleep``: the GIL released; ``--step-s`` per step in all, 1 s by de
 configures it (``MEGATRON_OTEL_*``, ``configure()``: the runtime's own providers, OTLP/HTTP to the
 tests' live receiver in a child process, the default batch size of 512 and schedule delay of 5 s):
 a batch is exported as soon as 512 spans are buffered, one and a half a step, while the steps run. Arms, one run each per round in a shuffled order: ``off`` (the same loop, the
-same set-up, reset before the steps: the groups off), ``sdk`` (the SDK path: ``_lean.ALLOWED`` off), ``lean_readable`` (the lean path
+same set-up, reset before the steps: the groups off), ``sdk`` (the SDK path: ``_lean_install.ALLOWED`` off), ``lean_readable`` (the lean path
 handing ``ReadableSpan`` s to the exporter, as before ``_otlp``), ``lean`` (the lean path as it
 is), and on the provider ``opentelemetry-instrument`` sets up: ``distro`` (the lean path through
 its exporter) and ``distro_sdk`` (its SDK path, ``MEGATRON_OTEL_RECORDING=sdk``). For those the
@@ -69,7 +69,7 @@ def step(otel, pause: float) -> None:
 
 
 def set_up(otel, arm: str) -> None:
-    from codegen.otel_runtime import _lean
+    from codegen.otel_runtime import _lean_install
 
     try:
         from codegen.otel_runtime import _otlp
@@ -79,7 +79,7 @@ def set_up(otel, arm: str) -> None:
     os.environ["OTEL_SERVICE_NAME"] = f"process-{arm}"  # the distro's resource has its own
     os.environ["MEGATRON_OTEL_OWN_PROVIDERS"] = "0" if arm in DISTRO_ARMS else "1"
     os.environ["MEGATRON_OTEL_RECORDING"] = "sdk" if arm == "distro_sdk" else "auto"
-    _lean.ALLOWED = arm != "sdk"
+    _lean_install.ALLOWED = arm != "sdk"
     if _otlp is not None:
         _otlp.ENABLED = arm in ("lean", "distro")
     otel.configure()

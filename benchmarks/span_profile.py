@@ -12,7 +12,7 @@ profile's own time per function is summed into categories (id generation, sample
 handling, context attach/detach, processor ``on_start``/``on_end``, the SDK's span objects, the
 runtime's own code) and each category's share is applied to the unprofiled per-span cost. The
 export thread's CPU per span is measured at the flush that follows (the OTLP encoding and the
-HTTP request). ``--lean`` profiles the lean path instead (``_lean``, the runtime's own providers).
+HTTP request). ``--lean`` profiles the lean path instead (``_lean_*``, the runtime's own providers).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def main() -> None:
         )  # fmt: skip
         import codegen.otel_runtime as otel
 
-        lean_module = getattr(otel, "_lean", None)
+        lean_module = getattr(otel, "_lean_install", None)
         if lean_module is not None:
             lean_module.ALLOWED = options.lean
         elif options.lean:

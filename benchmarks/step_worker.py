@@ -229,10 +229,10 @@ class UrandomIds:
 
 def lean_module():
     try:
-        from megatron.core.otel import _lean
+        from megatron.core.otel import _lean_install
     except ImportError:
         return None
-    return _lean
+    return _lean_install
 
 
 def set_up(otel, arm: str) -> None:

@@ -83,7 +83,9 @@ class Settings:
     service_name: str
     export: ExportLimits = field(default_factory=ExportLimits)
     own_providers: bool = False  # build our providers even when the application set global ones
-    recording: str = "auto"  # auto, lean or sdk: which recording path spans take (see _lean)
+    recording: str = (
+        "auto"  # auto, lean or sdk: which recording path spans take (see _lean_install)
+    )
     export_ranks: ExportRanks = field(default_factory=ExportRanks)  # which ranks export
     metrics_exporter: str = ""  # the metrics' exporter; empty: the spans'
     # Upstream's (PR #6438) labels and switches, accepted with the same meaning.
@@ -254,7 +256,7 @@ def _boolean(raw: Mapping[str, tuple[str, str]], role: str) -> bool:
     )
 
 
-# MEGATRON_OTEL_RECORDING's values, when the specs declare none (see _lean.borrowable).
+# MEGATRON_OTEL_RECORDING's values, when the specs declare none (see _lean_install.borrowable).
 RECORDING_PATHS = ("auto", "lean", "sdk")
 
 

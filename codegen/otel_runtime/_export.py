@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from . import _ids, _lean, _spans
+from . import _ids, _lean_install, _spans
 from ._state import PROCESS, log_once
 
 # Standard variables that give the OTLP exporters a timeout of their own (the SDK reads them).
@@ -52,16 +52,16 @@ def tracer_provider(settings: Any, resource: Any) -> tuple[Any, list[Any]]:
         exporter = otlp_exporter(settings, "trace", "Span")
     if exporter is None:
         PROCESS.run.recording_reason = "no span exporter (MEGATRON_OTEL_EXPORTER=none)"
-    elif not _lean.usable(provider, settings.recording):
+    elif not _lean_install.usable(provider, settings.recording):
         PROCESS.run.recording_reason = (
             "MEGATRON_OTEL_RECORDING=sdk"
-            if settings.recording == "sdk" or not _lean.ALLOWED
+            if settings.recording == "sdk" or not _lean_install.ALLOWED
             else f"the sampler is {provider.sampler!r} (OTEL_TRACES_SAMPLER)"
         )
-    if exporter is not None and _lean.usable(provider, settings.recording):
-        # the lean path: the recorder is the provider's processor (see _lean)
+    if exporter is not None and _lean_install.usable(provider, settings.recording):
+        # the lean path: the recorder is the provider's processor (see _lean_install)
         processors.append(
-            _lean.install(provider, exporter, settings.export, _spans.SPAN_ATTRIBUTES)
+            _lean_install.install(provider, exporter, settings.export, _spans.SPAN_ATTRIBUTES)
         )
     elif exporter is not None:
         limits = settings.export

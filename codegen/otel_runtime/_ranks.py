@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _ids
-from ._lean import LeanTracer
+from ._lean_tracer import LeanTracer
 from ._state import log_once
 
 # Coordinate resource attribute -> (dimension, parallel_state getter of the rank in it).

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import _export, _lean, _metrics, _process, _ranks
+from . import _export, _lean_install, _metrics, _process, _ranks
 from ._config import ExportLimits, Settings, rank_and_world, rank_sampled, read_settings
 from ._registry import GROUPS
 from ._resource import resource_attributes
@@ -224,15 +224,15 @@ def _start(
 
 def _borrow(provider: Any, settings: Settings) -> Any:
     """The lean recorder for ``provider``, a tracer provider the program or the distro set, when
-    its spans may record lean (``_lean.borrowable``: the rule); else None (the SDK path), why
-    remembered for ``_log_recording_path``."""
+    its spans may record lean (``_lean_install.borrowable``: the rule); else None (the SDK path),
+    why remembered for ``_log_recording_path``."""
     try:
-        found = _lean.borrowable(provider, settings.recording)
+        found = _lean_install.borrowable(provider, settings.recording)
         if isinstance(found, str):
             PROCESS.run.recording_reason = found
             return None
         exporter, span_limits = found
-        return _lean.install(
+        return _lean_install.install(
             provider,
             exporter,
             settings.export,
@@ -240,7 +240,7 @@ def _borrow(provider: Any, settings: Settings) -> Any:
             span_limits=span_limits,
             borrowed=True,
         )
-    except TypeError as error:  # the exporter cannot be shared (_lean.install)
+    except TypeError as error:  # the exporter cannot be shared (_lean_install.install)
         PROCESS.run.recording_reason = str(error)
         return None
     except Exception:

@@ -10,8 +10,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ._config import resolve
-from ._lean import LeanSpan, LeanTracer
-from ._lean import tracer as _tracer_for
+from ._lean_install import tracer as _tracer_for
+from ._lean_span import LeanSpan
+from ._lean_tracer import LeanTracer
 from ._ranks import P2P, start_shared
 from ._state import LOG, NAMESPACE, PROCESS, PUBLISHED, log_once, set_flag, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, SPANS

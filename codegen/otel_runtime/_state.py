@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, Tracer
 
     from ._config import Settings
-    from ._lean import LeanSpan
+    from ._lean_span import LeanSpan
     from ._spans import StartedSpan
 
     Opened: TypeAlias = StartedSpan | LeanSpan  # a span start_span started, open until it ends

@@ -122,8 +122,8 @@ class Telemetry:
 
         exporter = OtlpJsonSpanExporter(str(self.path))
         otel._export.otlp_exporter = lambda settings, signal, kind: exporter if signal == "trace" else None
-        lean, open_spans = otel._lean, self.open_spans.open
-        made, opened, ended = lean._lean_span, lean.LeanTracer.open, lean.LeanSpan.end
+        tracing, open_spans = otel._lean_tracer, self.open_spans.open
+        made, opened, ended = tracing.new_span, tracing.LeanTracer.open, tracing.LeanSpan.end
 
         def make(*args, **kwargs):  # spans of the API's start_span and each nesting's outermost
             span = made(*args, **kwargs)
@@ -132,7 +132,7 @@ class Telemetry:
 
         def open_(tracer, name, attributes=None):  # the statement sites' (children made inline)
             span = opened(tracer, name, attributes)
-            if type(span) is lean.LeanSpan:
+            if type(span) is tracing.LeanSpan:
                 open_spans[span.span_id] = span._name
             return span
 
@@ -140,7 +140,7 @@ class Telemetry:
             open_spans.pop(span.span_id, None)
             ended(span, end_time)
 
-        lean._lean_span, lean.LeanTracer.open, lean.LeanSpan.end = make, open_, end
+        tracing.new_span, tracing.LeanTracer.open, tracing.LeanSpan.end = make, open_, end
 
     def flush(self) -> None:
         self.tracer_provider.force_flush()

@@ -114,7 +114,7 @@ def set_recording(otel: Any, recording: str, args: Any) -> None:
     ``distro``: the global providers ``opentelemetry-instrument`` set from the ``OTEL_*``
     variables (the worker runs under it; ``MEGATRON_OTEL_RECORDING`` chooses the path)."""
     if recording == "sdk":
-        otel._lean.ALLOWED = False
+        otel._lean_install.ALLOWED = False
     elif recording == "distro":  # run under opentelemetry-instrument: the distro set it up
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
@@ -146,9 +146,10 @@ _EXPORT_CODE = (
     "/socket.py",
     "/ssl.py",
 )
-# The runtime's export methods (``_batch`` and ``_lean``; ``_otlp`` when present), by name.
+# The runtime's export methods (the batching core ``_batching`` and its users ``_batch`` and ``_lean_recorder``;
+# ``_otlp`` when present), by name.
 _EXPORT_METHODS = frozenset(("_export", "_drain", "_work", "_run", "_send", "force_flush"))
-_EXPORT_FILES = ("_batch.py", "_lean.py", "_otlp.py")
+_EXPORT_FILES = ("_batching.py", "_batch.py", "_lean_recorder.py", "_otlp.py")
 
 
 class ExportWatch:

@@ -84,7 +84,9 @@ def test_the_runtime_encodes_a_batch_as_the_sdk_exporter_does(
 ) -> None:
     own_provider_exporting_to(otel, monkeypatch, lean=True)
     batches: list[list[Any]] = []
-    monkeypatch.setattr(otel._lean.LeanRecorder, "_export", lambda self, batch: batches.append(batch))
+    monkeypatch.setattr(
+        otel._lean_recorder.LeanRecorder, "_export", lambda self, batch: batches.append(batch)
+    )
     foreign_provider = TracerProvider()
     foreign_provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
     otel.configure()
@@ -97,21 +99,21 @@ def test_the_runtime_encodes_a_batch_as_the_sdk_exporter_does(
     recorder.force_flush(10_000)
     spans = [span for batch in batches for span in batch]
     assert len(spans) >= 20, [s.name for s in spans]
-    lean = [s for s in spans if type(s) is otel._lean.LeanSpan]
+    lean = [s for s in spans if type(s) is otel._lean_span.LeanSpan]
     assert 16 <= len(lean) < len(spans)  # SDK spans of the same provider too (the lifecycle)
     encoder = otel._otlp.SpanEncoder(
         recorder.resource, recorder.scope, recorder.base, recorder.limits,
-        otel._lean.LeanSpan, recorder.materialize,
+        otel._lean_span.LeanSpan, recorder.materialize,
     )  # fmt: skip
     fast = 0
     for batch in batches:
         data, count, failed = encoder.encode(batch)
         assert (count, failed) == (len(batch), 0)
         ours = ExportTraceServiceRequest.FromString(data)
-        readable = [recorder.materialize(s) if type(s) is otel._lean.LeanSpan else s for s in batch]
+        readable = [recorder.materialize(s) if type(s) is otel._lean_span.LeanSpan else s for s in batch]
         theirs = ExportTraceServiceRequest.FromString(encode_spans(readable).SerializeToString())
         assert ours == theirs
-        fast += sum(encoder._fast(s) is not None for s in batch if type(s) is otel._lean.LeanSpan)
+        fast += sum(encoder._fast(s) is not None for s in batch if type(s) is otel._lean_span.LeanSpan)
     # most spans are written by the runtime itself, the unusual ones by the SDK's encoder
     assert 8 <= fast < len(lean)
     (request,) = [ExportTraceServiceRequest.FromString(encoder.encode(b)[0]) for b in batches]

@@ -4,7 +4,7 @@ No network: a stand-in for the OTLP/HTTP exporter module records how the runtime
 exporters, and its exporters behave like a collector that never answers (``export`` blocks until
 ``shutdown``). The live-receiver tests in ``tests/megatron_cpu/test_otlp_export.py`` measure the
 same bounds over the wire. Every test runs on both recording paths of the runtime's own providers:
-the lean recorder (``_lean``, the default) and the SDK's batch span processor.
+the lean recorder (``_lean_recorder``, the default) and the SDK's batch span processor.
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ class StuckMetricExporter(MetricExporter, StuckExporter):
 
 @pytest.fixture(autouse=True, params=["lean", "sdk"])
 def recording_path(request: pytest.FixtureRequest, otel: ModuleType, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The runtime's own provider records lean, or (``_lean.ALLOWED`` off) through the SDK."""
-    monkeypatch.setattr(otel._lean, "ALLOWED", request.param == "lean")
+    """The runtime's own provider records lean, or (``_lean_install.ALLOWED`` off) through the SDK."""
+    monkeypatch.setattr(otel._lean_install, "ALLOWED", request.param == "lean")
     return request.param
 
 

@@ -1,7 +1,7 @@
 """The lean path on a tracer provider the program or the OpenTelemetry distro set
 (``opentelemetry-instrument`` builds one from the ``OTEL_*`` variables: the SDK's
 ``TracerProvider``, the default sampler, one ``BatchSpanProcessor`` over the exporter
-``OTEL_TRACES_EXPORTER`` names). ``_lean.borrowable`` decides; the recorder sends through that
+``OTEL_TRACES_EXPORTER`` names). ``_lean_install.borrowable`` decides; the recorder sends through that
 provider's own exporter, with its resource and span limits, never while the provider's processor
 is in the exporter; ``MEGATRON_OTEL_RECORDING`` forces either path.
 

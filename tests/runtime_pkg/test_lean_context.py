@@ -1,4 +1,4 @@
-"""The lean path's current-span rule (``_lean._LeanContext``): no context is made per span, so
+"""The lean path's current-span rule (``_lean_tracer._LeanContext``): no context is made per span, so
 what code reading the current span sees is tested here case by case.
 
 The rule: on the thread that opened a nesting of taxonomy spans, the current span is the
@@ -226,7 +226,7 @@ def test_a_past_runs_start_span_records_in_the_current_run(
     """The package's start_span is the run's LeanTracer.open while it records lean; code that
     kept it (``from otel import start_span`` after configure) records in whatever run is current."""
     kept = otel.start_span
-    assert kept.__func__ is otel._lean.LeanTracer.open
+    assert kept.__func__ is otel._lean_tracer.LeanTracer.open
     otel.reset()
     assert otel.start_span is otel._spans.start_span  # a new run: the package's own again
     assert kept("megatron.layer.forward") is None  # no run records now

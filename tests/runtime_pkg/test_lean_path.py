@@ -1,6 +1,6 @@
-"""The lean recording path (``_lean``) against the SDK path: the same spans, field by field.
+"""The lean recording path (``_lean_span``, ``_lean_tracer``, ``_lean_recorder``) against the SDK path: the same spans, field by field.
 
-The runtime's own provider records lean unless ``_lean.ALLOWED`` is off (then through the SDK's
+The runtime's own provider records lean unless ``_lean_install.ALLOWED`` is off (then through the SDK's
 tracer and batch processor, as a program-set provider does). One workload runs on each path and
 exports to an in-memory exporter standing in for OTLP: lifecycle spans with their links,
 statement-site spans with call-site attributes (one of them invalid, dropped by the SDK's
@@ -35,7 +35,7 @@ def own_provider_exporting_to(
         return exporter if signal == "trace" else None
 
     monkeypatch.setattr(otel._export, "otlp_exporter", otlp_exporter)
-    monkeypatch.setattr(otel._lean, "ALLOWED", lean)
+    monkeypatch.setattr(otel._lean_install, "ALLOWED", lean)
     for name, value in {
         "MEGATRON_OTEL_ENABLED": "1",
         "MEGATRON_OTEL_EXPORTER": "otlp",

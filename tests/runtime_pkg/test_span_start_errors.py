@@ -107,10 +107,10 @@ def test_lean_path_ends_every_span_it_started_at_the_recursion_limit(
         return exporter if signal == "trace" else None
 
     monkeypatch.setattr(otel._export, "otlp_exporter", otlp_exporter)
-    monkeypatch.setattr(otel._lean, "ALLOWED", True)
+    monkeypatch.setattr(otel._lean_install, "ALLOWED", True)
     _enable(monkeypatch, MEGATRON_OTEL_EXPORTER="otlp", OTEL_SERVICE_NAME="recursion-test")
     otel.configure()
-    assert type(otel._state.PROCESS.run.tracer) is otel._lean.LeanTracer
+    assert type(otel._state.PROCESS.run.tracer) is otel._lean_tracer.LeanTracer
     started = _to_the_limit(otel, limit)
     _nothing_open(otel)
     otel.shutdown()

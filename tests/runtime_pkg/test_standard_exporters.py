@@ -51,7 +51,7 @@ def test_exporter_per_signal(
 def test_own_providers_use_the_chosen_exporters(
     otel: ModuleType, monkeypatch: pytest.MonkeyPatch, lean: bool
 ) -> None:
-    monkeypatch.setattr(otel._lean, "ALLOWED", lean)
+    monkeypatch.setattr(otel._lean_install, "ALLOWED", lean)
     monkeypatch.delenv("MEGATRON_OTEL_EXPORTER", raising=False)
     monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
     monkeypatch.setenv("MEGATRON_OTEL_OWN_PROVIDERS", "1")
@@ -62,7 +62,7 @@ def test_own_providers_use_the_chosen_exporters(
     tracer_provider, meter_provider = otel._state.PROCESS.run.owned
     assert isinstance(tracer_provider, TracerProvider) and isinstance(meter_provider, MeterProvider)
     (processor,) = otel._state.PROCESS.run.processors
-    # the lean recorder (_lean.py) or the runtime's own bounded batch processor (_batch.py)
+    # the lean recorder (_lean_recorder.py) or the runtime's own bounded batch processor (_batch.py)
     assert type(processor).__name__ == ("LeanRecorder" if lean else "BoundedBatchSpanProcessor")
     assert type(processor.exporter).__name__ == "ConsoleSpanExporter"
     settings = otel._config.read_settings()

@@ -1,0 +1,385 @@
+"""The span of the lean recording path (``LeanSpan``): what the training thread knows of a span,
+nothing more, turned into the SDK's ``ReadableSpan`` (or OTLP bytes) on the export thread
+(``_lean_recorder``).
+
+A ``LeanSpan`` is a complete ``opentelemetry.trace.Span``: code that reads the current span inside
+a taxonomy span (a foreign tracer's ``start_span``, ``set_current_attributes``, ``stamp``) sees it
+and parents to it. At its end a span ``LeanTracer.open`` started (``_lean_tracer``) leaves its
+thread's open-span stack, restores the context its nesting set, records an escaping exception and
+is appended to its thread's buffer (the recorder's ``push``, inline): the training thread's whole
+record. Its span id is drawn on first use, normally by the export thread.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from . import _ids
+from ._state import warn_once
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from ._lean_recorder import LeanRecorder
+    from ._lean_tracer import _Nesting
+
+try:  # the API only (opentelemetry is optional: without it nothing here is used)
+    from opentelemetry import trace as otel_trace
+    from opentelemetry.trace import SpanContext, Status, StatusCode, TraceFlags
+except ImportError:
+    SpanBase: Any = object
+else:
+    SpanBase = otel_trace.Span
+
+_time_ns = time.time_ns
+_exc_info = sys.exc_info
+_is_finalizing = sys.is_finalizing
+# The exception being handled (sys.exception, Python >= 3.11: no tuple built per call).
+exception: Callable[[], BaseException | None] = getattr(sys, "exception", lambda: _exc_info()[1])
+# Held while a LeanSpan's id is drawn (on first use, by the training or the export thread).
+_ID_LOCK = threading.Lock()
+
+
+class LeanSpan:
+    """One span recorded on the lean path: what the training thread knows, nothing more.
+    Made by ``new_span`` (or inline, the same way), never with arguments: without an
+    ``__init__`` making one costs least.
+
+    An ``opentelemetry.trace.Span`` (registered as a virtual subclass: inheriting the API's class
+    would give every span an attribute dictionary).
+
+    ``_trace`` is ``(trace_id, trace flags, trace state)``, shared by every span of a trace
+    (a child takes its parent's); the span id is drawn on first use (``span_id``): by the export
+    thread, or by whoever reads the span's context first."""
+
+    __slots__ = (
+        "_context",
+        "_end",
+        "_events",
+        "_extra",
+        "_handled",
+        "_id",
+        "_links",
+        "_name",
+        "_parent",
+        "_recorder",
+        "_start",
+        "_state",
+        "_status",
+        "_token",
+        "_trace",
+    )
+    _recorder: LeanRecorder
+    _name: str
+    _parent: Any  # a LeanSpan, a SpanContext or None
+    _trace: tuple[int, int, Any]  # trace id, trace flags, trace state (shared by a trace's spans)
+    _extra: dict[str, Any] | None  # the attributes set (validated on export)
+    _id: int  # 0 until drawn
+    _start: int
+    _end: int | None
+    _status: Any
+    _events: list[tuple[str, Any, int]] | None
+    _links: list[Any] | None
+    _context: Any
+    # Set by LeanTracer.open for a span open on a thread's stack: its nesting (None once closed),
+    # the context token the outermost span of a nesting restores at its end, the exception the
+    # caller was already handling at the start (its end is not an error).
+    _state: _Nesting | None
+    _token: Any
+    _handled: BaseException | None
+
+    @property
+    def span_id(self) -> int:
+        """This span's id, drawn from the per-process generator on first use."""
+        value: int = self._id
+        if not value:
+            with _ID_LOCK:  # the training thread and the export thread may both ask first
+                value = self._id
+                if not value:
+                    value = self._id = _ids.span_id()
+        return value
+
+    @property
+    def trace_id(self) -> int:
+        """This span's trace id."""
+        value: int = self._trace[0]
+        return value
+
+    # -- the opentelemetry.trace.Span interface
+
+    def get_span_context(self) -> SpanContext:
+        """This span's SpanContext (built on first use)."""
+        context: SpanContext | None = self._context
+        if context is None:
+            trace_id, flags, trace_state = self._trace
+            context = self._context = SpanContext(
+                trace_id,
+                self.span_id,
+                is_remote=False,
+                trace_flags=TraceFlags(flags),
+                trace_state=trace_state,
+            )
+        return context
+
+    def is_recording(self) -> bool:
+        """True until the span ends."""
+        return self._end is None
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        """Set one attribute (validated on export, as the SDK validates it)."""
+        if self._end is None:
+            if self._extra is None:
+                self._extra = {}
+            self._extra[key] = value
+
+    def set_attributes(
+        self, attributes: Mapping[str, Any] | Callable[[], Mapping[str, Any]]
+    ) -> None:
+        """Set attributes (validated on export). A call site passes a callable (as to
+        ``_spans.StartedSpan.set_attributes``): it is evaluated here, and its failure logged once,
+        never raised."""
+        if self._end is not None:
+            return
+        if callable(attributes):
+            try:
+                attributes = attributes()
+                if self._extra is None:
+                    self._extra = dict(attributes)
+                else:
+                    self._extra.update(attributes)
+            except Exception:
+                warn_once(self._name, "evaluating attributes")
+            return
+        if self._extra is None:
+            self._extra = dict(attributes)
+        else:
+            self._extra.update(attributes)
+
+    def add_event(
+        self, name: str, attributes: Mapping[str, Any] | None = None, timestamp: int | None = None
+    ) -> None:
+        """Add an event (its attributes validated on export)."""
+        if self._end is None:
+            if self._events is None:
+                self._events = []
+            self._events.append((name, attributes, _time_ns() if timestamp is None else timestamp))
+
+    def add_link(self, context: SpanContext, attributes: Mapping[str, Any] | None = None) -> None:
+        """Link to ``context`` (a valid one)."""
+        if self._end is None and context is not None and context.is_valid:
+            if self._links is None:
+                self._links = []
+            self._links.append((context, attributes))
+
+    def update_name(self, name: str) -> None:
+        """Rename the span."""
+        if self._end is None:
+            self._name = name
+
+    def set_status(self, status: Any, description: str | None = None) -> None:
+        """As the SDK's span: an OK status is final, UNSET is ignored."""
+        if self._end is not None:
+            return
+        current = self._status
+        if current is not None and current.status_code is StatusCode.OK:
+            return
+        if isinstance(status, Status):
+            if status.status_code is not StatusCode.UNSET:
+                self._status = status
+        elif isinstance(status, StatusCode) and status is not StatusCode.UNSET:
+            self._status = Status(status, description)
+
+    def record_exception(
+        self,
+        exception: BaseException,
+        attributes: Mapping[str, Any] | None = None,
+        timestamp: int | None = None,
+        escaped: bool = False,
+    ) -> None:
+        """The SDK's exception event (type, message, stack trace, escaped), formatted now."""
+        module = type(exception).__module__
+        qualname = type(exception).__qualname__
+        exception_type = qualname
+        if module and module != "builtins":
+            exception_type = f"{module}.{qualname}"
+        values: dict[str, Any] = {
+            "exception.type": exception_type,
+            "exception.message": str(exception),
+            "exception.stacktrace": "".join(traceback.format_exception(exception)),
+            "exception.escaped": str(escaped),
+        }
+        if attributes:
+            values.update(attributes)
+        self.add_event("exception", values, timestamp)
+
+    def end(self, end_time: int | None = None) -> None:
+        """End the span and queue it for export; a second call does nothing.
+
+        A span ``LeanTracer.open`` started also leaves its thread's stack (spans opened after it
+        and still open were left by an exception, as the "flat" form has no ``finally``: they are
+        ended first, innermost first), stops being current and records an escaping exception.
+        Never raises."""
+        if self._end is not None:
+            return
+        nesting = self._state
+        if nesting is None:  # a span of the API's start_span
+            self._end = _time_ns() if end_time is None else end_time
+            self._recorder.push(self)
+            return
+        stack = nesting.stack
+        try:
+            last = stack.pop()
+        except IndexError:  # emptied meanwhile by abort_open_spans() (SIGTERM)
+            last = None
+        if last is not self:
+            if last is not None:
+                stack.append(last)
+            _unwind(stack, self)
+        # close(), inline: the hot path of every span
+        self._state = None
+        nesting.top = self._parent
+        if self._token is not None:
+            try:
+                nesting.tracer.detach(self._token)
+            except Exception:
+                try:
+                    if not _is_finalizing():
+                        warn_once(self._name, "restoring the context")
+                except Exception:  # logging at the recursion limit
+                    pass
+        error = exception()
+        if error is not None and error is not self._handled:
+            try:
+                self._record_error(error)
+            except Exception:  # a RecursionError at the limit: the span still ends, without it
+                pass
+        self._end = _time_ns() if end_time is None else end_time
+        recorder = self._recorder
+        spans = nesting.spans
+        if len(spans) < recorder.capacity:  # after shutdown: kept, never exported, bounded
+            spans.append(self)
+            if len(spans) == recorder.batch_size:
+                recorder.wake.set()
+        else:
+            recorder.push(self)  # full: dropped and counted
+
+    def close(self) -> None:
+        """End a span ``open`` started, leaving its thread's stack alone (``end`` without the
+        pop). Never raises; nothing is logged after interpreter shutdown began (a ``__del__``
+        at exit)."""
+        nesting = self._state
+        if nesting is None or self._end is not None:
+            return
+        self._state = None
+        nesting.top = self._parent
+        if self._token is not None:
+            try:
+                nesting.tracer.detach(self._token)
+            except Exception:
+                try:
+                    if not _is_finalizing():
+                        warn_once(self._name, "restoring the context")
+                except Exception:  # logging at the recursion limit
+                    pass
+        error = exception()
+        if error is not None and error is not self._handled:
+            try:
+                self._record_error(error)
+            except Exception:  # a RecursionError at the limit: the span still ends, without it
+                pass
+        self._end = _time_ns()
+        self._recorder.push(self)
+
+    def abort(self, description: str, restore: bool) -> None:
+        """End a span ``open`` started with an ERROR status ``description`` (SIGTERM); restore
+        the context only when ``restore`` (the span's own thread). Never raises."""
+        nesting = self._state
+        if nesting is None or self._end is not None:
+            return
+        self._state = None
+        nesting.top = self._parent
+        try:
+            if restore and self._token is not None:
+                nesting.tracer.detach(self._token)
+        except Exception:
+            pass
+        try:
+            self.set_status(Status(StatusCode.ERROR, description))
+            self._end = _time_ns()
+            self._recorder.push(self)
+        except Exception:
+            warn_once(self._name, "ending the span")
+
+    def _record_error(self, error: BaseException) -> None:
+        try:
+            self.record_exception(error)
+            self.set_status(Status(StatusCode.ERROR, type(error).__name__))
+        except Exception:
+            if not _is_finalizing():
+                warn_once(self._name, "recording the exception")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.end()
+
+    def __repr__(self) -> str:
+        return f"LeanSpan({self._name!r})"
+
+
+if SpanBase is not object:
+    SpanBase.register(LeanSpan)
+
+
+def new_span(
+    recorder: LeanRecorder,
+    name: str,
+    parent: Any,  # a LeanSpan, a SpanContext or None
+    trace: tuple[int, int, Any],  # trace id, trace flags, trace state
+    extra: dict[str, Any] | None,
+    start: int,
+    span_id: int = 0,  # 0: drawn on first use
+) -> LeanSpan:
+    """A started LeanSpan (``LeanTracer.open`` makes its children inline, the same way)."""
+    span = LeanSpan()
+    span._recorder = recorder
+    span._name = name
+    span._parent = parent
+    span._trace = trace
+    span._extra = extra
+    span._id = span_id
+    span._end = None
+    span._status = None
+    span._events = None
+    span._links = None
+    span._context = None
+    span._state = None
+    span._token = None
+    span._handled = None
+    span._start = start
+    return span
+
+
+def _unwind(stack: list[Any], span: LeanSpan) -> None:
+    """End the spans above ``span`` on ``stack`` (left open by an exception), innermost first,
+    and take ``span`` off it (not there: aborted meanwhile, nothing to do)."""
+    if any(s is span for s in stack):
+        while stack[-1] is not span:
+            stack.pop().close()
+        stack.pop()
+
+
+def _after_fork_in_child() -> None:
+    global _ID_LOCK
+    _ID_LOCK = threading.Lock()  # the export thread may have held it at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,351 @@
+"""The tracer of the lean recording path and its context: ``LeanTracer`` starts ``LeanSpan``
+objects (``_lean_span``) whose parent is the current span; this module is the one place the lean
+path reads and sets the current span.
+
+On the training thread a statement site's span (``LeanTracer.open``) costs: the call site's
+attributes evaluated (a dict, not validated here), the current context read from the API's context
+variable, one ``LeanSpan`` (name, parent, the parent's trace, start time) pushed on the thread's
+open-span stack. No context is made per span: the outermost span of a nesting (``_Nesting``) sets
+one ``_LeanContext``, whose current span is looked up on the nesting when someone asks (the exact
+rule is ``_LeanContext``'s). How the current context is read and set: ``_context_access``.
+
+A taxonomy span started inside a foreign span parents to that span (and inherits its trace state);
+a child of a sampled-out foreign parent is recorded through the SDK tracer (the sampler decides).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from . import _ids
+from ._lean_span import LeanSpan, SpanBase, exception, new_span
+from ._state import PROCESS, PUBLISHED, warn_once
+
+if TYPE_CHECKING:
+    import collections
+
+    from ._lean_recorder import LeanRecorder
+    from ._state import Run
+
+try:  # the API only (opentelemetry is optional: without it nothing here is used)
+    from opentelemetry import trace as otel_trace
+    from opentelemetry.context import Context
+    from opentelemetry.trace import SpanKind
+except ImportError:
+    _TracerBase: Any = object
+    _ContextBase: Any = dict
+else:
+    _TracerBase = otel_trace.Tracer
+    _ContextBase = Context
+
+_SAMPLED = 0x01
+_RANDOM_TRACE_ID = 0x02
+_time_ns = time.time_ns
+_get_ident = threading.get_ident
+
+
+class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when installed
+    """The runtime's tracer on the lean path: ``LeanSpan`` objects whose parent is the current span.
+
+    ``sdk_tracer`` (the same provider's SDK tracer) records what the lean path does not: children
+    of a sampled-out parent, spans of another kind.
+
+    Ids of ``start_span`` come from ``span_id``/``trace_id`` (the per-process generator of
+    ``_ids``; ``choose_ids`` swaps in a ``_ranks.ChosenIds``, which hands out the ids chosen for
+    this thread's next span). The statement sites' spans (``open``) draw their span ids lazily from
+    ``_ids`` (no id is ever chosen for them).
+
+    ``open`` reads and sets the current context through the API's context variable itself when
+    the API's runtime context is its ``contextvars`` one (always, unless ``OTEL_PYTHON_CONTEXT``
+    names another when ``opentelemetry.context`` is first imported), through ``context.attach``
+    and ``detach`` otherwise.
+    """
+
+    def __init__(self, recorder: LeanRecorder, sdk_tracer: Any) -> None:
+        self.recorder = recorder
+        self.sdk_tracer = sdk_tracer
+        self.span_id: Any = _ids.span_id
+        self.trace_id: Any = _ids.trace_id
+        self.current, self.attach, self.detach, self.key = _context_access()
+        # _spans' SDK path, for pipeline transfers (their names: ``_ranks.P2P``) while the run
+        # has pipeline links, and children of sampled-out spans: _spans sets both
+        self.transfers: Mapping[str, Any] = {}
+        self.fallback: Callable[[Any, Run, str, Any], Any] = _no_fallback
+
+    def choose_ids(self, ids: Any) -> None:
+        """Draw ids from ``ids`` (an SDK ``IdGenerator``), as the SDK tracer does."""
+        self.span_id = ids.generate_span_id
+        self.trace_id = ids.generate_trace_id
+
+    def start_span(
+        self,
+        name: str,
+        context: Any = None,
+        kind: Any = None,
+        attributes: Mapping[str, Any] | None = None,
+        links: Sequence[Any] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+    ) -> Any:
+        """A started span: lean unless it is not INTERNAL or its parent was sampled out."""
+        if kind is not None and kind is not SpanKind.INTERNAL:
+            return self.sdk_tracer.start_span(
+                name, context, kind, attributes, links, start_time, record_exception
+            )
+        parent: Any = otel_trace.get_current_span(context)
+        if type(parent) is LeanSpan:
+            trace = parent._trace
+        else:
+            parent = parent.get_span_context()
+            if parent is not None and parent.is_valid:
+                if not parent.trace_flags.sampled:  # the sampler's decision
+                    return self.sdk_tracer.start_span(
+                        name, context, SpanKind.INTERNAL, attributes, links, start_time
+                    )
+                trace = _child_trace(parent)
+            else:
+                parent = None
+                trace = (self.trace_id(), _SAMPLED | _RANDOM_TRACE_ID, None)
+        span = new_span(
+            self.recorder,
+            name,
+            parent,
+            trace,
+            None if attributes is None else dict(attributes),
+            _time_ns() if start_time is None else start_time,
+            self.span_id(),
+        )
+        if links:
+            for link in links:
+                span.add_link(link.context, link.attributes)
+        return span
+
+    def open(
+        self, name: str, attributes: Callable[[], Mapping[str, Any]] | None = None
+    ) -> LeanSpan | Any:
+        """``otel.start_span(name, attributes)`` on the lean path (the package's ``start_span``
+        is this method while the run records lean): a ``LeanSpan`` started as the current one, on
+        this thread's open-span stack; None when it cannot start. Never raises.
+
+        ``attributes`` is the call site's, evaluated here and kept as given (validated, and the
+        span group attributes added, on export). A pipeline transfer under a pipeline's links and
+        a child of a sampled-out foreign span go through ``_spans``' SDK path (``fallback``).
+
+        No context is made per span: the outermost span of a nesting on a thread sets a
+        ``_LeanContext`` as the current context, and the spans opened inside it only go on the
+        thread's stack; that context's current span is the innermost of them (the rule is
+        ``_LeanContext``'s)."""
+        try:
+            get_current = self.current  # an attribute, not a method: no method lookup
+            current = get_current()
+            if type(current) is _LeanContext and name not in self.transfers:
+                nesting = current._nesting
+                top = nesting.top
+                if (
+                    type(top) is LeanSpan
+                    and top._state is nesting
+                    and nesting.tracer is self
+                    and nesting.ident == _get_ident()
+                ):  # inside this thread's nesting: the common case, inline
+                    span = LeanSpan()
+                    span._recorder = self.recorder
+                    span._name = name
+                    span._parent = top
+                    span._trace = top._trace
+                    span._extra = None if attributes is None else _evaluated(name, attributes)
+                    span._id = 0
+                    span._end = None
+                    span._status = None
+                    span._events = None
+                    span._links = None
+                    span._context = None
+                    span._state = nesting
+                    span._token = None
+                    span._handled = exception()
+                    span._start = _time_ns()
+                    nesting.stack.append(span)
+                    nesting.top = span
+                    return span
+            return self._open_nesting(name, attributes, current)
+        except Exception:  # RecursionError included
+            try:
+                warn_once(name, "starting the span")
+            except Exception:  # logging at the recursion limit
+                pass
+            return None
+
+    def _open_nesting(
+        self, name: str, attributes: Callable[[], Mapping[str, Any]] | None, current: Any
+    ) -> LeanSpan | Any:
+        """``open`` for the outermost span of a nesting: a root, a child of a span another
+        tracer started, or a span ``fallback`` records."""
+        run = PROCESS.run
+        if run.tracer is not self:  # a past run's open(), kept: the current run records it
+            return PUBLISHED["start_span"](name, attributes)
+        if run.pipeline is not None and name in self.transfers:  # a pipeline transfer: linked ids
+            return self.fallback(self, run, name, attributes)
+        parent = current.get(self.key)
+        if type(parent) is LeanSpan:
+            trace = parent._trace
+        else:
+            context = None
+            if parent is not None and isinstance(parent, SpanBase):  # no ABC check for a root
+                context = parent.get_span_context()
+            if context is None or not context.is_valid:
+                # no id is ever chosen for open()'s spans: the per-process generator's, directly
+                parent = None
+                trace = (run.trace_id or _ids.trace_id(), _SAMPLED | _RANDOM_TRACE_ID, None)
+            elif not context.trace_flags.sampled:  # the sampler decides
+                return self.fallback(self.sdk_tracer, run, name, attributes)
+            else:
+                parent = context
+                trace = _child_trace(context)
+        span = new_span(
+            self.recorder,
+            name,
+            parent,
+            trace,
+            None if attributes is None else _evaluated(name, attributes),
+            _time_ns(),
+        )
+        stack = run.open_spans.stack
+        nesting = _Nesting(self, stack, self.recorder.local.spans, span)
+        state = _LeanContext(current, self.key, nesting)
+        span._state = nesting
+        span._handled = exception()
+        try:
+            span._token = self.attach(state)
+        except BaseException:
+            span._state = None
+            span.end()
+            raise
+        stack.append(span)
+        return span
+
+    @contextmanager
+    def start_as_current_span(
+        self,
+        name: str,
+        context: Any = None,
+        kind: Any = None,
+        attributes: Mapping[str, Any] | None = None,
+        links: Sequence[Any] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+        end_on_exit: bool = True,
+    ) -> Iterator[Any]:
+        span = self.start_span(name, context, kind, attributes, links, start_time)
+        with otel_trace.use_span(
+            span,
+            end_on_exit=end_on_exit,
+            record_exception=record_exception,
+            set_status_on_exception=set_status_on_exception,
+        ) as current:
+            yield current
+
+
+def _child_trace(parent: Any) -> tuple[int, int, Any]:
+    """The trace of a child of ``parent`` (a valid, sampled SpanContext): its trace id, trace state
+    and random-trace-id flag, as the SDK's sampler and tracer pass them on."""
+    flags = _SAMPLED | (parent.trace_flags & _RANDOM_TRACE_ID)
+    return (parent.trace_id, flags, parent.trace_state)
+
+
+def _context_access() -> tuple[Any, Any, Any, str]:
+    """(get the current Context, attach a Context, detach a token, the current span's key).
+
+    The API's own functions go through two calls each and copy the context twice to set a span;
+    its ``contextvars`` runtime context is one ContextVar, used here directly when it is the one in
+    use. The key is the API's ``set_span_in_context`` key, found through that function."""
+    from opentelemetry import context as api
+    from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+
+    key = next(iter(otel_trace.set_span_in_context(otel_trace.INVALID_SPAN, api.Context())))
+    runtime = getattr(api, "_RUNTIME_CONTEXT", None)
+    var = getattr(runtime, "_current_context", None)
+    if type(runtime) is ContextVarsRuntimeContext and isinstance(var, contextvars.ContextVar):
+        return var.get, var.set, var.reset, key
+    return api.get_current, api.attach, api.detach, key
+
+
+def _no_fallback(tracer: Any, run: Any, name: str, attributes: Any) -> None:
+    """The SDK path until _spans sets it: nothing recorded."""
+
+
+def _evaluated(name: str, attributes: Callable[[], Mapping[str, Any]]) -> Any:
+    """A call site's attributes, evaluated (None when they fail: logged once)."""
+    try:
+        extra = attributes()
+    except Exception:
+        warn_once(name, "evaluating attributes")
+        return None
+    if extra is not None and type(extra) is not dict:
+        extra = dict(extra)  # as the SDK path: a span with what it cannot read fails
+    return extra
+
+
+class _Nesting:
+    """Spans ``LeanTracer.open`` started on one thread under one context, open until the
+    outermost (``root``) ends: the thread's stack and buffer, the innermost span open (``top``)."""
+
+    __slots__ = ("ident", "root", "spans", "stack", "top", "tracer")
+
+    def __init__(
+        self, tracer: LeanTracer, stack: list[Any], spans: collections.deque[Any], root: LeanSpan
+    ) -> None:
+        self.tracer = tracer
+        self.stack = stack  # the thread's open spans (the run's ``open_spans.stack``)
+        self.spans = spans  # the thread's buffer of ended spans (the recorder's)
+        self.root = root
+        self.top: Any = root
+        self.ident = _get_ident()
+
+
+class _LeanContext(_ContextBase):  # type: ignore[misc]  # the API's Context when installed
+    """The current context while a nesting of spans ``LeanTracer.open`` started is open on a
+    thread (set by its outermost span): its current span is looked up when someone asks.
+
+    The exact rule, for code that reads the current span (a foreign tracer's ``start_span``,
+    ``get_current_span``, a propagator): on the thread that opened the nesting, the innermost
+    span of it still open, else its outermost; on another thread (a context carried over to a
+    worker), the nesting's outermost span, which was open when the context was taken. Reads
+    through ``get``, ``[]`` and ``copy()`` (which the API's ``set_value`` uses) follow the rule;
+    the raw mapping (``dict(context)``, iteration) holds the outermost span.
+    """
+
+    __slots__ = ("_key", "_nesting")  # read as slots: a dict subclass's own attributes are not
+
+    def __init__(self, base: Mapping[str, Any], key: str, nesting: _Nesting) -> None:
+        dict.__init__(self, base)
+        dict.__setitem__(self, key, nesting.root)
+        self._key = key
+        self._nesting = nesting
+
+    def _current(self) -> LeanSpan:
+        nesting = self._nesting
+        top = nesting.top
+        if type(top) is LeanSpan and top._state is nesting and _get_ident() == nesting.ident:
+            return top
+        return nesting.root
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key == self._key:
+            return self._current()
+        return dict.get(self, key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        if key == self._key:
+            return self._current()
+        return dict.__getitem__(self, key)
+
+    def copy(self) -> dict[str, Any]:
+        values = dict(self)
+        values[self._key] = self._current()
+        return values
