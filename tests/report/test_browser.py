@@ -5,57 +5,21 @@ resulting DOM (``--dump-dom``); its console goes to stderr (``--enable-logging=s
 any message (an uncaught error above all) fails the test. A screenshot of each page is saved as a
 test artifact under ``build/test-artifacts/`` (``REPORT_ARTIFACTS`` overrides the folder).
 
-Without Chromium the test fails, naming the package: it must not pass by skipping in CI.
+Without Chromium the test fails under tox (``CODEGEN_REQUIRE_BROWSER=1``), naming the package: it
+must not pass by skipping in CI; a plain ``pytest`` run skips it, naming why (tests/support/browser.py).
 """
 
 from __future__ import annotations
 
-import os
+import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
-
 from codegen.cli import main
-from tests.report.conftest import DATA, REPO, SPECS, Spans, simple_run
-
-FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000",
-)  # fmt: skip
-TIMEOUT_S = 120
-
-
-def chromium() -> str:
-    found = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        pytest.fail(
-            "Chromium is needed for the browser test: apt-get install -y chromium (.ci/run installs it)"
-        )
-    return found
-
-
-def artifacts() -> Path:
-    folder = Path(os.environ.get("REPORT_ARTIFACTS") or REPO / "build" / "test-artifacts")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def browse(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [chromium(), *FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-
-
-def console_messages(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+from tests.support.browser import artifacts, browse, console_messages
+from tests.support.otlp_json import Spans, simple_run
+from tests.support.paths import REPORT_DATA as DATA
+from tests.support.paths import SPECS
 
 
 def count(dom: str, pattern: str) -> int:
@@ -155,3 +119,70 @@ def test_page_renders_its_plots_without_console_errors(tmp_path, capsys):
             "--hide-scrollbars",
         )
         assert shot.is_file() and shot.stat().st_size > 10_000, result.stderr[-2000:]
+
+
+# Run after the page's own script (appended at the end of the body): the geometry as laid out,
+# into an attribute --dump-dom prints.
+CHECK = """<script>
+(function () {
+  const box = function (n) { return n.getBoundingClientRect(); };
+  const hit = function (a, b) {  // touching counts: 1 px apart at least
+    return !(a.right + 1 <= b.left || b.right + 1 <= a.left || a.bottom + 1 <= b.top || b.bottom + 1 <= a.top);
+  };
+  const steps = document.getElementById("steps");
+  const over = [];
+  steps.querySelectorAll("text").forEach(function (t) {
+    steps.querySelectorAll("circle.step").forEach(function (c) {
+      if (hit(box(t), box(c))) { over.push(t.textContent); }
+    });
+  });
+  const timeline = document.getElementById("timeline");
+  const ticks = Array.prototype.slice.call(timeline.querySelectorAll("text.time-tick"));
+  const crowded = ticks.slice(1).filter(function (t, k) { return hit(box(ticks[k]), box(t)); });
+  document.body.setAttribute("data-check", JSON.stringify({
+    labelsOverPoints: over,
+    timelineTicks: ticks.map(function (t) { return t.textContent; }),
+    stepTicks: Array.prototype.map.call(steps.querySelectorAll("text.ytick"), function (t) { return t.textContent; }),
+    crowdedTicks: crowded.length,
+    legend: Array.prototype.map.call(document.querySelectorAll("#timeline-legend li"), function (li) {
+      return [li.getAttribute("data-lane"), li.textContent, li.querySelector("rect").getAttribute("fill")];
+    }),
+    lanes: JSON.parse(document.getElementById("report-data").textContent).lanes
+  }));
+})();
+</script>
+"""
+
+
+def _one_format(labels: list[str]) -> bool:
+    """Every label the same unit and the same number of decimals ("50 s" beside "100 s", not "50.00 s")."""
+    forms = {
+        (m[2], len(m[1] or "")) for m in (re.fullmatch(r"\d+(?:\.(\d+))? (s|ms)", t) for t in labels) if m
+    }
+    return (
+        len(labels) >= 2 and all(re.fullmatch(r"\d+(?:\.\d+)? (s|ms)", t) for t in labels) and len(forms) == 1
+    )
+
+
+def test_timeline_ticks_one_format_a_legend_and_no_label_over_a_point(tmp_path, capsys):
+    """The timeline's ticks in one format (they were "50.00 s" beside "100 s"), a legend of its
+    lanes' colours (and of the restart shading); the step plot's labels clear of its points (its
+    "200.0 ms" touched the first one): checked on the layout the browser made."""
+    pages = _pages(tmp_path)
+    capsys.readouterr()
+    for name, page in pages.items():
+        checked = page.with_name("checked.html")
+        checked.write_text(page.read_text().replace("</body>", CHECK + "</body>"))
+        result = browse(checked, tmp_path / f"check-{name}", "--dump-dom")
+        assert result.returncode == 0 and console_messages(result.stderr) == [], result.stderr[-2000:]
+        found = re.search(r'data-check="([^"]*)"', result.stdout)
+        assert found, name
+        check = json.loads(found[1].replace("&quot;", '"').replace("&amp;", "&"))
+        assert check["labelsOverPoints"] == [], (name, check["labelsOverPoints"])
+        assert _one_format(check["timelineTicks"]), (name, check["timelineTicks"])
+        assert _one_format(check["stepTicks"]), (name, check["stepTicks"])
+        assert check["crowdedTicks"] == 0, (name, check["timelineTicks"])
+        lanes = [(lane["title"], lane["title"], lane["color"]) for lane in check["lanes"]]
+        legend = [tuple(item) for item in check["legend"]]
+        assert legend[: len(lanes)] == lanes, (name, legend)
+        assert [key for key, _, _ in legend[len(lanes) :]] == (["restart"] if name == "real" else []), legend

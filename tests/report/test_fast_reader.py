@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from codegen.capture import MAX_DEPTH, CaptureError, _File, documents, fast
-from tests.report.conftest import DATA
 from tests.report.synthetic import write_capture
+from tests.support.paths import REPORT_DATA as DATA
 
 CORPUS = Path(__file__).resolve().parents[1] / "bad_captures"
 BAD = sorted(p for p in CORPUS.iterdir() if p.suffix != ".expected")

@@ -15,7 +15,7 @@ from codegen.pipeline import Generation
 from codegen.spec.attributes import infer_type
 from codegen.spec.semconv import attribute_types, naming_problem, spec_warnings
 from tests.generator.support import FIXTURES
-from tests.target.conftest import REPO, SPECS
+from tests.support.paths import REPO, SPECS
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the test extra (tox -e test)")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from codegen.capture import CaptureError
+from codegen.diagnostics import install_command
 
 TABLE = "otel_traces"
 # the columns the queries read, with the types the exporter creates them with
@@ -137,7 +138,7 @@ class ChdbConnection:
             session: Any = importlib.import_module("chdb.session")
         except ImportError:
             raise StoreError(
-                "error: chdb is not installed: pip install 'megatron-otel-codegen[report-store]'"
+                f"error: chdb is not installed (the report-store extra): {install_command('report-store')}"
             ) from None
         if path is not None and not Path(path).is_dir():
             raise StoreError(f"chdb:{path}: error: cannot reach the store: no chdb database folder there")
@@ -192,6 +193,17 @@ class Selection:
     run_id: str | None = None
     since: int | None = None  # ns since the epoch
     until: int | None = None
+
+    def options(self) -> list[str]:
+        """The command-line options that made this selection (those given)."""
+        given = {
+            "--table": self.table != TABLE,
+            "--service": self.service is not None,
+            "--run-id": self.run_id is not None,
+            "--since": self.since is not None,
+            "--until": self.until is not None,
+        }
+        return [option for option, present in given.items() if present]
 
     def describe(self) -> str:
         what = [f"table {self.table}"]

@@ -3,6 +3,7 @@ Perfetto window; they become the ``parse.Capture`` the files give."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable
 from typing import Any
 
@@ -103,6 +104,34 @@ def queries(selection: Selection, taxonomy: Taxonomy) -> dict[str, str]:
     }
 
 
+def what_is_there(connection: Connection, table: str = TABLE) -> str:
+    """What the table holds, for a selection that found nothing: its services, run ids and the
+    time range of its spans (the first few of each)."""
+    ident = _ident(table)
+    services = connection.rows(
+        f"SELECT ServiceName, count() AS n FROM {ident} GROUP BY ServiceName ORDER BY n DESC, ServiceName LIMIT 6"
+    )
+    if not services:
+        return f"{table} holds no spans"
+    runs = " OR ".join(f"ResourceAttributes[{sql_string(k)}] != ''" for k in RUN_KEYS)
+    run = f"if(ResourceAttributes[{sql_string(RUN_KEYS[0])}] != '', ResourceAttributes[{sql_string(RUN_KEYS[0])}], ResourceAttributes[{sql_string(RUN_KEYS[1])}])"
+    run_ids = connection.rows(f"SELECT DISTINCT {run} AS r FROM {ident} WHERE {runs} ORDER BY r LIMIT 6")
+    ((first, last),) = connection.rows(f"SELECT min({START}), max({START}) FROM {ident}")
+
+    def listed(values: list[str]) -> str:
+        return ", ".join(values[:5]) + (", ..." if len(values) > 5 else "")
+
+    held = [f"services {listed([f'{str(s)!r} ({int(n):,} spans)' for s, n in services])}"]
+    held.append(f"run ids {listed([repr(str(r)) for (r,) in run_ids])}" if run_ids else "no run ids")
+    held.append(f"spans starting from {_iso(int(first))} to {_iso(int(last))} (UTC)")
+    return f"{table} holds " + "; ".join(held)
+
+
+def _iso(ns: int) -> str:
+    """ns since the epoch as --since/--until take it (ISO 8601, UTC), to the microsecond."""
+    return (datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=ns // 1000)).isoformat()
+
+
 def check_schema(connection: Connection, table: str = TABLE) -> None:
     """The table exists and has the exporter's columns (of its types); else one StoreError line."""
     database, _, name = table.rpartition(".")
@@ -150,7 +179,9 @@ def read_store(connection: Connection, selection: Selection, taxonomy: Taxonomy)
         )
     counts = connection.rows(sql["names"])
     if not counts:
-        raise StoreError(f"{where}: error: no spans for {selection.describe()}")
+        raise StoreError(
+            f"{where}: error: no spans for {selection.describe()}; {what_is_there(connection, selection.table)}"
+        )
     capture = Capture()
     source = f"{where} ({selection.table})"
     for name, count in counts:
