@@ -69,7 +69,10 @@ def step(otel, pause: float) -> None:
 
 
 def set_up(otel, arm: str) -> None:
-    from codegen.otel_runtime import _lean_install
+    try:
+        from codegen.otel_runtime import _lean_install
+    except ImportError:  # a runtime from before the split (PYTHONPATH=an older checkout)
+        from codegen.otel_runtime import _lean as _lean_install
 
     try:
         from codegen.otel_runtime import _otlp
@@ -92,7 +95,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--steps", type=int, default=2, help="measured steps per run")
     parser.add_argument("--step-s", type=float, default=1.0, help="the training thread's waits per step")
+    parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated, of " + ", ".join(ARMS))
     options = parser.parse_args()
+    arms_run = [arm for arm in options.arms.split(",") if arm]
+    unknown = sorted(set(arms_run) - set(ARMS))
+    if unknown:
+        parser.error(f"--arms: unknown {', '.join(unknown)}")
     sys.path.append(str(REPO))  # after PYTHONPATH: an older runtime can be measured
     from benchmarks.receiver import ReceiverProcess
 
@@ -115,10 +123,10 @@ def main() -> None:
     pause = options.step_s / (MICROBATCHES * 2 * LAYERS)  # one per layer, a forward's worth per backward
     order = random.Random(0)
     runs: dict[str, dict[str, list[float]]] = {
-        arm: {"thread_cpu_s": [], "other_cpu_s": [], "wall_s": []} for arm in ARMS
+        arm: {"thread_cpu_s": [], "other_cpu_s": [], "wall_s": []} for arm in arms_run
     }
     for _ in range(options.rounds):
-        arms = list(ARMS)
+        arms = list(arms_run)
         order.shuffle(arms)
         for arm in arms:
             set_up(otel, arm)
@@ -134,9 +142,10 @@ def main() -> None:
             runs[arm]["wall_s"].append(wall / options.steps)
     counts = receiver.counts()
     receiver.__exit__(None, None, None)
-    recorded = {arm: sum(counts.get(f"process-{arm}", {}).values()) for arm in ARMS}
-    for arm in DISTRO_ARMS:  # one global provider, one resource: the two arms' spans together
-        recorded[arm] = sum(counts.get("process-distro", {}).values()) / len(DISTRO_ARMS)
+    recorded = {arm: sum(counts.get(f"process-{arm}", {}).values()) for arm in arms_run}
+    distro = [arm for arm in DISTRO_ARMS if arm in arms_run]
+    for arm in distro:  # one global provider, one resource: the distro arms' spans together
+        recorded[arm] = sum(counts.get("process-distro", {}).values()) / len(distro)
     runs_per_arm = options.rounds
     print(
         json.dumps(
@@ -144,10 +153,10 @@ def main() -> None:
                 "rounds": options.rounds,
                 "steps": options.steps,
                 "step_s": options.step_s,
-                "spans_per_step": {arm: 0 if arm == "off" else SPANS_PER_STEP for arm in ARMS},
+                "spans_per_step": {arm: 0 if arm == "off" else SPANS_PER_STEP for arm in arms_run},
                 # every run records (1 + steps) steps; the receiver's count checks that all arrived
                 "received_per_step": {
-                    arm: recorded[arm] / (runs_per_arm * (1 + options.steps)) for arm in ARMS
+                    arm: recorded[arm] / (runs_per_arm * (1 + options.steps)) for arm in arms_run
                 },
                 "python": sys.version.split()[0],
                 "load": f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",

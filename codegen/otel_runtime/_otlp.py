@@ -43,6 +43,9 @@ _REMOTE_FLAGS = b"\x85\x01" + _pack_i(0x300)
 _KIND_INTERNAL = b"\x30\x01"
 _STATUS_UNSET = b"\x7a\x00"
 _BOOLS = {True: b"\x10\x01", False: b"\x10\x00"}
+# Call-site attribute sets whose bytes an encoder remembers, at most (``_extra_attributes``).
+_EXTRA_CACHE = 4096
+_MISSING: Any = object()
 
 
 def _varint(value: int) -> bytes:
@@ -109,6 +112,7 @@ class SpanEncoder:
         self.plain_limits = limits.max_span_attribute_length is None
         self._names: dict[str, tuple[bytes, bytes | None, frozenset[str]]] = {}
         self._keys: dict[str, bytes] = {}
+        self._extra: dict[tuple[tuple[str, type, Any], ...], bytes | None] = {}
         # the resource's and the scope's bytes, as the SDK encodes them
         probe = ReadableSpan(
             name="probe",
@@ -197,6 +201,23 @@ class SpanEncoder:
             out.append(_field(b"\x4a", prefix + _field(b"\x12", encoded)))
         return b"".join(out)
 
+    def _extra_attributes(self, extra: dict[str, Any]) -> bytes | None:
+        """``_attributes`` of a call site's attributes, remembered by their keys, value types and
+        values (a layer number, a microbatch: the same few sets again and again); at most
+        ``_EXTRA_CACHE`` sets, then the cache starts over."""
+        try:
+            key = tuple([(k, type(v), v) for k, v in extra.items()])
+            cached = self._extra.get(key, _MISSING)
+        except TypeError:  # an unhashable value
+            return self._attributes(extra)
+        if cached is _MISSING and float in [k[1] for k in key]:
+            return self._attributes(extra)  # equal floats may differ in their bytes (0.0, -0.0)
+        if cached is _MISSING:
+            if len(self._extra) >= _EXTRA_CACHE:
+                self._extra.clear()
+            cached = self._extra[key] = self._attributes(extra)
+        return cached  # type: ignore[no-any-return]
+
     def _fast(self, span: Any) -> bytes | None:
         """A lean span's ``Span`` bytes, or None when the SDK's encoder must write it."""
         if span._events or span._links or span._status is not None or not self.plain_limits:
@@ -216,7 +237,7 @@ class SpanEncoder:
                     return None
                 attributes = self._attributes(values)
             else:
-                more = self._attributes(extra)
+                more = self._extra_attributes(extra)
                 attributes = None if more is None else attributes + more
             if attributes is None:
                 return None
@@ -224,8 +245,8 @@ class SpanEncoder:
         if parent is None:
             parent_field = b""
             flags = _LOCAL_FLAGS
-        elif type(parent) is self.lean_type:
-            parent_field = b"\x22\x08" + parent.span_id.to_bytes(8, "big")
+        elif type(parent) is self.lean_type:  # its id drawn with the batch's (draw_ids)
+            parent_field = b"\x22\x08" + (parent._id or parent.span_id).to_bytes(8, "big")
             flags = _LOCAL_FLAGS
         else:  # a SpanContext: a foreign parent
             parent_field = b"\x22\x08" + parent.span_id.to_bytes(8, "big")
@@ -235,7 +256,7 @@ class SpanEncoder:
                 b"\x0a\x10",
                 trace_id.to_bytes(16, "big"),
                 b"\x12\x08",
-                span.span_id.to_bytes(8, "big"),
+                (span._id or span.span_id).to_bytes(8, "big"),
                 parent_field,
                 name_fields,
                 b"\x39",

@@ -104,8 +104,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class EntryResult:
-    """What became of one spec entry: ``placed`` or ``failed`` (with the reasons); an entry whose
-    ``releases:`` leave it out of this release is never resolved (``Project.for_release``)."""
+    """What became of one spec entry: ``placed``, or ``failed`` (with the reasons). An entry whose
+    ``releases:`` leave it out of this release never reaches resolution (``Project.for_release``)."""
 
     entry: Span | Hook
     status: Literal["placed", "failed"]

@@ -20,7 +20,7 @@ import venv
 import zipfile
 from pathlib import Path
 
-from tests.readme_blocks import INSTALLED, PATCHES, blocks, workspace
+from tests.support.doc_blocks import INSTALLED, PATCHES, blocks, workspace
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 

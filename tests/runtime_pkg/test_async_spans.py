@@ -21,7 +21,8 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from test_lean_path import own_provider_exporting_to
+
+from tests.support.lean_workload import enable_env, own_provider_exporting_to
 
 
 @pytest.fixture(params=["lean", "sdk"])
@@ -37,12 +38,7 @@ def recording(
         exporter = InMemorySpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
-        for name, value in {
-            "MEGATRON_OTEL_ENABLED": "1",
-            "MEGATRON_OTEL_SPAN_GROUPS": "all",
-            "MEGATRON_OTEL_METRICS_ENABLED": "0",
-        }.items():
-            monkeypatch.setenv(name, value)
+        enable_env(monkeypatch)
         otel.configure(tracer_provider=provider)
         assert type(otel._state.PROCESS.run.tracer).__name__ == "Tracer"
 
@@ -334,3 +330,24 @@ def test_a_traced_coroutine_and_its_stream(recording: Any) -> None:
     children = [s for s in spans if s.name == "megatron.layer.forward"]
     assert all(ids[c.parent.span_id] is handled[100] for c in children)
     assert handled[100].end_time >= max(c.end_time for c in children)  # ended with its stream
+
+
+def test_sigterm_ends_the_spans_of_suspended_tasks_once(recording: Any) -> None:
+    """The open spans of tasks suspended at an ``await`` (their stacks are per task, not per
+    thread) are ended by the SIGTERM path with its ERROR status; the tasks' own ends, when they
+    run after it, end nothing more."""
+    otel, finished = recording
+    rng = random.Random(5)
+
+    async def serve() -> None:
+        tasks = [asyncio.create_task(request(otel, n, rng)) for n in range(4)]
+        await asyncio.sleep(0)  # each task is inside its spans, suspended
+        otel._spans.abort_open_spans("terminated by SIGTERM")
+        await asyncio.gather(*tasks)
+
+    asyncio.run(serve())
+    spans = finished()
+    assert len(spans) == len(by_id(spans))
+    aborted = [s for s in spans if s.status.description == "terminated by SIGTERM"]
+    assert {s.name for s in aborted} >= {"megatron.train.iteration"}
+    assert len([s for s in spans if s.name == "megatron.train.iteration"]) == 4

@@ -1,0 +1,38 @@
+"""What the lean recorder's export thread does per batch rather than per span: span ids drawn for
+the whole batch under one hold of the id lock, call-site attribute sets encoded once and
+remembered. Neither may change a byte of what is sent."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+
+def test_call_site_attributes_encode_the_same_remembered_or_not(otel: ModuleType) -> None:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import SpanLimits
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    otlp = importlib.import_module(f"{otel.__name__}._otlp")
+    lean = importlib.import_module(f"{otel.__name__}._lean_span")
+    encoder = otlp.SpanEncoder(
+        Resource.create({}), InstrumentationScope("s"), {}, SpanLimits(), lean.LeanSpan, lambda s: None
+    )
+    # equal as Python values, different on the wire: 1, True and 1.0; 0.0 and -0.0
+    sets = [{"n": 1}, {"n": True}, {"n": 1.0}, {"n": 0.0}, {"n": -0.0}, {"n": "1"}, {"n": [1]}]
+    for extra in sets + sets:  # the second time from the cache
+        assert encoder._extra_attributes(extra) == encoder._attributes(extra), extra
+    assert encoder._extra_attributes({"n": 0.0}) != encoder._extra_attributes({"n": -0.0})
+    assert encoder._extra_attributes({"n": 1}) != encoder._extra_attributes({"n": True})
+
+
+def test_a_batch_draws_its_spans_and_their_parents_ids_at_once(otel: ModuleType) -> None:
+    lean = importlib.import_module(f"{otel.__name__}._lean_span")
+    parent = lean.new_span(None, "p", None, (1, 1, None), None, 0)
+    children = [lean.new_span(None, f"c{i}", parent, (1, 1, None), None, 0) for i in range(3)]
+    drawn = lean.new_span(None, "d", None, (1, 1, None), None, 0, span_id=7)
+    lean.draw_ids([*children, drawn, "an SDK span"])
+    ids = [s._id for s in (parent, *children)]
+    assert all(ids) and len(set(ids)) == 4
+    assert drawn._id == 7  # an id already drawn stays
+    assert [s.span_id for s in (parent, *children)] == ids
