@@ -37,7 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import libcst as cst
+
 from codegen.cache import RunOptions
+from codegen.spec.model import Hook
+from codegen.strip import strip_all, strip_generated
 
 MANIFEST_NAME = "_in_place.json"
 MANIFEST_FORMAT = "megatron-otel-codegen in-place manifest 1"
@@ -197,7 +201,13 @@ def prepare(options: RunOptions, docs: Path | None = None, check: bool = False) 
         text = _read_text(root / path)
         if text is not None:
             current_text[path] = text
-            stripped[path] = _strip_all(path, text, project.runtime.alias, project.runtime.parent_module)
+            try:
+                stripped[path] = strip_all(text, project.runtime.alias, project.runtime.parent_module)
+            except cst.ParserSyntaxError as exc:
+                raise InPlaceError(
+                    f"{path}: cannot parse it (instrumented by an earlier run, no spec entry left in it): "
+                    f"{exc.message}"
+                ) from None
             wanted_text[path] = stripped[path]
     generated: dict[str, str] = dict(render_runtime(project, options.runtime))
     if docs_prefix is not None:
@@ -230,14 +240,14 @@ def prepare(options: RunOptions, docs: Path | None = None, check: bool = False) 
     else:
         # fingerprints against the written text stripped as the next run will strip it (a line the
         # codemod re-wrapped stays re-wrapped there)
-        hooks: dict[str, list[Any]] = {}
+        hooks: dict[str, list[Hook]] = {}
         for hook in project.hooks:
             hooks.setdefault(hook.file, []).append(hook)
         base = {
             path: text
             if wanted_text[path] == current_text[path]
-            else _strip_generated(
-                path, wanted_text[path] or "", alias, project.runtime.parent_module, hooks.get(path, [])
+            else strip_generated(
+                wanted_text[path] or "", alias, project.runtime.parent_module, hooks.get(path, [])
             )
             for path, text in stripped.items()
         }
@@ -404,30 +414,6 @@ def _file_edit(path: str, now: bytes, wanted: bytes | None) -> HandEdit:
             (k + 1 for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
         )
     return HandEdit(path, line, "generated file edited by hand since the last apply")
-
-
-def _strip_generated(path: str, text: str, alias: str, parent: str, hooks: list[Any]) -> str:
-    """``text`` (generated) as the pipeline strips it when it plans the file (the import kept)."""
-    import libcst as cst
-
-    from codegen.resolve.scan import hook_codes
-    from codegen.resolve.strip import strip
-
-    return strip(cst.parse_module(text), alias, parent, hook_codes(hooks, alias)).code
-
-
-def _strip_all(path: str, text: str, alias: str, parent: str) -> str:
-    import libcst as cst
-
-    from codegen.resolve.strip import strip
-
-    try:
-        module = cst.parse_module(text)
-    except cst.ParserSyntaxError as exc:
-        raise InPlaceError(
-            f"{path}: cannot parse it (instrumented by an earlier run, no spec entry left in it): {exc.message}"
-        ) from None
-    return strip(module, alias, parent, imports=True).code
 
 
 # -- the checkout -----------------------------------------------------------------------------

@@ -5,23 +5,18 @@ from __future__ import annotations
 import functools
 import gc
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from codegen.diagnostics import Diagnostics, SpecError
-from codegen.emit.coverage import render_report
-from codegen.emit.docs import render_docs
-from codegen.emit.goodput_docs import render_goodput_docs
-from codegen.emit.patch import make_patch, write_patch_set
-from codegen.emit.registry import render_registry
+from codegen.emit.outputs import render_outputs
 from codegen.emit.runtime import DEPENDENCY, PYPROJECT, VENDORED, declare_runtime, render_runtime
-from codegen.emit.templating import TEMPLATES_DIR
 from codegen.resolve.plan import resolve
 from codegen.resolve.sites import Plan
 from codegen.spec.load import load_project
 from codegen.spec.model import Hook, Project, Span
-from codegen.spec.schema import SCHEMA_PATH, render_schema
+from codegen.strip import strip_sources
 from codegen.target import (
     Failure,
     ReleaseError,
@@ -65,13 +60,15 @@ def _without_cyclic_gc(function: Callable[_P, _R]) -> Callable[_P, _R]:
 
 @dataclass(frozen=True)
 class Generation:
+    """What a run generated: data only (``emit/outputs.py`` made the outputs)."""
+
     project: Project  # the entries that apply to this release and were placed
     source_root: Path
     plan: Plan
     # path relative to the source root -> (pristine text or None for an added file, new text)
     changes: dict[str, tuple[str | None, str]]
     docs: dict[str, str]
-    tree: Tree | None = None
+    tree: Tree
     excluded: tuple[Span | Hook, ...] = ()  # their ``releases:`` leave them out of this release
     missing: tuple[Failure, ...] = ()  # could not be placed, left out by --allow-missing
     # in packages the tree lacks (megatron/training of a core-only wheel), left out by --allow-missing
@@ -80,24 +77,12 @@ class Generation:
     report: str = ""  # what was placed, excluded and left out (written beside a fork)
     warnings: tuple[str, ...] = ()  # rendered: ``path:line:col: warning: message``
     replaced: tuple[str, ...] = ()  # files whose hand-written instrumentation was stripped
+    generated: dict[str, str] = field(default_factory=dict)  # everything under ``generated/``
 
-    @_without_cyclic_gc
-    def patches(self) -> dict[str, str]:
-        return write_patch_set(
-            {path: make_patch(path, old, new) for path, (old, new) in self.changes.items()}
-        )
-
-    @_without_cyclic_gc
     def generated_tree(self) -> dict[str, str]:
         """Everything under ``generated/``: the patch set, the docs, the spec files' JSON Schema,
         the semantic-convention registry."""
-        tree = {f"patches/{name}": text for name, text in self.patches().items()}
-        tree.update({f"docs/{name}": text for name, text in self.docs.items()})
-        tree[SCHEMA_PATH] = render_schema()
-        tree.update({f"registry/{name}": text for name, text in render_registry(self.project).items()})
-        if self.tree is not None and not self.tree.pinned:
-            tree["docs/report.md"] = self.report
-        return tree
+        return self.generated
 
 
 @_without_cyclic_gc
@@ -127,18 +112,18 @@ def generate(
     :class:`SourceMismatch` when valid specs do not fit a ``--source`` tree (unless
     ``allow_missing``: then what does not fit is left out and reported). With
     ``replace_upstream``, Megatron-LM's hand-written instrumentation is stripped first
-    (``resolve/strip_upstream.py``; what it does not recognise raises UnrecognisedInstrumentation).
+    (``strip/upstream.py``; what it does not recognise raises UnrecognisedInstrumentation).
     ``runtime``: the runtime package in the tree (``vendored``) or the import shim that uses the
     megatron-otel-runtime package (``dependency``; on a replaced tree, its ``pyproject.toml``'s
     ``otel`` extra names that package instead of nemo-lens). ``served``: the text the import-time
     package serves in place of a replaced tree's modules, whose entry scripts it does not serve
-    (the strip keeps #6438's public parameters, see ``strip_upstream``)."""
+    (the strip keeps #6438's public parameters, see ``strip/upstream.py``)."""
     diags = Diagnostics()
     full = load_project(spec_dir, diags)
     tree = _locate(full, source, release, diags, replace_upstream)
     replaced: dict[str, tuple[str, str]] = {}
     if replace_upstream:
-        from codegen.resolve.strip_upstream import strip_tree
+        from codegen.strip.upstream import strip_tree
 
         replaced = strip_tree(tree.root, full.runtime.package.strip("/"), keep_signatures=served)
     applied, excluded = full.for_release(tree.release)
@@ -164,23 +149,23 @@ def generate(
         old = existing.read_text(encoding="utf-8") if existing.is_file() else None
         if old != text:
             changes[path] = (old, text)
-    docs = render_docs(project, plan, TEMPLATES_DIR, full)
-    docs.update(render_goodput_docs(project, TEMPLATES_DIR))
-    report = render_report(TEMPLATES_DIR, tree, project, excluded, absent + missing)
+    changes = dict(sorted(changes.items()))
+    outputs = render_outputs(project, full, plan, tree, changes, excluded, absent + missing)
     return Generation(
         project,
         root,
         plan,
-        dict(sorted(changes.items())),
-        docs,
+        changes,
+        outputs.docs,
         tree,
         excluded,
         missing,
         absent,
         absent_note,
-        report,
+        outputs.report,
         tuple(diags.render_warnings()),
         tuple(sorted(replaced)),
+        outputs.generated,
     )
 
 
@@ -202,14 +187,16 @@ def _place(
     tree: Tree,
     diags: Diagnostics,
     allow_missing: bool,
-    overlay: dict[str, str] | None = None,
+    replaced: dict[str, str] | None = None,
 ) -> tuple[Plan, Project, tuple[Failure, ...]]:
-    """Resolve every entry once. Problems in the specs themselves raise :class:`SpecError`.
+    """Strip the files the entries name (``codegen.strip``: ``replaced``, upstream's
+    instrumentation already out of these, and this generator's own constructs), then resolve every
+    entry once against them. Problems in the specs themselves raise :class:`SpecError`.
     When only placing fails, on a ``--source`` tree (or with ``allow_missing``), the entries that
     cannot be placed raise :class:`SourceMismatch`, or with ``allow_missing`` are left out (the
     plan already holds only the placed ones) and returned."""
     spec_errors = bool(diags)
-    resolution = resolve(project, tree.root, diags, overlay)
+    resolution = resolve(project, tree.root, diags, strip_sources(project, tree.root, replaced))
     failures = resolution.failures()
     if spec_errors or (failures and not (tree.from_source or allow_missing)):
         for _, found in failures:

@@ -9,14 +9,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from codegen.diagnostics import Diagnostic
+from codegen.instrumentation._package_info import PACKAGE_INFO, tree_release  # the one reader
 from codegen.spec.model import Hook, Project, Span, version_key
 from codegen.upstream import (
     PACKAGE_DIR,
-    PACKAGE_INFO,
     REPLACE_FLAG,
     UpstreamError,
     hand_written_sites,
-    tree_release,
 )
 from codegen.upstream import source_root as upstream_source_root
 
@@ -68,7 +67,7 @@ def locate_tree(
     """The tree to instrument and its release: ``source`` (its version read from its own
     ``package_info.py``, or ``release``), else the wheel of ``release`` (one the specs support),
     else the pinned release. A tree carrying Megatron-LM's hand-written instrumentation is refused
-    unless ``replace_upstream`` (the pipeline then strips it, ``resolve/strip_upstream.py``)."""
+    unless ``replace_upstream`` (the pipeline then strips it, ``strip/upstream.py``)."""
     if release is not None and (version_key(release) is None or release.count(".") != 2):
         raise ReleaseError(f"--release {release}: not a version X.Y.Z")
     if source is not None:

@@ -62,36 +62,6 @@ def source_root(pin: UpstreamPin, source: Path | None = None, cache_dir: Path | 
     return _populate(pin, cache, tree)
 
 
-PACKAGE_INFO = f"{PACKAGE_DIR}/core/package_info.py"
-
-
-def tree_release(root: Path) -> str | None:
-    """The megatron-core version of the tree at ``root``, read from its ``package_info.py``
-    (``MAJOR``/``MINOR``/``PATCH``/``PRE_RELEASE``, or a literal ``__version__``); None when the
-    file is missing or says it in a way we do not read. The file is parsed, never executed."""
-    import ast
-
-    try:
-        module = ast.parse((root / PACKAGE_INFO).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
-        return None
-    values: dict[str, object] = {}
-    for node in module.body:
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Constant)
-        ):
-            values[node.targets[0].id] = node.value.value
-    parts = [values.get(k) for k in ("MAJOR", "MINOR", "PATCH")]
-    if all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
-        pre = values.get("PRE_RELEASE", "")
-        return ".".join(str(p) for p in parts) + (pre if isinstance(pre, str) else "")
-    version = values.get("__version__")
-    return version if isinstance(version, str) and _NAME.fullmatch(version) else None
-
-
 TELEMETRY_DIR = f"{PACKAGE_DIR}/core/telemetry"
 TRAINING_PY = f"{PACKAGE_DIR}/training/training.py"
 REPLACE_FLAG = "--replace-upstream"
@@ -137,7 +107,7 @@ def hand_written_sites(root: Path, runtime_package: str = "") -> list[HandWritte
     emits spans by hand, Megatron-LM's way (see ``_SPAN_SITES``). Read as bytes, never imported;
     an unreadable file counts as carrying none; ``runtime_package`` (this generator's, in an
     instrumented tree) is not read. (This generator's own constructs are not listed:
-    a fork it wrote is stripped of them and instrumented afresh, see ``resolve/strip.py``.)"""
+    a fork it wrote is stripped of them and instrumented afresh, see ``strip/ours.py``.)"""
     found: list[HandWritten] = []
     runtime = root / runtime_package.strip("/") if runtime_package.strip("/") else None
     for path in candidate_files(root):
@@ -162,12 +132,6 @@ def hand_written_sites(root: Path, runtime_package: str = "") -> list[HandWritte
             column = first - (data.rfind(b"\n", 0, first) + 1) + 1
             found.append(HandWritten(path.relative_to(root).as_posix(), line, column, tuple(counts)))
     return found
-
-
-def instrumentation_in(root: Path) -> list[str]:
-    """The hand-written OpenTelemetry instrumentation the tree at ``root`` carries, one phrase per
-    file (``path:line:col (counts)``); empty for a tree with #6415's base layer alone."""
-    return [site.describe() for site in hand_written_sites(root)]
 
 
 def default_cache_dir() -> Path:

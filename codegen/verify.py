@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codegen.capture import CapturedMetric, CapturedSpan
-from codegen.emit.registry import attribute_types
 from codegen.resolve.hierarchy import parents_of
 from codegen.resolve.sites import Plan
 from codegen.spec.model import Project
+from codegen.spec.semconv import attribute_types
 
 GROUP_ATTRIBUTE = "megatron.span_group"
 GOODPUT_ATTRIBUTE = "is_goodput_span"

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from codegen.capture import CapturedMetric, CapturedSpan
-from codegen.emit.registry import attribute_types
 from codegen.resolve.sites import Plan
 from codegen.spec.model import Project
+from codegen.spec.semconv import attribute_types
 from codegen.verify import Report, value_has_type, verify
 
 RANK = "dl.rank"

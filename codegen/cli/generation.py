@@ -10,7 +10,7 @@ from codegen.cache import CachedRun, RunOptions, input_state, run_key
 from codegen.cache import load as load_cached
 from codegen.cache import store as store_cached
 from codegen.diagnostics import Diagnostics, SpecError
-from codegen.upstream import PACKAGE_INFO
+from codegen.instrumentation._package_info import PACKAGE_INFO
 
 
 def cached_run(options: RunOptions, use_cache: bool = True) -> CachedRun:
@@ -42,7 +42,6 @@ def _generate(options: RunOptions) -> CachedRun:
         served=options.served,
     )
     tree = generation.tree
-    assert tree is not None
     notes = [
         f"{e.pos}: note: {label(e)} is not in megatron-core {tree.release}: {e.releases.why_not()}"
         for e in generation.excluded
@@ -80,8 +79,8 @@ def _generate(options: RunOptions) -> CachedRun:
 
 def spec_warnings_pass(specs: Path, strict: bool) -> bool:
     """Print the specs' warnings (as errors with ``strict``); False when ``strict`` found any."""
-    from codegen.emit.registry import spec_warnings
     from codegen.spec.load import load_project
+    from codegen.spec.semconv import spec_warnings
 
     try:  # errors are the run's to report, all at once: here only the valid entries count
         found = spec_warnings(load_project(specs, Diagnostics()))

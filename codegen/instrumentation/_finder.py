@@ -28,7 +28,6 @@ checkout on ``PYTHONPATH``, ...); then its file is hashed:
 
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
 import importlib.abc
@@ -46,6 +45,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import CodeType, ModuleType
 from typing import Any
+
+from ._package_info import tree_release
 
 HERE = Path(__file__).resolve().parent
 RUNTIME_MODULE = "megatron.core.otel"
@@ -92,29 +93,9 @@ def _release_of(origin: Path) -> str | None:
     return _tree_release(str(Path(*parts[: len(parts) - 1 - parts[::-1].index("megatron")])))
 
 
-# The same reading as codegen.upstream.tree_release: this module ships in the instrumentation wheel
-# without the generator, so it cannot import it.
 @functools.lru_cache(maxsize=16)
 def _tree_release(root: str) -> str | None:
-    try:
-        module = ast.parse((Path(root) / "megatron" / "core" / "package_info.py").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
-        return None
-    values: dict[str, object] = {}
-    for node in module.body:
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Constant)
-        ):
-            values[node.targets[0].id] = node.value.value
-    numbers = [values.get(key) for key in ("MAJOR", "MINOR", "PATCH")]
-    if all(isinstance(n, int) for n in numbers):
-        pre = values.get("PRE_RELEASE", "")
-        return ".".join(str(n) for n in numbers) + (pre if isinstance(pre, str) else "")
-    version = values.get("__version__")
-    return version if isinstance(version, str) else None
+    return tree_release(Path(root))
 
 
 def _version_key(version: str) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ A *process* is one exporting rank of one run, told apart by its resource (the ru
 host and pid). A *run* (an attempt: the first start or a restart) is the set of processes whose
 time overlaps, or that share a run id (``megatron.run_id``, which every rank of a multi-rank run
 exports, or SLURM's ``run_uuid``). Checked here, each failure a
-:class:`~codegen.capture.CaptureError` naming the record (``codegen/capture.py``, the one reader,
+:class:`~codegen.capture.CaptureError` naming the record (``codegen/capture/``, the one reader,
 refuses malformed records itself, a negative duration among them): a span without an end or start time,
 resources of two jobs (``job_uuid``, ``service.name``, or the run's shape attributes differing,
 more processes in a run than its ``dl.world_size``).

@@ -7,9 +7,7 @@ is reported with the span's spec location and, where useful, the candidates.
 
 from __future__ import annotations
 
-import ast
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import assert_never
 
@@ -24,21 +22,15 @@ from codegen.resolve.expressions import check_expressions
 from codegen.resolve.frames import frame_refusal
 from codegen.resolve.functions import collect_functions, import_aliases, suggest
 from codegen.resolve.hooks import resolve_insert, resolve_rewrite
-from codegen.resolve.hostile import parse_module
 from codegen.resolve.regions import early_exit, parameters, resolve_region, suspension
-from codegen.resolve.scan import Facts, hook_codes
+from codegen.resolve.scan import Facts
 from codegen.resolve.sites import EntryResult, FilePlan, Plan, Resolution, Wrap
 from codegen.resolve.statements import (
     block_ancestry,
 )
 from codegen.resolve.streams import resolve_stream
-from codegen.resolve.strip import strip
-from codegen.runtime_calls import hook_calls
 from codegen.spec.model import AroundHook, EntryHook, Hook, Project, Region, Span, StatementHook, WrapHook
-
-
-def parse_source(path: str, source: str) -> cst.Module:
-    return parse_module(source)  # refuses what would crash libcst (resolve/hostile.py)
+from codegen.strip.hostile import parse_module
 
 
 class _Outcomes:
@@ -70,12 +62,12 @@ def resolve(
     project: Project,
     source_root: Path,
     diags: Diagnostics | None = None,
-    overlay: dict[str, str] | None = None,
+    overlay: Mapping[str, cst.Module] | None = None,
 ) -> Resolution:
     """Place every entry of ``project``: each is placed or failed with its own diagnostics;
     nothing raises. Warnings are added to ``diags``. ``overlay``: files (relative to the root) to
-    plan from this text instead of theirs (upstream's hand-written instrumentation stripped,
-    ``--replace-upstream``); the file's own text stays the plan's source."""
+    plan from this module instead of their text, stripped of instrumentation (``codegen.strip``:
+    the pipeline's ``strip_sources``); the file's own text stays the plan's source."""
     diags = diags if diags is not None else Diagnostics()
     outcomes = _Outcomes(diags)
     files: dict[str, FilePlan] = {}
@@ -99,8 +91,8 @@ def resolve(
 
 
 def build_plan(project: Project, source_root: Path, diags: Diagnostics | None = None) -> Plan:
-    """The plan of ``project``; raise :class:`SpecError` listing every problem at once
-    (including those already in ``diags``)."""
+    """The plan of ``project`` on a pristine tree; raise :class:`SpecError` listing every problem
+    at once (including those already in ``diags``)."""
     diags = diags if diags is not None else Diagnostics()
     resolution = resolve(project, source_root, diags)
     for _, found in resolution.failures():
@@ -117,7 +109,7 @@ def _resolve_path(
     spans: list[Span | Hook],
     outcomes: _Outcomes,
     trees: dict[str, cst.Module | None],
-    replaced: str | None = None,
+    stripped: cst.Module | None = None,
 ) -> FilePlan | None:
     outcomes.file = rel
     path = (root / rel).resolve()
@@ -144,7 +136,7 @@ def _resolve_path(
             outcomes.of(span).error(span.where_file, f"'{rel}' is not UTF-8 text (byte {exc.start})")
         return None
     try:
-        module = parsed = parse_source(rel, source if replaced is None else replaced)
+        module = stripped if stripped is not None else parse_module(source)  # strip/hostile.py
     except cst.ParserSyntaxError as exc:
         for span in spans:
             outcomes.of(span).error(
@@ -152,11 +144,7 @@ def _resolve_path(
             )
         return None
     alias = project.runtime.alias
-    hooks = [e for e in spans if isinstance(e, Hook)]
-    if _maybe_instrumented(source, alias, hooks):
-        # Maybe an instrumented tree: instrument what the specs declare from scratch (strip.py).
-        module = strip(module, alias, project.runtime.parent_module, hook_codes(hooks, alias))
-    context = FileContext(rel, source, module, stripped=module is not parsed or replaced is not None)
+    context = FileContext(rel, source, module, stripped=stripped is not None)
     plan = FilePlan(rel, source, module, context)
     trees[rel] = module
     if not _resolve_file(project, plan, spans, outcomes):
@@ -356,26 +344,6 @@ def _place_wrap(
         if stream is None:
             return
     plan.wraps.append(Wrap(span, func, block, start, end, block_ancestry(func)[id(block)], stream))
-
-
-def _maybe_instrumented(source: str, alias: str, hooks: list[Hook]) -> bool:
-    """Whether ``source`` may hold our constructs: it names the runtime (``_otel``, or ``otel`` as
-    releases before the private name imported it), or it holds the text of a hook that calls
-    something else (its longest string literal, else its callee)."""
-    if re.search(rf"(?<![\w.])_?{re.escape(alias)}\b", source):
-        return True
-    for hook in hooks:
-        for code in hook_calls(hook, alias):
-            if code.startswith(f"{alias}."):
-                continue
-            tree = ast.parse(code, mode="eval")
-            strings = [
-                n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-            ]
-            callee = ast.unparse(tree.body.func) if isinstance(tree.body, ast.Call) else code
-            if max(strings, key=len, default=callee) in source:
-                return True
-    return False
 
 
 def _shadow_reason(shadow: Shadow | None, binding: str, line_of: Callable[[cst.CSTNode], int]) -> str | None:

@@ -3,33 +3,11 @@ yields."""
 
 from __future__ import annotations
 
-import ast
-
 import libcst as cst
 
 from codegen.resolve.functions import unsafe_reason
 from codegen.resolve.walk import children, nested_scope
-from codegen.runtime_calls import SPAN_VARIABLE, guarded, hook_calls, hook_guard
-from codegen.spec.model import Hook
-
-
-def compact(code: str) -> str:
-    """What an expression means, without its layout: parentheses, line breaks, trailing commas and
-    implicitly concatenated strings all vanish, so a rendered call compares equal to the spec's."""
-    try:
-        return ast.dump(ast.parse(code.strip(), mode="eval"))
-    except SyntaxError:
-        return code
-
-
-def hook_codes(hooks: list[Hook], alias: str) -> set[str]:
-    """What the statements the hooks insert mean (see :func:`compact`)."""
-    codes: set[str] = set()
-    for hook in hooks:
-        # as inserted now (the runtime imported as ``_otel``) and by releases before that (``otel``)
-        for name in (f"_{alias}", alias):
-            codes.update(compact(guarded(name, hook_guard(hook), c)) for c in hook_calls(hook, alias, name))
-    return codes
+from codegen.runtime_calls import SPAN_VARIABLE
 
 
 class Facts:

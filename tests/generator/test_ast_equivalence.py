@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from codegen.diagnostics import Diagnostics
-from codegen.resolve.equivalence import ast_dump, deinstrumented_ast, equivalent
-from codegen.resolve.scan import hook_codes
 from codegen.spec.load import load_project
+from codegen.strip.equivalence import ast_dump, deinstrumented_ast, equivalent
+from codegen.strip.ours import hook_codes
 from tests.generator.support import CASES, make_project
 
 ALL_CASES = sorted(p for p in CASES.iterdir() if p.is_dir())

@@ -14,8 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from codegen import capture
-from codegen.capture import CapturedMetric, CapturedSpan, CaptureError, iter_records, read_metrics, read_spans
+from codegen.capture import (
+    CapturedEvent,
+    CapturedLink,
+    CapturedMetric,
+    CapturedSpan,
+    CaptureError,
+    iter_records,
+    read_metrics,
+    read_spans,
+)
+from codegen.capture import documents as capture_documents
 from codegen.cli import main
 
 CORPUS = Path(__file__).resolve().parents[1] / "bad_captures"
@@ -99,8 +108,8 @@ def test_otlp_span_is_read_in_full(tmp_path: Path) -> None:
             "ok": True,
         },
         resource={"service.name": "train"},
-        links=(capture.CapturedLink("6" * 32, "00000000000000bb", {}),),
-        events=(capture.CapturedEvent("checkpoint", 1500, {}),),
+        links=(CapturedLink("6" * 32, "00000000000000bb", {}),),
+        events=(CapturedEvent("checkpoint", 1500, {}),),
         status="ERROR",
         status_message="boom",
         kind="INTERNAL",
@@ -184,7 +193,7 @@ def test_records_stream_before_a_later_malformed_document(tmp_path: Path) -> Non
 
 
 def test_lines_longer_than_a_read_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(capture, "_CHUNK", 7)
+    monkeypatch.setattr(capture_documents, "_CHUNK", 7)
     path = tmp_path / "c.json"
     path.write_text(
         _otlp(_span(), _span(spanId="00000000000000dd")) + "\n" + _otlp(_span()), encoding="utf-8"
@@ -195,7 +204,7 @@ def test_lines_longer_than_a_read_chunk(tmp_path: Path, monkeypatch: pytest.Monk
 def test_a_document_over_the_size_limit_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    monkeypatch.setattr(capture, "MAX_DOCUMENT_BYTES", 4096)
+    monkeypatch.setattr(capture_documents, "MAX_DOCUMENT_BYTES", 4096)
     path = tmp_path / "c.json"
     small = _otlp(_span())
     path.write_text(small + "\n" + _otlp(*[_span()] * 40) + "\n", encoding="utf-8")

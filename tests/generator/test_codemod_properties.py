@@ -33,9 +33,9 @@ from hypothesis import HealthCheck, event, given, seed, settings
 from hypothesis import strategies as st
 
 from codegen.diagnostics import Diagnostics, SpecError
-from codegen.resolve.equivalence import equivalent
 from codegen.resolve.plan import build_plan
 from codegen.spec.load import load_project
+from codegen.strip.equivalence import equivalent
 from codegen.transforms.module import transform_file
 from tests.generator.support import DEMO, make_project
 

@@ -11,9 +11,9 @@ import pytest
 
 from codegen.diagnostics import Diagnostics
 from codegen.pipeline import generate
-from codegen.resolve.equivalence import equivalent
-from codegen.resolve.scan import hook_codes
 from codegen.spec.load import load_project
+from codegen.strip.equivalence import equivalent
+from codegen.strip.ours import hook_codes
 from tests.generator.support import CASES, DEMO, make_project
 
 ALIAS, PARENT = "otel", "megatron"  # tests/fixtures/telemetry.yaml

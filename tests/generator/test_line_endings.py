@@ -35,7 +35,7 @@ def test_crlf_patch_applies_with_git(tmp_path: Path) -> None:
     specs, root = make_project(tmp_path, (case / "spec.yaml").read_text(encoding="utf-8"), None)
     (root / DEMO).write_bytes(source)
     generation = generate(specs, root)
-    patch = [text for name, text in generation.patches().items() if name.endswith("megatron-demo.py.patch")]
+    patch = [text for name, text in generation.generated.items() if name.endswith("megatron-demo.py.patch")]
     tree = tmp_path / "tree"
     (tree / "megatron").mkdir(parents=True)
     (tree / DEMO).write_bytes(source)

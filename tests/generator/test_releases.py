@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from codegen.cli import main
+from codegen.instrumentation._package_info import tree_release
 from codegen.pipeline import generate
 from codegen.spec.load import load_project
-from codegen.upstream import tree_release
 from tests.generator.support import (
     CASES,
     DEMO,

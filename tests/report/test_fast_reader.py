@@ -1,6 +1,6 @@
 """The capture reader's fast path gives exactly what its checked path gives, on every input.
 
-``codegen/capture.py`` decodes a well-formed OTLP span with cheap checks (``_fast_otlp_span``) and
+``codegen/capture/fast.py`` decodes a well-formed OTLP span with cheap checks (``_fast_otlp_span``) and
 sends anything else through the checked path, which names what is wrong; ``_File(path, fast=False)``
 reads every record the checked way. These tests read the same files both ways and compare the
 records (by ``repr``: types, values and order) and the error: the bad-capture corpus, the committed
@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from codegen import capture
-from codegen.capture import CaptureError, _File
+from codegen.capture import MAX_DEPTH, CaptureError, _File, documents, fast
 from tests.report.synthetic import write_capture
 from tests.support.paths import REPORT_DATA as DATA
 
@@ -190,7 +189,7 @@ def test_one_field_mutations_read_alike(where: tuple[Any, ...], tmp_path: Path) 
 
 
 def test_rich_span_takes_the_fast_path() -> None:
-    span = capture._fast_otlp_span(_RICH, {}, "megatron", "c.json:1: record 1")
+    span = fast._fast_otlp_span(_RICH, {}, "megatron", "c.json:1: record 1")
     assert span is not None and span.status == "ERROR" and span.attributes["map"] == {"tp": 2}
 
 
@@ -232,12 +231,12 @@ def test_nesting_matches_the_token_loop() -> None:
         else:
             raw = bytes(rnd.choice(alphabet) for _ in range(rnd.randrange(0, 40)))
             depth = rnd.choice([0, 0, rnd.randrange(-3, 70)])
-        expected, got = _reference(raw, depth), capture._nesting(raw, depth)
+        expected, got = _reference(raw, depth), documents._nesting(raw, depth)
         assert got[1] == expected[1], (raw, depth)
         # deepest: exact past the limit, else at least the real depth (the limit is all it is for)
-        assert got[0] >= expected[0] and (got[0] > capture.MAX_DEPTH) == (expected[0] > capture.MAX_DEPTH), (
+        assert got[0] >= expected[0] and (got[0] > MAX_DEPTH) == (expected[0] > MAX_DEPTH), (
             raw,
             depth,
         )
-        deep += expected[0] > capture.MAX_DEPTH
+        deep += expected[0] > MAX_DEPTH
     assert deep > 20  # the limit is reached, and found

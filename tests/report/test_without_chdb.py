@@ -12,10 +12,10 @@ import shutil
 import subprocess
 import sys
 import venv
-from pathlib import Path
 
 import pytest
 
+from tests.support.git_repo import copy_checkout
 from tests.support.paths import REPO, SPECS
 from tests.support.paths import REPORT_DATA as DATA
 
@@ -53,28 +53,12 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
-def _clone(dest: Path) -> Path:
-    """The repository's files (tracked and new, not ignored), as a fresh clone has them."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\0")
-    for name in filter(None, listed):
-        if (REPO / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, dest / name)
-    return dest
-
-
 @pytest.mark.parametrize("how", ["editable clone", "clone", "wheel"])
 def test_the_install_command_works_where_codegen_was_installed(tmp_path, how):
     """codegen installed into a fresh venv from a clone (pip install -e CLONE, pip install CLONE)
     or from the wheel built from it: the error's command, run as printed (with --dry-run), resolves
     chdb into that venv, held to the clone's constraints.txt when there is a clone."""
-    clone = _clone(tmp_path / "megatron-otel-codegen")
+    clone = copy_checkout(tmp_path / "megatron-otel-codegen")
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"

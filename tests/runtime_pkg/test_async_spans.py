@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.support.lean_workload import own_provider_exporting_to
+from tests.support.lean_workload import enable_env, own_provider_exporting_to
 
 
 @pytest.fixture(params=["lean", "sdk"])
@@ -38,12 +38,7 @@ def recording(
         exporter = InMemorySpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
-        for name, value in {
-            "MEGATRON_OTEL_ENABLED": "1",
-            "MEGATRON_OTEL_SPAN_GROUPS": "all",
-            "MEGATRON_OTEL_METRICS_ENABLED": "0",
-        }.items():
-            monkeypatch.setenv(name, value)
+        enable_env(monkeypatch)
         otel.configure(tracer_provider=provider)
         assert type(otel._state.PROCESS.run.tracer).__name__ == "Tracer"
 

@@ -16,15 +16,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from runtime_pkg_support import Rendered
 
+from tests.support.lean_workload import enable_env
 from tests.support.processors import counting_provider
 
 STAMPS = {"program_start": 1_700_000_000.0, "main_entry": 1_700_000_004.0}
-
-
-def enable_env(monkeypatch: pytest.MonkeyPatch, groups: str = "all") -> None:
-    monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
-    monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", groups)
-    monkeypatch.setenv("MEGATRON_OTEL_METRICS_ENABLED", "0")
 
 
 def names(spans: Sequence[ReadableSpan]) -> list[str]:

@@ -13,16 +13,23 @@ RELEASES = ("0.17.1", "0.18.2", "0.19.0", "0.19.2")
 MODULE = "megatron_otel_instrumentation"
 
 
-def load_finder(unpacked: Path, name: str) -> Any:
-    """The ``_finder`` module of the wheel unpacked at ``unpacked``, loaded as ``name`` (not
-    installed on sys.meta_path)."""
+def load_finder(unpacked: Path, package: str) -> Any:
+    """The ``_finder`` module of the wheel unpacked at ``unpacked``, its package loaded as
+    ``package`` (the wheel's modules beside it: the finder imports ``_package_info``; the finder
+    not installed on sys.meta_path)."""
+    import importlib
     import importlib.util
+    import sys
 
-    spec = importlib.util.spec_from_file_location(name, unpacked / MODULE / "_finder.py")
+    where = unpacked / MODULE
+    spec = importlib.util.spec_from_file_location(
+        package, where / "__init__.py", submodule_search_locations=[str(where)]
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[package] = module
     spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"{package}._finder")
 
 
 def package_table(unpacked: Path) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from codegen.diagnostics import Diagnostics
 from codegen.pipeline import Generation, generate
 from codegen.spec.load import load_project
 from codegen.upstream import source_root
-from tests.support.instrumentation_wheel import MODULE, RELEASES, build_wheel, load_finder, unpack
+from tests.support.instrumentation_wheel import RELEASES, build_wheel, load_finder, unpack
 from tests.support.paths import SPECS
 
 
@@ -45,7 +45,7 @@ def unpacked(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def finder_module(unpacked: Path) -> Any:
     """The wheel's ``_finder`` module, loaded from the unpacked wheel."""
-    return load_finder(unpacked, f"{MODULE}._finder")
+    return load_finder(unpacked, "wheel_under_test")
 
 
 @pytest.fixture(scope="module")

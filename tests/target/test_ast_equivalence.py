@@ -4,8 +4,8 @@ is removed (Python AST comparison)."""
 from __future__ import annotations
 
 from codegen.pipeline import Generation
-from codegen.resolve.equivalence import ast_dump, deinstrumented_ast, equivalent
-from codegen.resolve.scan import hook_codes
+from codegen.strip.equivalence import ast_dump, deinstrumented_ast, equivalent
+from codegen.strip.ours import hook_codes
 
 
 def test_every_instrumented_file_is_pristine_once_deinstrumented(generation: Generation) -> None:

@@ -109,7 +109,7 @@ def main_unpacked(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def main_finder_module(main_unpacked: Path) -> Any:
-    return load_finder(main_unpacked, "main_wheel_finder")
+    return load_finder(main_unpacked, "main_wheel_under_test")
 
 
 def _replaced_paths(table: dict[str, Any]) -> list[str]:

@@ -1,4 +1,4 @@
-"""The strip of Megatron-LM's hand-written instrumentation (``resolve/strip_upstream.py``) against
+"""The strip of Megatron-LM's hand-written instrumentation (``strip/upstream.py``) against
 its oracle: Megatron-LM main with #6438 stripped is AST-equal, file by file, to the same commit with
 #6438 reverted, for every .py file #6438 touched (the list is computed from the two snapshots);
 it touches no other file; what remains textually different is counted and printed. A hand-written
@@ -21,8 +21,8 @@ import libcst as cst
 import pytest
 
 from codegen.cli import main
-from codegen.resolve.strip_upstream import StripError, strip_tree, strip_upstream
 from codegen.spec.load import load_project
+from codegen.strip.upstream import StripError, strip_tree, strip_upstream
 from codegen.upstream import REPLACE_FLAG
 from tests.support.paths import SPECS
 from tests.support.upstream_main import snapshot

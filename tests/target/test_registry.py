@@ -10,9 +10,10 @@ import pytest
 import yaml
 
 from codegen.cli import main
-from codegen.emit.registry import attribute_types, naming_problem, render_registry, spec_warnings
+from codegen.emit.registry import render_registry
 from codegen.pipeline import Generation
 from codegen.spec.attributes import infer_type
+from codegen.spec.semconv import attribute_types, naming_problem, spec_warnings
 from tests.generator.support import FIXTURES
 from tests.support.paths import REPO, SPECS
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from codegen.resolve.hostile import LONG_LINE, MAX_BRACKET_DEPTH, suspicious
+from codegen.strip.hostile import LONG_LINE, MAX_BRACKET_DEPTH, suspicious
 
 ORDINARY = "def work(x):\n    if not x:\n        return -x\n    return [(x, {x: x})]\n"
 

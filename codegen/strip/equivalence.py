@@ -13,7 +13,7 @@ from collections.abc import Collection
 
 import libcst as cst
 
-from codegen.resolve.strip import strip
+from codegen.strip.ours import strip
 
 
 def ast_dump(source: str) -> str:
@@ -28,5 +28,5 @@ def deinstrumented_ast(source: str, alias: str, parent: str, hook_codes: Collect
 def equivalent(
     pristine: str, instrumented: str, alias: str, parent: str, hook_codes: Collection[str] = ()
 ) -> bool:
-    """``hook_codes``: the hooks that call something other than the runtime (see strip.py)."""
+    """``hook_codes``: the hooks that call something other than the runtime (see ours.py)."""
     return deinstrumented_ast(instrumented, alias, parent, hook_codes) == ast_dump(pristine)

@@ -45,6 +45,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codegen.layout import LINE_LENGTH, code_of
 from codegen.runtime_calls import SPAN_VARIABLE_PATTERN
+from codegen.strip.dead import names_in, remove_dead, statements_of
 from codegen.upstream import UnrecognisedInstrumentation, candidate_files
 
 _OTEL_NAME = re.compile(r"(?:^|_)otel_")
@@ -94,26 +95,6 @@ def is_otel_name(name: str, extra: Iterable[str] = ()) -> bool:
     if name in GENERATOR_NAMES or SPAN_VARIABLE_PATTERN.match(name):
         return False
     return bool(_OTEL_NAME.search(name)) or name in TELEMETRY_NAMES or name in extra
-
-
-def _names(node: cst.CSTNode) -> set[str]:
-    """Every identifier read or written in ``node`` (attribute names and keywords excluded)."""
-    found: set[str] = set()
-
-    class _V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            found.add(n.value)
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_Arg(self, n: cst.Arg) -> bool:
-            n.value.visit(self)
-            return False
-
-    node.visit(_V())
-    return found
 
 
 def _dotted(node: cst.BaseExpression | None) -> str:
@@ -166,7 +147,7 @@ class _Taint(cst.CSTVisitor):
 
     def otel(self, node: cst.CSTNode) -> bool:
         tainted = _visible(self.scopes, self.stack)
-        return any(is_otel_name(n, self.extra) or n in tainted for n in _names(node))
+        return any(is_otel_name(n, self.extra) or n in tainted for n in names_in(node))
 
     def _add(self, name: str, contexts: bool = False) -> None:
         scope = self._scope()
@@ -266,14 +247,14 @@ class _Stripper(cst.CSTTransformer):
 
     def otel(self, node: cst.CSTNode) -> bool:
         tainted = _visible(self.scopes, self.stack)
-        return any(is_otel_name(n, self.extra) or n in tainted for n in _names(node))
+        return any(is_otel_name(n, self.extra) or n in tainted for n in names_in(node))
 
     def _otel_names(self, node: cst.CSTNode) -> list[str]:
         tainted = _visible(self.scopes, self.stack)
-        return sorted(n for n in _names(node) if is_otel_name(n, self.extra) or n in tainted)
+        return sorted(n for n in names_in(node) if is_otel_name(n, self.extra) or n in tainted)
 
     def removed(self, node: cst.CSTNode) -> None:
-        self.removed_reads.setdefault(self.stack[-1], set()).update(_names(node))
+        self.removed_reads.setdefault(self.stack[-1], set()).update(names_in(node))
         self.changed.add(self.stack[-1])
         mark = self.marks.get(id(node))
         if mark is not None:  # errors inside code that goes as a whole are no errors
@@ -396,7 +377,7 @@ class _Stripper(cst.CSTTransformer):
         if items:
             items[-1] = items[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
             return updated_node.with_changes(items=items)
-        body = list(_statements(updated_node.body))
+        body = list(statements_of(updated_node.body))
         if not body:
             return cst.RemovalSentinel.REMOVE
         return cst.FlattenSentinel(body)
@@ -410,7 +391,7 @@ class _Stripper(cst.CSTTransformer):
                 return updated_node
             self.removed(original_node)
             return cst.RemovalSentinel.REMOVE
-        if not list(_statements(updated_node.body)) and list(_statements(original_node.body)):
+        if not list(statements_of(updated_node.body)) and list(statements_of(original_node.body)):
             if updated_node.orelse is None:
                 self.removed(original_node.test)
                 return cst.RemovalSentinel.REMOVE
@@ -420,10 +401,10 @@ class _Stripper(cst.CSTTransformer):
     def leave_Try(
         self, original_node: cst.Try, updated_node: cst.Try
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement] | cst.RemovalSentinel:
-        body = list(_statements(updated_node.body))
-        if not body and list(_statements(original_node.body)):
+        body = list(statements_of(updated_node.body))
+        if not body and list(statements_of(original_node.body)):
             trivial = (
-                all(all(_is_pass(s) for s in _statements(h.body)) for h in updated_node.handlers)
+                all(all(_is_pass(s) for s in statements_of(h.body)) for h in updated_node.handlers)
                 and updated_node.finalbody is None
                 and updated_node.orelse is None
             )
@@ -437,15 +418,15 @@ class _Stripper(cst.CSTTransformer):
         if (
             finalbody is not None
             and original_node.finalbody is not None
-            and not list(_statements(finalbody.body))
-            and list(_statements(original_node.finalbody.body))
+            and not list(statements_of(finalbody.body))
+            and list(statements_of(original_node.finalbody.body))
         ):
             finalbody = None
             changed = True
         handlers = []
         for new, old in zip(updated_node.handlers, original_node.handlers, strict=True):
-            stmts = list(_statements(new.body))
-            if len(stmts) < len(list(_statements(old.body))) and len(stmts) == 1 and _is_reraise(stmts[0]):
+            stmts = list(statements_of(new.body))
+            if len(stmts) < len(list(statements_of(old.body))) and len(stmts) == 1 and _is_reraise(stmts[0]):
                 changed = True
                 continue
             handlers.append(new)
@@ -654,14 +635,6 @@ def _is_reraise(stmt: cst.CSTNode) -> bool:
     )
 
 
-def _statements(block: cst.BaseSuite) -> Iterable[cst.BaseStatement]:
-    if isinstance(block, cst.IndentedBlock):
-        return block.body
-    if isinstance(block, cst.SimpleStatementSuite) and block.body:
-        return [cst.SimpleStatementLine(block.body)]
-    return []
-
-
 def _clean_docstring(func: cst.FunctionDef, params: frozenset[str]) -> cst.FunctionDef:
     """Drop docstring bullets about telemetry and ``Args:`` entries of removed parameters."""
     body = func.body
@@ -699,145 +672,6 @@ def _clean_docstring(func: cst.FunctionDef, params: frozenset[str]) -> cst.Funct
     return func.with_changes(body=body.with_changes(body=[new_first, *body.body[1:]]))
 
 
-# -- what the removals leave dead ------------------------------------------------------------
-
-
-class _Reads(cst.CSTVisitor):
-    """Per scope, every name read anywhere inside it (nested scopes included)."""
-
-    def __init__(self) -> None:
-        self.stack = ["<module>"]
-        self.reads: dict[str, set[str]] = {}
-
-    def _note(self, name: str) -> None:
-        for k in range(1, len(self.stack) + 1):
-            self.reads.setdefault(".".join(self.stack[:k]), set()).add(name)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.stack.append(node.name.value)  # its own name is not a read
-        for part in (*node.decorators, node.params, node.body, node.returns):
-            if part is not None:
-                part.visit(self)
-        self.stack.pop()
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.stack.append(node.name.value)
-        for part in (*node.decorators, *node.bases, *node.keywords, node.body):
-            part.visit(self)
-        self.stack.pop()
-        return False
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
-        return not isinstance(node.target, cst.Name)
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
-        return False
-
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
-        return False
-
-    def visit_Param(self, node: cst.Param) -> bool:
-        if node.default is not None:
-            node.default.visit(self)
-        return False
-
-    def visit_ImportAlias(self, node: cst.ImportAlias) -> bool:
-        return False
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self._note(node.value)
-
-
-class _Dead(cst.CSTTransformer):
-    """Remove what only removed code read (one round; run until nothing changes)."""
-
-    def __init__(self, reads: dict[str, set[str]], seeds: dict[str, set[str]], every_seed: set[str]) -> None:
-        super().__init__()
-        self.reads = reads
-        self.seeds = seeds
-        self.every_seed = every_seed
-        self.stack = ["<module>"]
-        self.changed = False
-
-    def _key(self) -> str:
-        return ".".join(self.stack)
-
-    def _dead(self, name: str) -> bool:
-        key = self._key()
-        seeds = self.seeds.get(key, set())
-        reads = self.reads.get(self._key(), set())
-        return name in seeds and name not in reads
-
-    def _seed(self, node: cst.CSTNode) -> None:
-        names = _names(node)
-        self.seeds.setdefault(self._key(), set()).update(names)
-        self.every_seed.update(names)
-        self.changed = True
-
-    def _seeded_within(self) -> bool:
-        key = self._key()
-        return any(k == key or k.startswith(key + ".") for k, names in self.seeds.items() if names)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.stack.append(node.name.value)
-        return self._seeded_within()  # nothing can die where nothing was removed
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.stack.append(node.name.value)
-        return self._seeded_within()
-
-    def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
-        self.stack.pop()
-        return updated_node
-
-    def leave_FunctionDef(
-        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
-    ) -> cst.FunctionDef | cst.RemovalSentinel:
-        self.stack.pop()
-        name = original_node.name.value
-        if name.startswith("_") and self._dead(name):
-            self._seed(original_node)
-            return cst.RemovalSentinel.REMOVE
-        return updated_node
-
-    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If | cst.RemovalSentinel:
-        if updated_node.orelse is None and not list(_statements(updated_node.body)):
-            self._seed(original_node.test)
-            return cst.RemovalSentinel.REMOVE
-        return updated_node
-
-    def leave_SimpleStatementLine(
-        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
-    ) -> cst.SimpleStatementLine | cst.RemovalSentinel:
-        if len(updated_node.body) != 1:
-            return updated_node
-        small = updated_node.body[0]
-        if isinstance(small, cst.Assign) and all(isinstance(t.target, cst.Name) for t in small.targets):
-            names = [t.target.value for t in small.targets if isinstance(t.target, cst.Name)]
-            if all(self._dead(n) for n in names):
-                self._seed(small.value)
-                if all(n.startswith("_") for n in names) or not isinstance(small.value, cst.Call):
-                    return cst.RemovalSentinel.REMOVE
-                return updated_node.with_changes(body=[cst.Expr(small.value)])
-        if isinstance(small, cst.Import) and len(self.stack) == 1:
-            kept = [
-                a
-                for a in small.names
-                if not (
-                    (a.evaluated_alias or a.evaluated_name).split(".")[0] in self.every_seed
-                    and (a.evaluated_alias or a.evaluated_name).split(".")[0]
-                    not in self.reads.get("<module>", set())
-                )
-            ]
-            if not kept:
-                self.changed = True
-                return cst.RemovalSentinel.REMOVE
-        return updated_node
-
-
 def strip_upstream(module: cst.Module, path: str, keep_signatures: bool = False) -> cst.Module:
     """``module`` (the file at ``path`` relative to the tree's root) without #6438's hand-written
     instrumentation; :class:`StripError` listing every site it does not recognise. With
@@ -857,16 +691,7 @@ def strip_upstream(module: cst.Module, path: str, keep_signatures: bool = False)
         raise StripError(stripper.located_errors(module))
     if not stripper.changed:
         return module
-    seeds = {k: set(v) for k, v in stripper.removed_reads.items()}
-    every = {n for names in seeds.values() for n in names}
-    for _ in range(20):
-        reads = _Reads()
-        result.visit(reads)
-        dead = _Dead(reads.reads, seeds, every)
-        result = result.visit(dead)
-        if not dead.changed:
-            break
-    return result
+    return remove_dead(result, stripper.removed_reads)
 
 
 def strip_tree(root: Path, runtime_package: str, keep_signatures: bool = False) -> dict[str, tuple[str, str]]:

@@ -34,14 +34,15 @@ result with the pristine source.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Collection, Sequence
 from typing import TypeGuard
 
 import libcst as cst
 
 from codegen.layout import code_of
-from codegen.resolve.scan import compact
-from codegen.runtime_calls import SPAN_VARIABLE_PATTERN
+from codegen.runtime_calls import SPAN_VARIABLE_PATTERN, guarded, hook_calls, hook_guard
+from codegen.spec.model import Hook
 
 Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement  # what a block holds
 
@@ -53,6 +54,25 @@ def strip(
     result = module.visit(_Stripper(alias, parent, set(hook_codes), imports))
     assert isinstance(result, cst.Module)
     return result
+
+
+def compact(code: str) -> str:
+    """What an expression means, without its layout: parentheses, line breaks, trailing commas and
+    implicitly concatenated strings all vanish, so a rendered call compares equal to the spec's."""
+    try:
+        return ast.dump(ast.parse(code.strip(), mode="eval"))
+    except SyntaxError:
+        return code
+
+
+def hook_codes(hooks: list[Hook], alias: str) -> set[str]:
+    """What the statements the hooks insert mean (see :func:`compact`)."""
+    codes: set[str] = set()
+    for hook in hooks:
+        # as inserted now (the runtime imported as ``_otel``) and by releases before that (``otel``)
+        for name in (f"_{alias}", alias):
+            codes.update(compact(guarded(name, hook_guard(hook), c)) for c in hook_calls(hook, alias, name))
+    return codes
 
 
 def _root(node: cst.BaseExpression) -> cst.BaseExpression:
