@@ -184,7 +184,7 @@ def run_arm(
 
 def _free_port() -> int:
     sys.path.insert(0, str(REPO))
-    from tests.megatron_cpu.otlp_receiver import free_port
+    from tests.support.ports import free_port
 
     return free_port()
 

@@ -290,7 +290,7 @@ def build_fork(tmp: Path) -> Path:
 
 
 def run_step_worker(fork: Path, shape: str, rounds: int) -> dict:
-    from tests.megatron_cpu.otlp_receiver import free_port
+    from tests.support.ports import free_port
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}

@@ -104,8 +104,8 @@ def _fork(work: Path) -> tuple[Path, Path]:
 
 
 def _run(preset: str, iters: int, fork: Path, helpers: Path, work: Path) -> dict[str, Any]:
-    from tests.megatron_cpu.otlp_receiver import free_port
     from tests.megatron_cpu.pretrain_harness import MODEL_ARGV, Config, finish, start
+    from tests.support.ports import free_port
 
     argv = (*MODEL_ARGV, "--train-iters", str(iters), "--eval-interval", "1000", "--num-workers", "0")
     receiver = _receiver().start()

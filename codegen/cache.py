@@ -14,19 +14,45 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codegen.atomic import write_files
+from codegen.emit.runtime import VENDORED
 from codegen.emit.templating import TEMPLATES_DIR
-from codegen.upstream import default_cache_dir
+from codegen.upstream import REPLACE_FLAG, default_cache_dir
 
 PACKAGE = Path(__file__).resolve().parent
 FORMAT = 2
 KEEP = 16  # results kept; older ones are removed when a new one is stored
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What a generation depends on besides the files it reads (``pipeline.generate``'s
+    arguments): the key of its result, with those files' state."""
+
+    specs: Path
+    source: Path | None = None
+    release: str | None = None
+    allow_missing: bool = False
+    replace_upstream: bool = False
+    runtime: str = VENDORED  # codegen.emit.runtime.RUNTIME_MODES
+    served: bool = False  # for the wheel's served trees: see pipeline.generate
+
+    def key_text(self) -> str:
+        """The options as the key sees them; the notes and warnings name spec files as seen from
+        where this run is, so that path is part of it."""
+        from codegen.spec.load import display_path
+
+        text = (
+            f"release {self.release}\nallow_missing {self.allow_missing}\nspecs as {display_path(self.specs)}"
+        )
+        text += f"\n{REPLACE_FLAG}" if self.replace_upstream else ""
+        text += f"\nruntime {self.runtime}" if self.runtime != VENDORED else ""
+        return text + ("\nserved" if self.served else "")
 
 
 @dataclass(frozen=True)
@@ -50,10 +76,10 @@ def results_dir() -> Path:
     return default_cache_dir() / "results"
 
 
-def run_key(spec_dir: Path, source: Path | None, options: str = "") -> str | None:
-    """The key of a run, or None when an input cannot be read (then the run just happens).
-    ``options``: the command-line choices that change the result (``--release`` ...)."""
-    digest = hashlib.sha256(f"format {FORMAT}\n{options}\n".encode())
+def run_key(options: RunOptions) -> str | None:
+    """The key of a run, or None when an input cannot be read (then the run just happens)."""
+    spec_dir, source = options.specs, options.source
+    digest = hashlib.sha256(f"format {FORMAT}\n{options.key_text()}\n".encode())
     try:
         for root, pattern in ((PACKAGE, "*.py"), (TEMPLATES_DIR, "*.j2")):
             for path in sorted(root.rglob(pattern)):
@@ -131,15 +157,7 @@ def store(key: str, run: CachedRun) -> None:
     """Write atomically; a cache that cannot be written is not an error."""
     directory = results_dir()
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".result-", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(run.__dict__, handle)
-            os.replace(tmp, directory / f"{key}.json")
-        except OSError:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_files(directory, {f"{key}.json": json.dumps(run.__dict__)})
         results = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in results[KEEP:]:
             old.unlink(missing_ok=True)

@@ -25,7 +25,6 @@ The manifest is bookkeeping, not output: ``--check`` leaves it out of the compar
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import hashlib
 import json
@@ -33,17 +32,15 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from codegen.diagnostics import rerun
+from codegen.cache import RunOptions
 
 MANIFEST_NAME = "_in_place.json"
 MANIFEST_FORMAT = "megatron-otel-codegen in-place manifest 1"
-EXIT_OK, EXIT_DIFFERS, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 
 
 class InPlaceError(Exception):
@@ -149,159 +146,26 @@ def _git_numstat(
     return counted
 
 
-# -- the command ------------------------------------------------------------------------------
-
-
-def run(args: argparse.Namespace) -> int:
-    """``codegen apply --in-place``: the options already parsed by the command line."""
-    problem = _option_problem(args)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        plan = prepare(
-            args.specs,
-            args.source,
-            args.release,
-            args.allow_missing,
-            args.docs,
-            args.check,
-            getattr(args, "replace_upstream", False),
-            getattr(args, "runtime", "vendored"),
-        )
-    except InPlaceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
-    for edit in plan.hand_edits:
-        severity = "warning" if args.discard_hand_edits and not args.check else "error"
-        print(edit.render(severity), file=sys.stderr)
-    if args.check:
-        diff = plan.diff()
-        if diff:
-            sys.stdout.write(diff)
-        if diff or plan.hand_edits:
-            print(_check_advice(args, plan), file=sys.stderr)
-            return EXIT_DIFFERS
-        print(
-            f"{args.source} is up to date with {args.specs} ({len(plan.wanted) - 1} files generated or instrumented)"
-        )
-        return EXIT_OK
-    if plan.hand_edits and not args.discard_hand_edits:
-        count = len(plan.hand_edits)
-        argv = getattr(args, "argv", None) or _argv(args)
-        print(
-            f"refused: {count} hand edit{'s' if count != 1 else ''} inside generated lines would be "
-            "overwritten; move the change into the specs (or outside the generated lines), or run "
-            f"'{rerun(argv, add=['--discard-hand-edits'])}' to regenerate them",
-            file=sys.stderr,
-        )
-        return EXIT_REFUSED
-    writes = plan.writes()
-    unsafe = [] if args.allow_dirty else unsafe_to_overwrite(plan, writes)
-    if unsafe:
-        for line in unsafe:
-            print(f"error: {line}", file=sys.stderr)
-        argv = getattr(args, "argv", None) or _argv(args)
-        print(
-            f"refused: nothing was written (commit or stash them, or run '{rerun(argv, add=['--allow-dirty'])}' "
-            "to overwrite them)",
-            file=sys.stderr,
-        )
-        return EXIT_REFUSED
-    write_files(plan.root, writes)
-    sizes = plan.sizes()
-    if not sizes:
-        note = " (only its manifest updated)" if writes else ""
-        print(f"{args.source} is up to date with {args.specs}: nothing to write{note}")
-        return EXIT_OK
-    print(f"updated {len(sizes)} file{'s' if len(sizes) != 1 else ''} in {args.source}:")
-    for path, added, removed in sizes:
-        print(f"  +{added} -{removed}  {path}")
-    return EXIT_OK
-
-
-def _check_advice(args: argparse.Namespace, plan: InPlace) -> str:
-    """What ``--check`` says when the checkout differs: the commands that bring it up to date and
-    then succeed (the same command without --check; with hand edits inside generated lines, the
-    two ways out; with uncommitted changes in the files it would write, what the run needs)."""
-    argv = getattr(args, "argv", None) or _argv(args)
-    dirty = [] if args.allow_dirty else unsafe_to_overwrite(plan, plan.writes())
-    extra = ["--allow-dirty"] if dirty else []
-    head = f"{args.source} differs from what {args.specs} give"
-    if dirty:
-        head += (
-            f"; {len(dirty)} file{'s' if len(dirty) != 1 else ''} it would write ha{'ve' if len(dirty) != 1 else 's'} "
-            "uncommitted changes (commit or stash them first, or add --allow-dirty as below)"
-        )
-    apply = rerun(argv, drop=["--check"], add=extra)
-    if not plan.hand_edits:
-        return f"{head}: run '{apply}'"
-    count = len(plan.hand_edits)
-    discard = rerun(argv, drop=["--check"], add=[*extra, "--discard-hand-edits"])
-    return (
-        f"{head}, with {count} hand edit{'s' if count != 1 else ''} inside generated lines (above): either move "
-        f"{'them' if count != 1 else 'it'} into the specs (or outside the generated lines) and run '{apply}', "
-        f"or run '{discard}' to regenerate {'them' if count != 1 else 'it'} as the specs give"
-    )
-
-
-def _argv(args: argparse.Namespace) -> list[str]:
-    """The command line of ``args`` when it was not parsed from one (a caller's Namespace)."""
-    words = ["apply", str(args.specs), "--source", str(args.source), "--in-place"]
-    words += ["--docs", str(args.docs)] if args.docs is not None else []
-    words += ["--release", str(args.release)] if getattr(args, "release", None) else []
-    words += ["--replace-upstream"] if getattr(args, "replace_upstream", False) else []
-    words += ["--allow-missing"] if getattr(args, "allow_missing", False) else []
-    return words
-
-
-def _option_problem(args: argparse.Namespace) -> str | None:
-    named = [
-        flag
-        for flag, given in (
-            ("--docs", args.docs is not None),
-            ("--allow-dirty", args.allow_dirty),
-            ("--discard-hand-edits", args.discard_hand_edits),
-        )
-        if given
-    ]
-    if not args.in_place:
-        return f"{', '.join(named)}: only with --in-place"
-    if args.source is None:
-        return "--in-place: name the checkout to instrument with --source CHECKOUT"
-    for flag, given in (("--out", args.out is not None), ("--generated", args.generated is not None)):
-        if given:
-            return f"--in-place writes into --source {args.source}: {flag} does not go with it"
-    if args.docs is not None:
-        docs, root = args.docs.resolve(), args.source.resolve()
-        if not docs.is_relative_to(root) or docs == root:
-            return f"--docs {args.docs}: not a folder inside the checkout {args.source}"
-        if docs.exists() and not docs.is_dir():
-            return f"--docs {args.docs}: a file is in the way"
-    return None
-
-
 # -- what a run would do ----------------------------------------------------------------------
 
 
-def prepare(
-    specs: Path,
-    checkout: Path,
-    release: str | None = None,
-    allow_missing: bool = False,
-    docs: Path | None = None,
-    check: bool = False,
-    replace_upstream: bool = False,
-    runtime: str = "vendored",
-) -> InPlace:
-    """Generate from ``specs`` against ``checkout`` and work out what changes in it (with
-    ``check``, the manifest is left as it is; with ``replace_upstream``, Megatron-LM's
-    hand-written instrumentation goes too, also from files the specs do not instrument; ``runtime``:
-    the runtime copied in, or the import shim of dependency mode, see ``generate()``)."""
+def prepare(options: RunOptions, docs: Path | None = None, check: bool = False) -> InPlace:
+    """Generate as ``options`` say (``options.source``: the checkout) and work out what changes in
+    the checkout (with ``check``, the manifest is left as it is; with ``replace_upstream``,
+    Megatron-LM's hand-written instrumentation goes too, also from files the specs do not
+    instrument; ``runtime``: the runtime copied in, or the import shim of dependency mode, see
+    ``generate()``)."""
     from codegen.emit.runtime import PYPROJECT, render_runtime
     from codegen.pipeline import generate
 
-    generation = generate(specs, checkout, release, allow_missing, replace_upstream, runtime)
+    generation = generate(
+        options.specs,
+        options.source,
+        options.release,
+        options.allow_missing,
+        options.replace_upstream,
+        options.runtime,
+    )
     root = generation.source_root.resolve()
     project = generation.project
     package = project.runtime.package.strip("/")
@@ -332,7 +196,7 @@ def prepare(
             current_text[path] = text
             stripped[path] = _strip_all(path, text, project.runtime.alias, project.runtime.parent_module)
             wanted_text[path] = stripped[path]
-    generated: dict[str, str] = dict(render_runtime(project, runtime))
+    generated: dict[str, str] = dict(render_runtime(project, options.runtime))
     if docs_prefix is not None:
         generated.update({f"{docs_prefix}{name}": text for name, text in generation.docs.items()})
     for path, text in generated.items():
@@ -644,41 +508,3 @@ def unsafe_to_overwrite(plan: InPlace, writes: dict[str, bytes | None]) -> list[
         else:
             problems.append(f"{path}: has uncommitted changes; commit or stash them first")
     return problems
-
-
-def write_files(root: Path, writes: dict[str, bytes | None]) -> None:
-    """Write every file atomically (a temporary beside it, renamed over it), keeping each existing
-    file's mode; all temporaries are made before the first rename, so a failure there writes nothing."""
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for rel, data in writes.items():
-            if data is None:
-                continue
-            path = root / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".codegen", dir=path.parent)
-            staged.append((Path(name), path))
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-            mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
-            os.chmod(name, mode)
-    except BaseException:
-        for staging, _ in staged:
-            staging.unlink(missing_ok=True)
-        raise
-    for staging, destination in staged:
-        os.replace(staging, destination)
-    for rel, data in writes.items():
-        if data is None:
-            gone = root / rel
-            gone.unlink(missing_ok=True)
-            try:
-                gone.parent.rmdir()  # the runtime package or docs folder, when nothing is left in it
-            except OSError:
-                pass
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

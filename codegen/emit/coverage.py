@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 # Source trees no registry publishes, as (column, the megatron-core version the tree says it is):
-# Megatron-LM main at the commit of the snapshots the tests read (tests/upstream_main.py), which
+# Megatron-LM main at the commit of the snapshots the tests read (tests/support/upstream_main.py), which
 # carries #6415's base layer and #6438's hand-written instrumentation (--replace-upstream).
 SOURCE_TREES = (("Megatron-LM main d98e8a64dd (source tree)", "0.20.0"),)
 

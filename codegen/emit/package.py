@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from codegen.atomic import staged
 from codegen.layout import literal
 
 DISTRIBUTION = "megatron-otel-instrumentation"
@@ -184,17 +185,14 @@ def _write(out_dir: Path, name: str, module: str, info: str, files: dict[str, by
     files[f"{info}/top_level.txt"] = f"{module}\n".encode()
     record = [_record_line(member, data) for member, data in files.items()] + [f"{info}/RECORD,,"]
     files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / name
-    partial = out_dir / f".{target.name}.partial"
-    try:
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path, data in files.items():
-                member = zipfile.ZipInfo(path, _DATE)
-                member.external_attr = 0o644 << 16
-                member.compress_type = zipfile.ZIP_DEFLATED
-                archive.writestr(member, data)
-        partial.replace(target)
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
+    with (
+        staged(out_dir) as staging,
+        staging.open(name) as raw,
+        zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as archive,
+    ):
+        for path, data in files.items():
+            member = zipfile.ZipInfo(path, _DATE)
+            member.external_attr = 0o644 << 16
+            member.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(member, data)
+    return out_dir / name

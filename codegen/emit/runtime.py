@@ -245,12 +245,13 @@ def _config_constants(project: Project) -> dict[str, Any]:
 
 def _main() -> int:
     """Rewrite the source package's ``_taxonomy.py`` from the specs (default ``specs/``)."""
+    from codegen.atomic import write_files
     from codegen.diagnostics import Diagnostics
     from codegen.spec.load import load_project
 
     spec_dir = Path(sys.argv[1] if len(sys.argv) > 1 else "specs")
     project = load_project(spec_dir, Diagnostics())
-    (RUNTIME_SOURCE / TAXONOMY).write_text(HEADER + render_taxonomy(project), encoding="utf-8")
+    write_files(RUNTIME_SOURCE, {TAXONOMY: HEADER + render_taxonomy(project)})
     print(f"wrote {RUNTIME_SOURCE / TAXONOMY}")
     return 0
 

@@ -1,12 +1,14 @@
-"""Atomic writes of whole output directories: on any error the destination is left as it was."""
+"""Output trees compared: what is on disk against what would be generated (written by
+``codegen.atomic.write_tree``, re-exported here for the benchmarks that write forks)."""
 
 from __future__ import annotations
 
 import difflib
-import os
-import shutil
-import tempfile
 from pathlib import Path
+
+from codegen.atomic import write_tree
+
+__all__ = ["diff_trees", "read_tree", "write_tree"]
 
 
 def read_tree(root: Path) -> dict[str, str]:
@@ -38,39 +40,3 @@ def diff_trees(label: str, old: dict[str, str], new: dict[str, str]) -> str:
         if chunks and not chunks[-1].endswith("\n"):
             chunks[-1] += "\n"
     return "".join(chunks)
-
-
-def _swap_into_place(staging: Path, dest: Path) -> None:
-    backup = None
-    if dest.exists():
-        backup = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
-        os.rmdir(backup)
-        os.rename(dest, backup)
-    try:
-        os.rename(staging, dest)
-    except BaseException:
-        if backup is not None:
-            os.rename(backup, dest)
-        raise
-    if backup is not None:
-        shutil.rmtree(backup)
-
-
-def write_tree(dest: Path, files: dict[str, str], base: Path | None = None) -> None:
-    """Replace ``dest`` by ``base`` (copied, if given) overlaid with ``files``, atomically."""
-    dest = dest.resolve()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.new-", dir=dest.parent))
-    try:
-        if base is not None:
-            os.rmdir(staging)
-            # a Megatron-LM checkout's history is not part of the fork
-            shutil.copytree(base, staging, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        for name, text in files.items():
-            path = staging / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8", newline="")
-        _swap_into_place(staging, dest)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise

@@ -23,7 +23,18 @@ from ``_registry`` (Megatron-LM's own registry, ``megatron.core.telemetry``, whe
 
 from __future__ import annotations
 
-from . import _registry, _taxonomy
+from . import _taxonomy
+from ._version import TAXONOMY_FORMATS, VERSION
+
+# A tree's taxonomy (dependency mode: the import shim hands over the tree's _taxonomy.py) is read
+# only in a layout this version knows; else nothing more of the runtime runs and the shim says why.
+if _taxonomy.FORMAT not in TAXONOMY_FORMATS:
+    raise ImportError(
+        f"taxonomy format {_taxonomy.FORMAT}; megatron-otel-runtime {VERSION} reads "
+        + ", ".join(str(f) for f in TAXONOMY_FORMATS)
+    )
+
+from . import _registry
 from ._config import resolve
 from ._lifecycle import (
     begin_training,

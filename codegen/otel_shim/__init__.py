@@ -1,66 +1,69 @@
-"""Telemetry: megatron-otel-runtime when installed and reading this tree's _taxonomy.py (FORMAT), else
-no-ops (group flags False); configure() then warns once if telemetry is on. From megatron-otel-codegen."""
+"""Telemetry: megatron-otel-runtime when it is installed and reads this tree's _taxonomy.py, else
+the no-ops below (one warning if telemetry is switched on). From megatron-otel-codegen."""
 
 import importlib.util
 import logging
 import os
 import sys
-from typing import Any
+from collections import namedtuple
+from types import ModuleType
 
-_RUNTIME, _WHY = "megatron_otel_runtime", ["not installed: pip install megatron-otel-runtime"]
+# _taxonomy.py imports its record types from ._records: the runtime's named tuples, made here.
+sys.modules[__name__ + "._records"] = _records = ModuleType(__name__ + "._records")
+_records.Backdated = namedtuple("Backdated", ["name", "flag", "start", "end"])
+_records.EnvVar = namedtuple("EnvVar", ["name", "default", "choices"])
+_records.FlagOverride = namedtuple("FlagOverride", ["dest", "env", "option", "switch"])
+_records.Instrument = namedtuple("Instrument", ["kind", "unit", "description"])
+_records.Interval = namedtuple("Interval", ["name", "flag"])
+_records.Span = namedtuple("Span", ["group", "goodput"])
+_records.Startup = namedtuple("Startup", ["name", "flag", "start"])
+
+from . import _taxonomy  # noqa: E402
+from ._taxonomy import *  # noqa: E402,F403  # the group flags (False) and the taxonomy's constants
+
+METRICS = False
+_WHY = ["not installed: pip install megatron-otel-runtime"]  # configure() says it once
+if importlib.util.find_spec("megatron_otel_runtime"):
+    sys.modules["megatron_otel_runtime._taxonomy"] = _taxonomy  # read by the runtime as its own
+    try:
+        import megatron_otel_runtime  # ImportError naming both when it cannot read _taxonomy.FORMAT
+    except Exception as error:  # noqa: BLE001  # a runtime this tree cannot use: no-ops, said once
+        _WHY[0] = str(error)
+    else:  # call sites then read the flags configure() sets as this module's: one attribute load
+        sys.modules[__name__] = megatron_otel_runtime
 
 
-def _load(name: str) -> Any:
-    path = os.path.join(os.path.dirname(__file__), "_taxonomy.py")
-    spec: Any = importlib.util.spec_from_file_location(name, path)
-    sys.modules[name] = module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _runtime() -> Any:
-    spec: Any = importlib.util.find_spec(_RUNTIME)
-    sys.modules[_RUNTIME] = package = importlib.util.module_from_spec(spec)
-    version = importlib.import_module(_RUNTIME + "._version")
-    found, reads = _load(_RUNTIME + "._taxonomy").FORMAT, version.TAXONOMY_FORMATS
-    if found not in reads:
-        raise ImportError(
-            f"taxonomy format {found}; megatron-otel-runtime {version.VERSION} reads {reads}"
-        )
-    spec.loader.exec_module(package)
-    return package
-
-
-def configure(args: Any = None, **_: Any) -> frozenset[str]:
-    """No groups; the first call with telemetry switched on warns why it stays off."""
-    name, default = _taxonomy.ENV["enabled"][:2]
-    flags = [o[0] for o in _taxonomy.FLAG_OVERRIDES if o[1] == name]
+def configure(args=None, **kwargs):
+    """No span groups: the first call with telemetry switched on says why it stays off."""
+    name, default, _ = _taxonomy.ENV["enabled"]
+    switches = [override.dest for override in _taxonomy.FLAG_OVERRIDES if override.env == name]
     on = os.environ.get(name, default).strip().lower() in ("1", "true", "yes", "on")
-    if (on or any(getattr(args, f, False) for f in flags)) and _WHY:
+    if _WHY and (on or any(getattr(args, dest, False) for dest in switches)):
         logging.getLogger(__name__).warning("telemetry stays off: %s", _WHY.pop())
     return frozenset()
 
 
-try:
-    sys.modules[__name__] = (
-        _runtime() if importlib.util.find_spec(_RUNTIME) else sys.modules[__name__]
-    )
-except Exception as error:  # noqa: BLE001  # a runtime this tree cannot use: no-ops, said once
-    _WHY[0] = str(error)
-if sys.modules[__name__].__name__ == __name__:  # the no-ops; the taxonomy's records read as tuples
-    for _name in [n for n in sys.modules if n.partition(".")[0] == _RUNTIME]:
-        del sys.modules[_name]
-    sys.modules[__name__ + "._records"] = _records = type(sys)(__name__ + "._records")
-    _tuple = type("_tuple", (tuple,), {"__new__": lambda cls, *fields: tuple.__new__(cls, fields)})
-    setattr(_records, "__getattr__", lambda name: _tuple)  # noqa: B010
-    _taxonomy = _load(__name__ + "._taxonomy")
-    globals().update(dict.fromkeys([*_taxonomy.FLAGS.values(), "METRICS"], False))
-    globals().update(traced=lambda *a, **k: lambda fn: fn, stamp=lambda key, value: value)
-    globals().update(in_context=lambda fn: fn, in_worker=lambda fn: fn)
-    _NO_OPS = (  # named: a module __getattr__ keeps CPython from specializing the flag reads
-        "begin_training disable enable enabled_groups end_training first_time in_training"
-        " interval_loss max_memory_allocated_gb record_metrics reset resolve resource_attributes"
-        " set_current_attributes setup_worker shutdown start_span startup train_iteration"
-        " worker_bootstrap"
-    )
-    globals().update(dict.fromkeys(_NO_OPS.split(), lambda *args, **kwargs: None))
+def traced(*args, **kwargs):
+    """A decorator that leaves the function as it is."""
+    return in_context
+
+
+def in_context(fn):
+    """The function as it is."""
+    return fn
+
+
+def stamp(key, value):
+    """The value as it is."""
+    return value
+
+
+def _nothing(*args, **kwargs):
+    """Nothing: telemetry is off."""
+
+
+in_worker = in_context
+begin_training = disable = enable = enabled_groups = end_training = first_time = _nothing
+in_training = interval_loss = max_memory_allocated_gb = record_metrics = reset = _nothing
+resolve = resource_attributes = set_current_attributes = setup_worker = shutdown = _nothing
+start_span = startup = train_iteration = worker_bootstrap = _nothing

@@ -7,12 +7,14 @@ where comes from the specs (``taxonomy.Taxonomy``), never from a list of span na
 
 from __future__ import annotations
 
+import io
 import tempfile
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from codegen.atomic import staged
 from codegen.capture import CaptureError
 from codegen.report.compute import Report, account
 from codegen.report.parse import Capture, Window, read
@@ -114,13 +116,9 @@ def write_outputs(outputs: Outputs, out: Path, title: str, ranks: Collection[int
     HTML page into ``out``; return their paths and a line saying the trace's window."""
     chosen = choose(outputs.capture, ranks, iterations)
     spans = outputs.spans_in(chosen.window)  # read before anything is written: errors stop it all
-    out.mkdir(parents=True, exist_ok=True)
-    text = out / TEXT_FILE
-    html = out / HTML_FILE
-    perfetto = out / PERFETTO_FILE
-    write_perfetto(spans, outputs.taxonomy, perfetto)
-    for path, content in ((text, outputs.text), (html, render_html(outputs.report, title))):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(content, encoding="utf-8")
-        tmp.replace(path)
-    return [text, perfetto, html], chosen.note
+    with staged(out) as files:
+        with files.open(PERFETTO_FILE) as raw, io.TextIOWrapper(raw, encoding="utf-8") as trace:
+            write_perfetto(spans, outputs.taxonomy, trace)
+        files.write(TEXT_FILE, outputs.text)
+        files.write(HTML_FILE, render_html(outputs.report, title))
+    return [out / TEXT_FILE, out / PERFETTO_FILE, out / HTML_FILE], chosen.note

@@ -10,7 +10,6 @@ memory does not grow with the output.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import IO
 
 from codegen.report.parse import Capture
@@ -19,14 +18,9 @@ from codegen.report.taxonomy import Taxonomy
 MAIN_THREAD = 1
 
 
-def write_perfetto(capture: Capture, taxonomy: Taxonomy, path: Path) -> int:
-    """Write the trace to ``path``; return the number of events."""
-    origin = min(p.start for p in capture.processes)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as out:
-        count = _write(capture, taxonomy, origin, out)
-    tmp.replace(path)
-    return count
+def write_perfetto(capture: Capture, taxonomy: Taxonomy, out: IO[str]) -> int:
+    """Write the trace to ``out``; return the number of events."""
+    return _write(capture, taxonomy, min(p.start for p in capture.processes), out)
 
 
 def _us(ns: int, origin: int) -> float:

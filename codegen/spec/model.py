@@ -471,5 +471,20 @@ class Project:
                     stack.append(member)
         return tuple(g.name for g in self.groups if g.name in seen)
 
+    def select_groups(self, names: str) -> frozenset[str]:
+        """The groups a comma-separated list of group and preset names selects (case aside);
+        ValueError naming the first unknown one and the valid names."""
+        known = {g.name for g in self.groups}
+        selected: set[str] = set()
+        for item in (part.strip().lower() for part in names.split(",") if part.strip()):
+            if item in known:
+                selected.add(item)
+            elif any(p.name == item for p in self.presets):
+                selected.update(self.expand_preset(item))
+            else:
+                valid = ", ".join([p.name for p in self.presets] + sorted(known)) or "none declared"
+                raise ValueError(f"unknown group or preset '{item}' (valid: {valid})")
+        return frozenset(selected)
+
     def files(self) -> tuple[str, ...]:
         return tuple(sorted({s.file for s in self.spans}))

@@ -2,7 +2,7 @@
 
 A page holding the line ``MARKER`` gets it replaced (Sphinx's ``source-read`` event, before MyST
 parses the page) by one section per command: its description, its usage and a table of its
-arguments with their help, all read from ``codegen.cli._parser()``, so the page cannot drift from
+arguments with their help, all read from ``codegen.cli.build_parser()``, so the page cannot drift from
 ``codegen --help``. tests/unit/test_docs_cli.py checks every option of every command is listed.
 """
 
@@ -75,9 +75,9 @@ def render(parser: argparse.ArgumentParser) -> str:
 
 def _source_read(app: Any, docname: str, source: list[str]) -> None:
     if MARKER in source[0]:
-        from codegen.cli import _parser
+        from codegen.cli import build_parser
 
-        source[0] = source[0].replace(MARKER, render(_parser()))
+        source[0] = source[0].replace(MARKER, render(build_parser()))
 
 
 def setup(app: Any) -> dict[str, Any]:

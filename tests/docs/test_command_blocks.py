@@ -1,5 +1,5 @@
 """Every command block of README.md and of the user guide (docs/guide/*.md) runs in a test exactly
-as written: each is marked (``<!-- readme: NAME -->``, see tests/readme_blocks.py), each guide
+as written: each is marked (``<!-- readme: NAME -->``, see tests/support/doc_blocks.py), each guide
 block is run by a test that names it, and each README block is, word for word, the guide's block
 of the same name (the README shows the shortest path; the guide's tests run it)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.readme_blocks import _BLOCK, GUIDE, README, REPO, SETUP, blocks
+from tests.support.doc_blocks import _BLOCK, GUIDE, README, REPO, SETUP, blocks
 
 FENCE = re.compile(r"^```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 SHELL = {"sh", "bash", "shell", "console"}

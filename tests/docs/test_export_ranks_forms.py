@@ -5,7 +5,7 @@ and variable rows and the runtime's taxonomy say the same; the manual's pages po
 from __future__ import annotations
 
 from codegen.spec.load import load_project
-from tests.readme_blocks import GUIDE, README, REPO
+from tests.support.doc_blocks import GUIDE, README, REPO
 
 FORMS = "a list of ranks (0,4,8-11), every:N"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from tests.readme_blocks import README, REPO
+from tests.support.doc_blocks import README, REPO
 
 LINK = re.compile(r"\]\((?!https?:)([^)#\s]*)(?:#([^)\s]+))?\)")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.readme_blocks import REPO, SETUP, blocks
+from tests.support.doc_blocks import REPO, SETUP, blocks
 
 pytestmark = pytest.mark.slow
 SKIP = shutil.ignore_patterns(

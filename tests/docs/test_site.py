@@ -1,5 +1,5 @@
 """The manual (docs/) builds as `tox -e docs` builds it, every warning an error, and renders in a
-real browser: headless Chromium (as tests/report/test_browser.py drives it) opens the index and a
+real browser: headless Chromium (as tests/support/browser.py drives it) opens the index and a
 user-guide page with no console message (a missing stylesheet, script or picture is one) and every
 local resource the pages name exists. `tox -e docs` runs this after its build."""
 
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.readme_blocks import REPO
-from tests.report.test_browser import artifacts, browse, console_messages
+from tests.support.browser import artifacts, browse, console_messages
+from tests.support.doc_blocks import REPO
+from tests.support.modules import load_file
 
 pytest.importorskip("sphinx", reason="Sphinx is in the docs extra: tox -e docs runs this test")
 pytest.importorskip("myst_parser", reason="MyST is in the docs extra: tox -e docs runs this test")
@@ -54,16 +55,12 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
 
 
 def test_cli_page_lists_every_command(site: Path) -> None:
-    from codegen.cli import _parser
+    from codegen.cli import build_parser
 
     page = (site / "reference" / "cli.html").read_text(encoding="utf-8")
-    sys.path.insert(0, str(DOCS / "_ext"))
-    try:
-        from cli_page import commands
-    finally:
-        sys.path.remove(str(DOCS / "_ext"))
+    commands = load_file(DOCS / "_ext" / "cli_page.py").commands
     assert "with --source" in page  # option names in the help stay as written (no en dash)
-    for name, sub in commands(_parser()).items():
+    for name, sub in commands(build_parser()).items():
         assert f"codegen {name}" in page, name
         for action in sub._actions:
             for option in action.option_strings:

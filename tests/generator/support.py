@@ -9,10 +9,20 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from tests.support.modules import with_pythonpath
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CASES = Path(__file__).resolve().parents[1] / "transform_cases"
 DEMO = "megatron/demo.py"
 PACKAGE_INFO = "megatron/core/package_info.py"
+# One span on ``work`` of megatron/demo.py: the smallest spec, which tests extend with their own entries.
+WORK_SPEC = """\
+file: megatron/demo.py
+spans:
+  - name: demo.work
+    group: step
+    function: work
+"""
 
 
 def package_info(version: str) -> str:
@@ -54,7 +64,6 @@ def pin_fixture_tree(cache: Path, source: Path) -> Path:
 
 _KEEP_ALIVE = """
 import sys
-sys.path.insert(0, {root!r})
 import megatron.demo
 sys._kept_alive = megatron.demo  # the module outlives sys.modules, to the final clearing
 """
@@ -63,11 +72,11 @@ sys._kept_alive = megatron.demo  # the module outlives sys.modules, to the final
 def _run_to_final_clearing(module: ModuleType, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     root = str(Path(module.__file__ or "").resolve().parents[1])
     return subprocess.run(
-        [sys.executable, "-c", _KEEP_ALIVE.format(root=root)],
+        [sys.executable, "-c", _KEEP_ALIVE],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, **env},
+        env=with_pythonpath(root, env={**os.environ, **env}),
         check=False,
     )
 

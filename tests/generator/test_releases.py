@@ -17,17 +17,15 @@ from tests.generator.support import (
     DEMO,
     FIXTURES,
     PACKAGE_INFO,
+    WORK_SPEC,
     make_project,
     package_info,
     pin_fixture_tree,
 )
 
-SPEC = """\
-file: megatron/demo.py
-spans:
-  - name: demo.work
-    group: step
-    function: work
+SPEC = (
+    WORK_SPEC
+    + """\
   - name: demo.new
     group: step
     function: added_in_0_0_1
@@ -37,6 +35,7 @@ spans:
     function: work
     around: {any: [{assign: scaled}, {return: x + 1}]}
 """
+)
 SOURCE = '''def work(x):
     """Doc."""
     return x + 1

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -14,39 +10,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-
-from codegen.emit.tree import write_tree
-from codegen.pipeline import generate
-from tests.generator.support import FIXTURES, make_project
-
-
-def _import_fresh(root: Path) -> tuple[ModuleType, ModuleType | None]:
-    for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
-        del sys.modules[name]
-    sys.path.insert(0, str(root))
-    try:
-        demo = importlib.import_module("megatron.demo")
-        otel = sys.modules.get("megatron.otel")
-    finally:
-        sys.path.remove(str(root))
-    return demo, otel
-
-
-@pytest.fixture
-def modules(tmp_path: Path) -> Iterator[tuple[ModuleType, ModuleType, ModuleType]]:
-    """(pristine demo, instrumented demo, runtime) imported from fresh trees."""
-    source = (FIXTURES / "runtime_src/megatron/demo.py").read_text(encoding="utf-8")
-    specs, root = make_project(
-        tmp_path, (FIXTURES / "runtime_specs.yaml").read_text(encoding="utf-8"), source
-    )
-    generation = generate(specs, root)
-    fork = tmp_path / "fork"
-    write_tree(fork, {p: new for p, (_, new) in generation.changes.items()}, base=root)
-    pristine, _ = _import_fresh(root)
-    demo, otel = _import_fresh(fork)
-    yield pristine, demo, otel
-    for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
-        del sys.modules[name]
 
 
 def _enable(otel: ModuleType, exporter: InMemorySpanExporter, groups: str) -> None:

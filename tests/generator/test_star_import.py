@@ -3,20 +3,14 @@ has its own ``otel`` must keep it (issue 16, item 5)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from codegen.emit.tree import write_tree
+from codegen.atomic import write_tree
 from codegen.pipeline import generate
-from tests.generator.support import make_project
+from tests.generator.support import WORK_SPEC, make_project
+from tests.support.modules import forget, mount
 
-SPEC = """\
-file: megatron/demo.py
-spans:
-  - name: demo.work
-    group: step
-    function: work
-"""
+SPEC = WORK_SPEC
 SOURCE = "def work(x):\n    return x + 1\n"
 
 
@@ -28,13 +22,11 @@ def _star_import(tmp_path: Path, all_: str | None) -> dict[str, object]:
     fork = tmp_path / "fork"
     write_tree(fork, {p: new for p, (_, new) in generation.changes.items()}, base=root)
     namespace: dict[str, object] = {"otel": "the importer's own"}
-    sys.path.insert(0, str(fork))
+    mount(fork, "megatron")
     try:
         exec("from megatron.demo import *", namespace)
     finally:
-        sys.path.remove(str(fork))
-        for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
-            del sys.modules[name]
+        forget("megatron")
     del namespace["__builtins__"]
     return namespace
 

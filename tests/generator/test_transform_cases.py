@@ -22,14 +22,14 @@ import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from codegen.atomic import write_tree
 from codegen.diagnostics import SpecError
-from codegen.emit.tree import write_tree
 from codegen.pipeline import generate
 from tests.generator.support import CASES, DEMO, make_project, pin_fixture_tree
+from tests.support.modules import import_fresh
 
 ALL_CASES = sorted(p for p in CASES.iterdir() if p.is_dir())
 CASE_DIRS = [p for p in ALL_CASES if (p / "output.py").is_file()]
@@ -72,18 +72,6 @@ def test_refused_case(case: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             assert expected in reported, f"{case.name}: {expected!r} not in:\n{reported}"
 
 
-def _import_fresh(root: Path) -> tuple[ModuleType, ModuleType | None]:
-    for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
-        del sys.modules[name]
-    sys.path.insert(0, str(root))
-    try:
-        demo = importlib.import_module("megatron.demo")
-        otel = sys.modules.get("megatron.otel")
-    finally:
-        sys.path.remove(str(root))
-    return demo, otel
-
-
 @pytest.fixture
 def fresh_megatron() -> Iterator[None]:
     yield
@@ -101,8 +89,8 @@ def test_execution_check(case: Path, tmp_path: Path, fresh_megatron: None, expor
     generation = generate(specs, root)
     fork = tmp_path / "fork"
     write_tree(fork, {p: new for p, (_, new) in generation.changes.items()}, base=root)
-    before, _ = _import_fresh(root)
-    after, otel = _import_fresh(fork)
+    before, _ = import_fresh(root)
+    after, otel = import_fresh(fork)
     assert otel is not None and before is not after
     spec = importlib.util.spec_from_file_location(f"transform_check_{case.name}", case / "check.py")
     assert spec is not None and spec.loader is not None

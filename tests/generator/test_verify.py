@@ -12,20 +12,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from codegen.cli import main
 from tests.generator.support import FIXTURES
-from tests.generator.test_runtime_fixture import modules  # noqa: F401  (fixture)
+from tests.support.otlp_json import attributes
 
 
 def otlp_json(spans: tuple[ReadableSpan, ...]) -> str:
     """The OTLP JSON file format, as the collector's file exporter writes it (one request)."""
-
-    def value(v: object) -> dict[str, object]:
-        if isinstance(v, bool):
-            return {"boolValue": v}
-        if isinstance(v, int):
-            return {"intValue": str(v)}
-        if isinstance(v, float):
-            return {"doubleValue": v}
-        return {"stringValue": str(v)}
 
     raw = [
         {
@@ -33,7 +24,7 @@ def otlp_json(spans: tuple[ReadableSpan, ...]) -> str:
             "spanId": f"{s.context.span_id:016x}",
             "parentSpanId": f"{s.parent.span_id:016x}" if s.parent else "",
             "name": s.name,
-            "attributes": [{"key": k, "value": value(v)} for k, v in (s.attributes or {}).items()],
+            "attributes": attributes(s.attributes),
         }
         for s in spans
     ]
@@ -45,7 +36,7 @@ def console(spans: tuple[ReadableSpan, ...]) -> str:
 
 
 @pytest.fixture
-def capture(modules, tmp_path: Path) -> tuple[ReadableSpan, ...]:  # noqa: F811
+def capture(modules, tmp_path: Path) -> tuple[ReadableSpan, ...]:
     _, demo, otel = modules
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -1,6 +1,6 @@
 """megatron.training's ``pretrain()`` on one GPU under the instrumented fork, activation offload on.
 
-    python tests/gpu/run_pretrain_gpu.py [--out DIR]        # from the repository root
+    python -m tests.gpu.run_pretrain_gpu [--out DIR]        # from the repository root
 
 Not run by ``.ci/run`` (it needs a GPU). Needs torch with CUDA, transformer-engine (Megatron
 supports fine-grained activation offloading only with ``--transformer-impl transformer_engine``),
@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
 ARGV = [
     "--num-layers", "4", "--hidden-size", "512", "--num-attention-heads", "8",
@@ -62,8 +61,8 @@ def main() -> int:
         print("error: transformer-engine is not installed (activation offload needs it)", file=sys.stderr)
         return 2
 
+    from codegen.atomic import write_tree
     from codegen.cli import main as codegen
-    from codegen.emit.tree import write_tree
     from codegen.pipeline import generate
     from tests.megatron_cpu.pretrain_harness import WORKER, build_dataset_helpers, read_spans
 

@@ -24,12 +24,13 @@ import yaml
 
 from codegen.cli import main
 from codegen.inplace import MANIFEST_NAME
-from tests.inplace.conftest import REPO, SPECS, clone, git
+from tests.support.git_repo import clone, git
+from tests.support.paths import REPO, SPECS
+from tests.support.pre_commit import HOOK_ARGS
 
 LAYER = "megatron/core/transformer/transformer_layer.py"  # made CRLF and mode 0755
 DDP = "megatron/core/distributed/distributed_data_parallel.py"  # the flat span
 MANIFEST = f"megatron/core/otel/{MANIFEST_NAME}"
-HOOK_ARGS = ["specs/", "--docs", "docs/otel"]  # the README's pre-commit configuration passes these
 FLAT_SPEC = """\
 # The gradient synchronization start in the flat form: no try, the end is a statement of its own.
 form: flat

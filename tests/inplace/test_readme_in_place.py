@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.inplace.conftest import IDENTITY, REPO, clone, git
-from tests.readme_blocks import IN_REPO, env_redirecting_clone, workspace
-from tests.readme_blocks import blocks as page_blocks
+from tests.support.doc_blocks import IN_REPO, env_redirecting_clone, workspace
+from tests.support.doc_blocks import blocks as page_blocks
+from tests.support.git_repo import IDENTITY, clone, git
+from tests.support.paths import REPO
 
 MANIFEST = "megatron/core/otel/_in_place.json"
 
@@ -117,7 +118,12 @@ def test_generated_lines_pass_isort_and_flake8(
     on the committed change: no finding the pristine files did not have."""
     pytest.importorskip("isort", reason="isort is in the test extra (tox -e test)")
     pytest.importorskip("flake8", reason="flake8 is in the test extra (tox -e test)")
-    from tests.target.test_megatron_linters import _flake8, _isort, _new_formatter_findings, _write_tree
+    from tests.support.megatron_linters import (
+        flake8_findings,
+        isort_format,
+        new_formatter_findings,
+        write_tree,
+    )
 
     checkout, _, _ = applied
     paths = [
@@ -127,10 +133,10 @@ def test_generated_lines_pass_isort_and_flake8(
     ]
     old = {p: git(checkout, "show", f"HEAD~1:{p}") for p in paths if not p.startswith("megatron/core/otel/")}
     new = {p: (checkout / p).read_text(encoding="utf-8") for p in paths}
-    isort_findings = {p: f for p in old if (f := _new_formatter_findings(old[p], new[p], _isort))}
+    isort_findings = {p: f for p in old if (f := new_formatter_findings(old[p], new[p], isort_format))}
     assert isort_findings == {}
-    before = _flake8(tmp_path / "pristine", _write_tree(tmp_path / "pristine", old))
-    after = _flake8(tmp_path / "in-place", _write_tree(tmp_path / "in-place", new))
+    before = flake8_findings(tmp_path / "pristine", write_tree(tmp_path / "pristine", old))
+    after = flake8_findings(tmp_path / "in-place", write_tree(tmp_path / "in-place", new))
     assert not after - before, sorted(after - before)
 
 
@@ -155,7 +161,7 @@ def test_pre_commit_configuration_is_the_hook_the_in_place_test_runs(tmp_path: P
     passes the args with which tests/inplace/test_in_place.py runs that hook through pre-commit
     (a run here would cost another whole generation)."""
     pytest.importorskip("pre_commit", reason="pre-commit is in the test extra (tox -e test)")
-    from tests.inplace.test_in_place import HOOK_ARGS
+    from tests.support.pre_commit import HOOK_ARGS
 
     text = blocks()["file .pre-commit-config.yaml"]
     (tmp_path / ".pre-commit-config.yaml").write_text(text)

@@ -22,30 +22,17 @@ REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().parent / "megatron_cpu_worker.py"
 WORKER_TIMEOUT_S = 240
 
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from codegen.emit.tree import write_tree
+from codegen.atomic import write_tree
 from codegen.pipeline import generate
-from tests.megatron_cpu.otlp_receiver import free_port
-
-
-def _env(root: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
-    env["PYTHONPATH"] = str(root)
-    env["MASTER_ADDR"] = "127.0.0.1"
-    env["OMP_NUM_THREADS"] = "1"
-    env["PYTHONWARNINGS"] = "ignore"
-    env.pop("WORLD_SIZE", None)
-    env.pop("RANK", None)
-    return env
+from tests.support.megatron_workers import communicate_all, worker_env
+from tests.support.ports import free_port
 
 
 def _start(root: Path, args: list[str], cwd: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, str(WORKER), *args],
         cwd=cwd,
-        env=_env(root),
+        env=worker_env(root),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -54,16 +41,10 @@ def _start(root: Path, args: list[str], cwd: Path) -> subprocess.Popen:
 
 def _finish(procs: list[subprocess.Popen], what: str) -> None:
     failures = []
-    for proc in procs:
-        try:
-            output, _ = proc.communicate(timeout=WORKER_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            for other in procs:
-                other.kill()
-            output, _ = proc.communicate()
+    for proc, (output, timed_out) in zip(procs, communicate_all(procs, WORKER_TIMEOUT_S)):
+        if timed_out:
             failures.append(f"timed out after {WORKER_TIMEOUT_S}s\n{output[-4000:]}")
-            continue
-        if proc.returncode != 0:
+        elif proc.returncode != 0:
             failures.append(f"exit {proc.returncode}\n{output[-4000:]}")
     if failures:
         pytest.fail(f"megatron CPU worker ({what}) failed:\n" + "\n---\n".join(failures))
@@ -171,7 +152,7 @@ def pretrain_runs(pristine_root, fork_root, dataset_helpers, tmp_path_factory):
 def main_root(tmp_path_factory) -> Path:
     """Megatron-LM main with #6438 in replace mode: stripped, then instrumented by the specs."""
     from tests.megatron_cpu.main_tree import instrument
-    from tests.upstream_main import snapshot
+    from tests.support.upstream_main import snapshot
 
     tree = tmp_path_factory.mktemp("main") / "megatron-lm"
     return instrument(snapshot("with"), tree, replace=True, runtime=MAIN_RUNTIME)
@@ -203,7 +184,7 @@ def main_shims(tmp_path_factory) -> Path:
 def main_helpers(tmp_path_factory) -> Path:
     """Main's dataset helpers (``helpers.cpp``) built for this Python."""
     from tests.megatron_cpu.pretrain_harness import build_dataset_helpers
-    from tests.upstream_main import snapshot
+    from tests.support.upstream_main import snapshot
 
     source = snapshot("minus") / "megatron/core/datasets/helpers.cpp"
     return build_dataset_helpers(source, tmp_path_factory.mktemp("main-helpers"))

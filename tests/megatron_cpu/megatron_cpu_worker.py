@@ -147,10 +147,11 @@ def build_model(pre_process: bool = True, post_process: bool = True, pipeline_si
     )
 
 
-def make_batches() -> list[dict[str, torch.Tensor]]:
-    generator = torch.Generator().manual_seed(SEED + 1)
+def make_batches(count: int = NUM_MICROBATCHES, seed: int = SEED + 1) -> list[dict[str, torch.Tensor]]:
+    """``count`` microbatches of random tokens (the same for the same ``seed``)."""
+    generator = torch.Generator().manual_seed(seed)
     batches = []
-    for _ in range(NUM_MICROBATCHES):
+    for _ in range(count):
         tokens = torch.randint(0, VOCAB, (MICRO_BATCH, SEQ + 1), generator=generator)
         batches.append(
             {

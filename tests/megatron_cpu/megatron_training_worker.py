@@ -105,21 +105,7 @@ def init_megatron(port: int, megatron_argv: list[str] = ARGV):
     return args
 
 
-def make_batches(count: int, seed: int) -> list[dict[str, torch.Tensor]]:
-    generator = torch.Generator().manual_seed(seed)
-    mb, seq = base.MICRO_BATCH, base.SEQ
-    batches = []
-    for _ in range(count):
-        tokens = torch.randint(0, base.VOCAB, (mb, seq + 1), generator=generator)
-        batches.append(
-            {
-                "tokens": tokens[:, :-1].contiguous(),
-                "labels": tokens[:, 1:].contiguous(),
-                "position_ids": torch.arange(seq).unsqueeze(0).expand(mb, seq).contiguous(),
-                "loss_mask": torch.ones(mb, seq),
-            }
-        )
-    return batches
+make_batches = base.make_batches  # otlp_worker.py takes it from here
 
 
 @contextlib.contextmanager

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import random
 import socket
 import threading
 import time
@@ -42,8 +41,18 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
+from tests.support.ports import HOST, free_port
+
 MODES = ("accept", "slow", "refuse", "absent")
-HOST = "127.0.0.1"
+# the protocols the installed exporters speak: OTLP/HTTP always, OTLP/gRPC with grpcio and its exporter
+PROTOCOLS = ["http"]
+try:
+    import grpc  # noqa: F401
+    import opentelemetry.exporter.otlp.proto.grpc.trace_exporter  # noqa: F401
+
+    PROTOCOLS.append("grpc")
+except ImportError:
+    pass
 # OTLP/HTTP path -> (signal, request type, response type)
 HTTP_PATHS: dict[str, tuple[str, Any, Any]] = {
     "/v1/traces": (
@@ -83,41 +92,6 @@ class Request:
         if self._document is None and self.message is not None:
             self._document = to_otlp_json(self.message)
         return self._document
-
-
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A port on ``HOST`` nothing listens on, below the kernel's ephemeral range, never handed out
-    twice by this process.
-
-    A port the kernel picks for ``bind(0)`` is an ephemeral one: between this check and the server
-    binding it, any process's outgoing connection may take it (a gloo rank of a run started just
-    before did, and the next run's TCPStore failed with EADDRINUSE). Below that range no outgoing
-    connection lands.
-    """
-    low = _ephemeral_low()
-    draw = random.Random()
-    for _ in range(200):
-        port = draw.randrange(max(1024, low - 12000), low)
-        if port in _HANDED_OUT:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind((HOST, port))
-            except OSError:
-                continue
-        _HANDED_OUT.add(port)
-        return port
-    raise RuntimeError(f"no free port on {HOST} below {low}")
-
-
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768  # Linux's default
 
 
 def to_otlp_json(message: Any) -> dict[str, Any]:

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.support.megatron_workers import communicate_all
+from tests.support.otlp_json import read_spans
+
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "megatron_pretrain_worker.py"
 RUN_TIMEOUT_S = 300
@@ -260,13 +263,8 @@ def start(
 
 
 def finish(run: Run, procs: list) -> Run:
-    for proc in procs:
-        try:
-            output, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            for other in procs:
-                other.kill()
-            output, _ = proc.communicate()
+    for proc, (output, timed_out) in zip(procs, communicate_all(procs, RUN_TIMEOUT_S)):
+        if timed_out:
             output += f"\n[timed out after {RUN_TIMEOUT_S}s]"
         run.returncodes.append(proc.returncode)
         run.outputs.append(output)
@@ -334,6 +332,107 @@ def build_dataset_helpers(source: Path, dest: Path) -> Path:
     return dest
 
 
+# -- the span names each configuration records (test_pretrain_cpu.py, test_multirank.py) ---------
+
+PHASES = (
+    "megatron.startup.launch_script",
+    "megatron.startup.container_load",
+    "megatron.startup.imports",
+    "megatron.startup.arg_parse",
+    "megatron.startup.inprocess_setup",
+    "megatron.startup.in_job_setup",
+    "megatron.startup.initialize_megatron",
+    "megatron.startup.jit_fusion_options",
+)
+STARTUP = {"pre_startup", "megatron.startup", *PHASES}
+LOOP = {
+    "megatron.train",
+    "megatron.train.first_iteration",
+    "megatron.train.iteration",
+    "megatron.train.iteration.forward_backward",
+    "megatron.train.iteration.optimizer",
+    "megatron.train.iteration_report",
+    "megatron.train.log",
+    "megatron.checkpoint.ft_heartbeat",
+    "megatron.checkpoint.save.finalize",
+    "megatron.checkpoint.exit_finalize",
+}
+HOT = {
+    "megatron.microbatch.forward",
+    "megatron.microbatch.backward",
+    "megatron.layer.forward",
+    "megatron.layer.self_attention",
+    "megatron.layer.mlp",
+}
+SETUP = {"megatron.startup.model_init", "megatron.startup.dataloader"}
+EVALUATE = {"megatron.evaluate", "megatron.evaluate.step"}
+SAVE = {
+    "megatron.checkpoint.exposed_save",
+    "megatron.checkpoint.reclaim_memory",
+    "megatron.checkpoint.save",
+    "megatron.checkpoint.save.state_dict",
+    "megatron.checkpoint.save.io_write",
+    "megatron.checkpoint.report_memory",
+    "megatron.checkpoint.timers_log",
+}
+# LOOP_ARGV's options: weight-hash check, params norm, manual GC
+LOOP_OPTIONS = {
+    "megatron.startup.weight_hash_check",
+    "megatron.train.params_norm",
+    "megatron.train.gc_collect",
+}
+
+# one rank training with saves and evaluation, the loop's options on: every CPU-reachable span
+FULL = STARTUP | SETUP | LOOP | HOT | EVALUATE | SAVE | LOOP_OPTIONS | {"megatron.grad_sync.finish"}
+
+OBSERVED: dict[str, set[str]] = {
+    "fresh": FULL,
+    "fresh_lean": FULL,
+    "resume": FULL | {"megatron.checkpoint.load", "megatron.checkpoint.load.io_read"},
+    # default = job, checkpoint, evaluate, first_iteration (inference has no spans yet)
+    "default": (STARTUP | EVALUATE | SAVE | {"megatron.startup.weight_hash_check"})
+    | {"megatron.train", "megatron.train.first_iteration"}
+    | {
+        "megatron.checkpoint.ft_heartbeat",
+        "megatron.checkpoint.save.finalize",
+        "megatron.checkpoint.exit_finalize",
+    },
+    # the last stage: activations in, gradients out; DDP's grad sync launched after the schedule
+    "pp": STARTUP
+    | SETUP
+    | LOOP
+    | HOT
+    | EVALUATE
+    | {
+        "megatron.grad_sync.start",
+        "megatron.grad_sync.finish",
+        "megatron.p2p.recv_forward",
+        "megatron.p2p.send_forward",
+        "megatron.p2p.send_backward",
+    },
+    # the first stage: activations out, gradients in
+    "pp_first": STARTUP
+    | SETUP
+    | LOOP
+    | HOT
+    | EVALUATE
+    | {
+        "megatron.grad_sync.finish",
+        "megatron.p2p.recv_forward",
+        "megatron.p2p.send_forward",
+        "megatron.p2p.recv_backward",
+        "megatron.p2p.send_backward",
+    },
+    "dp": STARTUP | SETUP | LOOP | HOT | EVALUATE | {"megatron.grad_sync.finish"},
+    "sigterm": STARTUP | SETUP | LOOP | HOT | SAVE | {"megatron.grad_sync.finish"},
+    "killed": STARTUP
+    | SETUP
+    | HOT
+    | (LOOP - {"megatron.checkpoint.exit_finalize"})
+    | {"megatron.grad_sync.finish"},
+}
+
+
 # -- reading captures ----------------------------------------------------------------------------
 
 
@@ -356,31 +455,6 @@ def _documents(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def read_spans(path: Path) -> list[dict[str, Any]]:
-    """Every span of an OTLP JSON capture, in export order, with plain attributes and times."""
-    spans = []
-    for document in _documents(path):
-        for resource in document.get("resourceSpans", []):
-            pid = _attributes(resource.get("resource", {}).get("attributes", [])).get("process.pid")
-            for scope in resource.get("scopeSpans", []):
-                for raw in scope.get("spans", []):
-                    spans.append(
-                        {
-                            "name": raw["name"],
-                            "trace_id": raw["traceId"],
-                            "span_id": raw["spanId"],
-                            "parent_id": raw.get("parentSpanId") or None,
-                            "start": int(raw["startTimeUnixNano"]),
-                            "end": int(raw["endTimeUnixNano"]),
-                            "attributes": _attributes(raw.get("attributes", [])),
-                            "status": raw.get("status", {}).get("code", 0),
-                            "links": [link["spanId"] for link in raw.get("links", [])],
-                            "pid": pid,
-                        }
-                    )
-    return spans
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:

@@ -17,9 +17,9 @@ for _module in ("torch", "triton", "numpy"):
     pytest.importorskip(_module, reason=f"{_module} is needed to run megatron")
 
 from tests.megatron_cpu.main_tree import instrument
-from tests.megatron_cpu.otlp_receiver import free_port
 from tests.megatron_cpu.pretrain_harness import MODEL_ARGV, Config, Run, finish, start
-from tests.upstream_main import snapshot
+from tests.support.ports import free_port
+from tests.support.upstream_main import snapshot
 
 TRAIN_ITERS = 4
 ARGV = (

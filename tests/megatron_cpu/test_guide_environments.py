@@ -35,8 +35,8 @@ import pytest
 for _module in ("torch", "numpy", "opentelemetry.sdk.trace"):
     pytest.importorskip(_module, reason=f"{_module} is needed (tox -e runtime installs it)")
 
-from tests.megatron_cpu.conftest import free_port
-from tests.readme_blocks import INSTALLED, PATCHES, blocks, run_block, workspace
+from tests.support.doc_blocks import INSTALLED, PATCHES, blocks, run_block, workspace
+from tests.support.ports import free_port
 
 EXAMPLE = "layer_example.py"
 VERIFIED = "3 spans, 3 distinct names checked: 0 findings"

@@ -36,7 +36,6 @@ for _module in (
 ):
     pytest.importorskip(_module, reason=f"{_module} is needed (tox -e runtime installs it)")
 
-from tests.megatron_cpu.conftest import free_port
 from tests.megatron_cpu.installed_site import make_site
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver
 from tests.megatron_cpu.pretrain_harness import (
@@ -47,6 +46,7 @@ from tests.megatron_cpu.pretrain_harness import (
     environment,
     read_spans,
 )
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs"

@@ -26,9 +26,10 @@ for _module in (
 ):
     pytest.importorskip(_module, reason=f"{_module} is needed for the OTLP capture tests")
 
-from tests.megatron_cpu.conftest import free_port
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver
-from tests.megatron_cpu.test_otlp_export import SPECS, Worker, distro_env, otel_env
+from tests.support.megatron_workers import Worker, distro_env, otel_env
+from tests.support.paths import SPECS
+from tests.support.ports import free_port
 
 pytest.importorskip("opentelemetry.distro", reason="opentelemetry-distro is needed (tox -e runtime)")
 

@@ -31,11 +31,12 @@ for _module in ("torch", "numpy", "opentelemetry.instrumentation", "opentelemetr
     pytest.importorskip(_module, reason=f"{_module} is needed (tox -e runtime installs it)")
 
 from codegen.cli import main as codegen_main
-from tests.megatron_cpu.otlp_receiver import OtlpReceiver, free_port
+from tests.megatron_cpu.main_tree import MAIN_ARGV, TRAIN_ITERS, main_configs
+from tests.megatron_cpu.otlp_receiver import OtlpReceiver
 from tests.megatron_cpu.pretrain_harness import LAUNCH_OFFSETS, WORKER, environment, finish, read_spans, start
-from tests.megatron_cpu.test_main_pretrain import MAIN_ARGV, TRAIN_ITERS, _configs
-from tests.readme_blocks import INSTALLED, run_block, workspace
-from tests.upstream_main import snapshot
+from tests.support.doc_blocks import INSTALLED, run_block, workspace
+from tests.support.ports import free_port
+from tests.support.upstream_main import snapshot
 
 BIN = Path(sys.executable).parent
 SPECS = Path(__file__).resolve().parents[2] / "specs"
@@ -80,7 +81,7 @@ def runs(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("main-installed-runs")
-    generated = _configs(main_root, snapshot("with"), nemo_lens_site, main_shims)["generated"]
+    generated = main_configs(main_root, snapshot("with"), nemo_lens_site, main_shims)["generated"]
     replaced, procs = start("generated", generated, {"fork": main_root}, main_helpers, work, free_port())
     # item 6: a checkout of main instrumented in place in replace + dependency mode (the shim), the
     # runtime package and this wheel installed (a copy outside git: --allow-dirty, as the guide says)

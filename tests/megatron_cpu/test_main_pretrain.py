@@ -28,45 +28,26 @@ for _module in ("torch", "triton", "numpy"):
 from codegen.diagnostics import Diagnostics
 from codegen.spec.load import load_project
 from tests.megatron_cpu import main_comparison as comparison
-from tests.megatron_cpu.otlp_receiver import free_port
-from tests.megatron_cpu.pretrain_harness import MODEL_ARGV, Config, Run, finish, start
-from tests.upstream_main import snapshot
+from tests.megatron_cpu.main_tree import (
+    KILL_AT,
+    MAIN_ARGV,
+    RAISE_AT,
+    SAVE_INTERVAL,
+    TRAIN_ITERS,
+    main_configs,
+)
+from tests.megatron_cpu.pretrain_harness import Run, finish, start
+from tests.support.ports import free_port
+from tests.support.upstream_main import snapshot
 
 REPO = Path(__file__).resolve().parents[2]
-TRAIN_ITERS = 4
-SAVE_INTERVAL = 2
-MAIN_ARGV = (
-    *MODEL_ARGV, "--train-iters", str(TRAIN_ITERS), "--save-interval", str(SAVE_INTERVAL),
-    "--eval-interval", str(SAVE_INTERVAL), "--num-workers", "0",
-)  # fmt: skip
-RAISE_AT = 1  # the exception run: forward_step raises in iteration 1 (0-based)
-KILL_AT = 1  # the SIGTERM run (no handler of Megatron's): killed in iteration 1
-
-
-def _configs(main: Path, with_6438: Path, lens: Path, shims: Path) -> dict[str, Config]:
-    ours = (("PYTHONPATH", f"{main}{os.pathsep}{shims}"),)  # shims: the runtime wheel when installed
-    return {
-        "hand": Config(
-            "all", MAIN_ARGV, save=True, env=(("PYTHONPATH", f"{with_6438}{os.pathsep}{lens}"),),
-            worker_args=("--hand-written",),
-        ),
-        "generated": Config("all", MAIN_ARGV, save=True, env=ours),
-        "raised": Config("all", MAIN_ARGV, env=ours, worker_args=("--raise-at", str(RAISE_AT)), expect_rc=1),
-        "killed": Config(
-            "all", MAIN_ARGV, env=(*ours, ("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "5")),
-            sigterm_at=KILL_AT, expect_rc=-15,
-        ),
-        "repeated": Config("all", MAIN_ARGV, env=ours, worker_args=("--repeat", "2")),
-    }  # fmt: skip
-
-
 BATCHES = (("hand", "generated"), ("raised", "killed"), ("repeated",))
 
 
 @pytest.fixture(scope="session")
 def main_runs(main_root, main_helpers, main_shims, nemo_lens_site, tmp_path_factory) -> dict[str, Run]:
     work = tmp_path_factory.mktemp("main-pretrain")
-    configs = _configs(main_root, snapshot("with"), nemo_lens_site, main_shims)
+    configs = main_configs(main_root, snapshot("with"), nemo_lens_site, main_shims)
     roots = {"fork": main_root}
     runs: dict[str, Run] = {}
     for batch in BATCHES:

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.otlp_json import console_capture
+
 for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace"):
     pytest.importorskip(_module, reason=f"{_module} is needed to run megatron-core on CPU")
 
@@ -243,32 +245,13 @@ def test_p2p_receive_needs_cuda_and_the_span_records_the_error(p2p_results):
 # what the run emitted, checked by `codegen verify` against the taxonomy generated from specs/
 
 
-def _console_capture(spans: list[dict[str, Any]]) -> str:
-    """The SDK console exporter's JSON layout (the fields `codegen verify` reads)."""
-    import json
-
-    return "".join(
-        json.dumps(
-            {
-                "name": s["name"],
-                "context": {"trace_id": f"0x{s['trace_id']:032x}", "span_id": f"0x{s['span_id']:016x}"},
-                "parent_id": f"0x{s['parent_id']:016x}" if s["parent_id"] is not None else None,
-                "attributes": s["attributes"],
-            },
-            indent=4,
-        )
-        + "\n"
-        for s in spans
-    )
-
-
 def test_codegen_verify_accepts_the_cpu_run(train_results, p2p_results, tmp_path, capsys):
     from codegen.cli import main
 
     spans = list(train_results["instrumented"]["runs"]["all"]["spans"])
     spans += train_results["instrumented"]["mamba"]["all"]["spans"]
     capture = tmp_path / "capture.json"
-    capture.write_text(_console_capture(spans))
+    capture.write_text(console_capture(spans))
     assert main(["verify", str(SPECS), str(capture), "--groups", "layer,microbatch"]) == 0, (
         capsys.readouterr().out
     )
@@ -276,7 +259,7 @@ def test_codegen_verify_accepts_the_cpu_run(train_results, p2p_results, tmp_path
     assert f"{len(spans)} spans, 6 distinct names checked: 0 findings" in out
 
     # Both pipeline ranks; grad_sync needs DDP on CUDA, so no group must be complete here.
-    capture.write_text(_console_capture(p2p_results[0]["spans"] + p2p_results[1]["spans"]))
+    capture.write_text(console_capture(p2p_results[0]["spans"] + p2p_results[1]["spans"]))
     assert main(["verify", str(SPECS), str(capture), "--groups", ""]) == 0, capsys.readouterr().out
 
 
@@ -294,6 +277,6 @@ def test_codegen_verify_rejects_a_span_moved_to_another_group(train_results, tmp
         )
     )
     capture = tmp_path / "capture.json"
-    capture.write_text(_console_capture(train_results["instrumented"]["runs"]["all"]["spans"]))
+    capture.write_text(console_capture(train_results["instrumented"]["runs"]["all"]["spans"]))
     assert main(["verify", str(specs), str(capture)]) == 1
     assert "span 'megatron.layer.mlp' has group 'layer'; the docs say 'microbatch'" in capsys.readouterr().out

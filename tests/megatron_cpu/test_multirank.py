@@ -86,7 +86,7 @@ def runs(fork_root, dataset_helpers, tmp_path_factory) -> dict[str, dict[str, An
     ``MEGATRON_CPU_MULTIRANK_DIR=DIR`` keeps the runs in DIR and, when DIR already holds a run's
     capture, checks it again instead of running (for working on the tests, never set in CI).
     """
-    from tests.megatron_cpu.conftest import free_port
+    from tests.support.ports import free_port
 
     keep = os.environ.get("MEGATRON_CPU_MULTIRANK_DIR")
     work = Path(keep) if keep else tmp_path_factory.mktemp("multirank")
@@ -221,7 +221,7 @@ def test_span_ids_unique_across_ranks(runs):
 def test_default_setting_exports_from_the_last_rank_only(runs):
     """As before multi-rank export: the last rank, the same span names as test_pretrain_cpu's
     "pp" run (which captures through its own providers, not OTLP)."""
-    from tests.megatron_cpu.test_pretrain_cpu import OBSERVED
+    from tests.megatron_cpu.pretrain_harness import OBSERVED
 
     spans = runs["pp_default"]["spans"]
     assert {s.resource["dl.rank"] for s in spans} == {1}

@@ -39,7 +39,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 
-from tests.runtime_pkg.test_lean_path import own_provider_exporting_to, workload
+from tests.support.lean_workload import own_provider_exporting_to, workload
 
 
 @pytest.fixture

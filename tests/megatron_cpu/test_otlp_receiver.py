@@ -21,16 +21,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
 from codegen.capture import read_spans as read_capture
-from tests.megatron_cpu.otlp_receiver import OtlpReceiver
-
-PROTOCOLS = ["http"]
-try:
-    import grpc  # noqa: F401
-    import opentelemetry.exporter.otlp.proto.grpc.trace_exporter  # noqa: F401
-
-    PROTOCOLS.append("grpc")
-except ImportError:
-    pass
+from tests.megatron_cpu.otlp_receiver import PROTOCOLS, OtlpReceiver
 
 
 def span_exporter(receiver: OtlpReceiver, timeout: float = 5.0):

@@ -30,8 +30,11 @@ from tests.megatron_cpu.pretrain_harness import (
     CONFIGS,
     KILL_AT,
     NUM_LAYERS,
+    OBSERVED,
+    PHASES,
     RESUME_ITERS,
     SAVE_INTERVAL,
+    SETUP,
     SIGTERM_AT,
     TRAIN_ITERS,
     checkpoint_tensors,
@@ -42,114 +45,6 @@ TELEMETRY_RUNS = [name for name, config in CONFIGS.items() if config.telemetry n
 # the same run: plain, off, default, all (a program's provider: the SDK path), all (the lean path)
 IDENTICAL_RUNS = ("pristine", "off", "default", "fresh", "fresh_lean")
 
-PHASES = (
-    "megatron.startup.launch_script",
-    "megatron.startup.container_load",
-    "megatron.startup.imports",
-    "megatron.startup.arg_parse",
-    "megatron.startup.inprocess_setup",
-    "megatron.startup.in_job_setup",
-    "megatron.startup.initialize_megatron",
-    "megatron.startup.jit_fusion_options",
-)
-STARTUP = {"pre_startup", "megatron.startup", *PHASES}
-LOOP = {
-    "megatron.train",
-    "megatron.train.first_iteration",
-    "megatron.train.iteration",
-    "megatron.train.iteration.forward_backward",
-    "megatron.train.iteration.optimizer",
-    "megatron.train.iteration_report",
-    "megatron.train.log",
-    "megatron.checkpoint.ft_heartbeat",
-    "megatron.checkpoint.save.finalize",
-    "megatron.checkpoint.exit_finalize",
-}
-HOT = {
-    "megatron.microbatch.forward",
-    "megatron.microbatch.backward",
-    "megatron.layer.forward",
-    "megatron.layer.self_attention",
-    "megatron.layer.mlp",
-}
-SETUP = {"megatron.startup.model_init", "megatron.startup.dataloader"}
-EVALUATE = {"megatron.evaluate", "megatron.evaluate.step"}
-SAVE = {
-    "megatron.checkpoint.exposed_save",
-    "megatron.checkpoint.reclaim_memory",
-    "megatron.checkpoint.save",
-    "megatron.checkpoint.save.state_dict",
-    "megatron.checkpoint.save.io_write",
-    "megatron.checkpoint.report_memory",
-    "megatron.checkpoint.timers_log",
-}
-# LOOP_ARGV's options: weight-hash check, params norm, manual GC
-LOOP_OPTIONS = {
-    "megatron.startup.weight_hash_check",
-    "megatron.train.params_norm",
-    "megatron.train.gc_collect",
-}
-
-OBSERVED: dict[str, set[str]] = {
-    "fresh": STARTUP | SETUP | LOOP | HOT | EVALUATE | SAVE | LOOP_OPTIONS | {"megatron.grad_sync.finish"},
-    "fresh_lean": STARTUP
-    | SETUP
-    | LOOP
-    | HOT
-    | EVALUATE
-    | SAVE
-    | LOOP_OPTIONS
-    | {"megatron.grad_sync.finish"},
-    "resume": STARTUP
-    | SETUP
-    | LOOP
-    | HOT
-    | EVALUATE
-    | SAVE
-    | LOOP_OPTIONS
-    | {"megatron.grad_sync.finish", "megatron.checkpoint.load", "megatron.checkpoint.load.io_read"},
-    # default = job, checkpoint, evaluate, first_iteration (inference has no spans yet)
-    "default": (STARTUP | EVALUATE | SAVE | {"megatron.startup.weight_hash_check"})
-    | {"megatron.train", "megatron.train.first_iteration"}
-    | {
-        "megatron.checkpoint.ft_heartbeat",
-        "megatron.checkpoint.save.finalize",
-        "megatron.checkpoint.exit_finalize",
-    },
-    # the last stage: activations in, gradients out; DDP's grad sync launched after the schedule
-    "pp": STARTUP
-    | SETUP
-    | LOOP
-    | HOT
-    | EVALUATE
-    | {
-        "megatron.grad_sync.start",
-        "megatron.grad_sync.finish",
-        "megatron.p2p.recv_forward",
-        "megatron.p2p.send_forward",
-        "megatron.p2p.send_backward",
-    },
-    # the first stage: activations out, gradients in
-    "pp_first": STARTUP
-    | SETUP
-    | LOOP
-    | HOT
-    | EVALUATE
-    | {
-        "megatron.grad_sync.finish",
-        "megatron.p2p.recv_forward",
-        "megatron.p2p.send_forward",
-        "megatron.p2p.recv_backward",
-        "megatron.p2p.send_backward",
-    },
-    "dp": STARTUP | SETUP | LOOP | HOT | EVALUATE | {"megatron.grad_sync.finish"},
-    "sigterm": STARTUP | SETUP | LOOP | HOT | SAVE | {"megatron.grad_sync.finish"},
-    "killed": STARTUP
-    | SETUP
-    | HOT
-    | (LOOP - {"megatron.checkpoint.exit_finalize"})
-    | {"megatron.grad_sync.finish"},
-}
 
 # Taxonomy spans no CPU run can reach, each with the call that blocks it.
 UNREACHABLE_ON_CPU = {

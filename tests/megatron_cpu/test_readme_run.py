@@ -4,7 +4,7 @@ accepting it, the flags and environment of the "turn it on" block parsed by mega
 the OTLP block's run without the exporter installed.
 
 Every command runs as the README writes it (``bash -e``), in a workspace holding this repository
-as ``megatron-otel-codegen/`` (see tests/readme_blocks.py). Nothing is redirected for the CPU:
+as ``megatron-otel-codegen/`` (see tests/support/doc_blocks.py). Nothing is redirected for the CPU:
 the example runs megatron-core's TransformerLayer as is.
 """
 
@@ -23,8 +23,8 @@ import pytest
 for _module in ("torch", "triton", "numpy"):
     pytest.importorskip(_module, reason=f"{_module} is needed to import megatron")
 
-from tests.megatron_cpu.conftest import free_port
-from tests.readme_blocks import blocks, run_block, workspace
+from tests.support.doc_blocks import blocks, run_block, workspace
+from tests.support.ports import free_port
 
 EXAMPLE = "layer_example.py"
 

@@ -17,7 +17,7 @@ for _module in ("torch", "triton", "numpy"):
     pytest.importorskip(_module, reason=f"{_module} is needed to import megatron.training")
 
 from codegen.spec.load import load_project
-from tests.megatron_cpu.conftest import _env
+from tests.support.megatron_workers import worker_env
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 
@@ -40,7 +40,7 @@ print(json.dumps({
 
 
 def _run(fork_root: Path, argv: list[str], **env: str) -> dict:
-    environment = {**_env(fork_root), "MEGATRON_OTEL_EXPORTER": "none", **env}
+    environment = {**worker_env(fork_root), "MEGATRON_OTEL_EXPORTER": "none", **env}
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT, json.dumps(argv)],
         env=environment,
@@ -85,7 +85,7 @@ print(json.dumps({
 }))
 """
     result = subprocess.run(
-        [sys.executable, "-c", script], env=_env(fork_root), capture_output=True, text=True, timeout=240
+        [sys.executable, "-c", script], env=worker_env(fork_root), capture_output=True, text=True, timeout=240
     )
     assert result.returncode == 0, result.stderr[-3000:]
     helps = json.loads(result.stdout.strip().splitlines()[-1])

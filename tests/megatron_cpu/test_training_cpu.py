@@ -23,8 +23,9 @@ for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace"):
 
 import torch
 
-from tests.megatron_cpu.conftest import _env, free_port
-from tests.megatron_cpu.test_megatron_cpu import _console_capture
+from tests.support.megatron_workers import worker_env
+from tests.support.otlp_json import console_capture
+from tests.support.ports import free_port
 
 WORKER = Path(__file__).resolve().parent / "megatron_training_worker.py"
 SPECS = Path(__file__).resolve().parents[2] / "specs"
@@ -44,7 +45,7 @@ def training_results(fork_root: Path, tmp_path_factory) -> dict[str, Any]:
         [sys.executable, str(WORKER), *args],
         check=False,
         cwd=work,
-        env=_env(fork_root),
+        env=worker_env(fork_root),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -224,7 +225,7 @@ def test_codegen_verify_accepts_the_training_run(training_results, tmp_path, cap
 
     spans = training_results["evaluate"]["all"]["spans"] + training_results["train_step"]["all"]["spans"]
     capture = tmp_path / "capture.json"
-    capture.write_text(_console_capture(spans))
+    capture.write_text(console_capture(spans))
     assert main(["verify", str(SPECS), str(capture), "--groups", ""]) == 0, capsys.readouterr().out
     assert f"{len(spans)} spans, 9 distinct names checked: 0 findings" in capsys.readouterr().out
     # every span the evaluate, forward_backward, optimizer and microbatch groups declare was seen

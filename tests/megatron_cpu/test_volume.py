@@ -27,6 +27,7 @@ for _module in ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.ht
 import psutil
 
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver
+from tests.support.modules import with_pythonpath
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().parent / "volume_worker.py"
@@ -82,6 +83,7 @@ def test_many_ranks_into_one_receiver_nothing_lost_memory_bounded():
             k: v for k, v in __import__("os").environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))
         }
         env.update(receiver.environ(), PYTHONWARNINGS="ignore")
+        env = with_pythonpath(REPO, env=env)
         procs = [
             subprocess.Popen(
                 [
@@ -127,7 +129,6 @@ def test_many_ranks_into_one_receiver_nothing_lost_memory_bounded():
 
 
 def test_readme_volume_table_is_rendered_from_the_measurements():
-    sys.path.insert(0, str(REPO))
     from benchmarks.volume import render_table
 
     measured = json.loads((REPO / "benchmarks" / "volume.json").read_text())

@@ -4,7 +4,8 @@ names in the ``all`` preset, then shutdown(); prints how many it recorded.
 
     python volume_worker.py --rank R --world-size N --spans K
 
-The runtime is imported from the repository (``codegen.otel_runtime``), no Megatron needed.
+The runtime is imported from the repository (``codegen.otel_runtime``; the test puts the repository
+on ``PYTHONPATH``), no Megatron needed.
 """
 
 from __future__ import annotations
@@ -12,10 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main() -> None:

@@ -1,19 +1,11 @@
-"""Fixtures for the report tests: the specs' project, and small hand-made captures."""
+"""Fixtures for the report tests: the specs' project and its taxonomy (the small hand-made
+captures they read are built with tests/support/otlp_json.py)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SPECS = REPO / "specs"
-DATA = REPO / "tests" / "data" / "report"
-S = 1_000_000_000  # ns per second
-T0 = 1_700_000_000 * S
+from tests.support.paths import SPECS
 
 
 @pytest.fixture(scope="session")
@@ -29,93 +21,3 @@ def taxonomy(project):
     from codegen.report.taxonomy import Taxonomy
 
     return Taxonomy.from_project(project)
-
-
-class Spans:
-    """A capture built span by span: ``add(name, start_s, end_s, parent=..., iteration=...)``."""
-
-    def __init__(self, resource: dict[str, Any] | None = None) -> None:
-        self.resource = resource or {"service.name": "test", "process.pid": 1}
-        self.spans: list[dict[str, Any]] = []
-        self.next = 1
-
-    def add(self, name: str, start: float, end: float, parent: int = 0, iteration: int | None = None,
-            error: bool = False, links: Sequence[int] = ()) -> int:  # fmt: skip
-        span_id = self.next
-        self.next += 1
-        attrs = [{"key": "megatron.span_group", "value": {"stringValue": "x"}}]
-        if iteration is not None:
-            attrs.append({"key": "megatron.iteration", "value": {"intValue": str(iteration)}})
-        raw: dict[str, Any] = {
-            "traceId": f"{1:032x}",
-            "spanId": f"{span_id:016x}",
-            "name": name,
-            "startTimeUnixNano": str(T0 + round(start * S)),
-            "endTimeUnixNano": str(T0 + round(end * S)),
-            "attributes": attrs,
-            "status": {"code": 2} if error else {},
-            "links": [{"traceId": f"{1:032x}", "spanId": f"{s:016x}"} for s in links],
-        }
-        if parent:
-            raw["parentSpanId"] = f"{parent:016x}"
-        self.spans.append(raw)
-        return span_id
-
-    def document(self) -> dict[str, Any]:
-        resource = {"attributes": [_attr(k, v) for k, v in self.resource.items()]}
-        return {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": self.spans}]}]}
-
-    def write(self, path: Path) -> Path:
-        path.write_text(json.dumps(self.document()) + "\n", encoding="utf-8")
-        return path
-
-
-def _attr(key: str, value: Any) -> dict[str, Any]:
-    if isinstance(value, int):
-        return {"key": key, "value": {"intValue": str(value)}}
-    return {"key": key, "value": {"stringValue": str(value)}}
-
-
-def simple_run(spans: Spans, offset: float = 0.0, iterations: int = 4, save_every: int = 2,
-               first_iteration: int = 0, step: float = 1.0, fail_after: int | None = None) -> None:  # fmt: skip
-    """pre_startup 1 s, startup 3 s (phases 1 s + model_init 1 s + dataloader 1 s), then intervals
-    of ``save_every`` iterations of ``step`` s each closed by a 0.5 s save, eval 0.25 s at each save.
-    The first iteration takes 3 steps. ``fail_after``: stop (no save) after that many iterations."""
-    o = offset
-    spans.add("pre_startup", o, o + 1)
-    startup = spans.add("megatron.startup", o + 1, o + 4)
-    spans.add("megatron.startup.imports", o + 1, o + 2, startup)
-    spans.add("megatron.startup.model_init", o + 2, o + 3, startup)
-    spans.add("megatron.startup.dataloader", o + 3, o + 4, startup)
-    t = o + 4
-    number = first_iteration
-    done = 0
-    while done < iterations:
-        start = t
-        interval = spans.add("megatron.train", start, start, iteration=number)  # end fixed below
-        for _ in range(save_every):
-            length = step * 3 if done == 0 else step
-            it = spans.add("megatron.train.iteration", t, t + length, interval, iteration=number)
-            if done == 0:
-                spans.add("megatron.train.first_iteration", t, t + length, it, iteration=number)
-            spans.add("megatron.train.iteration.forward_backward", t, t + length * 0.75, it)
-            spans.add("megatron.train.iteration.optimizer", t + length * 0.75, t + length, it)
-            t += length
-            number += 1
-            done += 1
-            if fail_after is not None and done >= fail_after:
-                break
-        failed = fail_after is not None and done >= fail_after
-        if not failed:
-            spans.add("megatron.evaluate", t, t + 0.25, interval)
-            t += 0.25
-            save = spans.add("megatron.checkpoint.exposed_save", t, t + 0.5, interval, iteration=number)
-            spans.add("megatron.checkpoint.save", t, t + 0.4, save, iteration=number)  # one save, not two
-            t += 0.5
-        for raw in spans.spans:
-            if raw["spanId"] == f"{interval:016x}":
-                raw["endTimeUnixNano"] = str(T0 + round(t * S))
-                if failed:
-                    raw["status"] = {"code": 2}
-        if failed:
-            break

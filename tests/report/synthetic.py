@@ -43,23 +43,31 @@ class _Writer:
 
     def span(self, name: str, start: int, end: int, parent: int = 0, iteration: int | None = None,
              trace: int = 1, links: tuple[int, ...] = (), span_id: int = 0) -> int:  # fmt: skip
-        if not span_id:
-            span_id = self.next_id
-            self.next_id += 1
+        span_id = self._id(span_id)
         attrs = [_attr("megatron.span_group", "x")]
         if iteration is not None:
             attrs.append(_attr("megatron.iteration", iteration))
         parent_text = f',"parentSpanId":"{parent:016x}"' if parent else ""
         link_text = ",".join(f'{{"traceId":"{trace - 1:032x}","spanId":"{s:016x}"}}' for s in links)
-        self.pending.append(
+        self._add(
             f'{{"traceId":"{trace:032x}","spanId":"{span_id:016x}"{parent_text},"name":"{name}","kind":1,'
             f'"startTimeUnixNano":"{start}","endTimeUnixNano":"{end}","attributes":[{",".join(attrs)}],'
             f'"links":[{link_text}],"status":{{}}}}'
         )
+        return span_id
+
+    def _id(self, span_id: int) -> int:
+        """``span_id``, or the next free id when 0."""
+        if not span_id:
+            span_id = self.next_id
+            self.next_id += 1
+        return span_id
+
+    def _add(self, line: str) -> None:
+        self.pending.append(line)
         self.count += 1
         if len(self.pending) >= self.batch:
             self.flush()
-        return span_id
 
     def flush(self) -> None:
         if self.pending:
@@ -76,25 +84,20 @@ class _RowWriter(_Writer):
 
     def span(self, name: str, start: int, end: int, parent: int = 0, iteration: int | None = None,
              trace: int = 1, links: tuple[int, ...] = (), span_id: int = 0) -> int:  # fmt: skip
-        if not span_id:
-            span_id = self.next_id
-            self.next_id += 1
+        span_id = self._id(span_id)
         attrs = '{"megatron.span_group":"x"' + (
             f',"megatron.iteration":"{iteration}"}}' if iteration is not None else "}"
         )
         parent_text = f"{parent:016x}" if parent else ""
         link_spans = ",".join(f'"{s:016x}"' for s in links)
         link_traces = ",".join(f'"{trace - 1:032x}"' for _ in links)
-        self.pending.append(
+        self._add(
             f'{{"start":{start},"TraceId":"{trace:032x}","SpanId":"{span_id:016x}","ParentSpanId":"{parent_text}",'
             f'"SpanName":"{name}","SpanKind":"Internal","ServiceName":"{self.service}",'
             f'"ResourceAttributes":{self.resource_map},"ScopeName":"megatron","ScopeVersion":"",'
             f'"SpanAttributes":{attrs},"Duration":{end - start},"StatusCode":"Unset","StatusMessage":"",'
             f'"LinkTraceIds":[{link_traces}],"LinkSpanIds":[{link_spans}]}}'
         )
-        self.count += 1
-        if len(self.pending) >= self.batch:
-            self.flush()
         return span_id
 
     def flush(self) -> None:

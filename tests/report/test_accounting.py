@@ -8,7 +8,7 @@ import pytest
 
 from codegen.report import build
 from codegen.report.taxonomy import CATEGORIES, Taxonomy, TaxonomyError
-from tests.report.conftest import Spans, simple_run
+from tests.support.otlp_json import Spans, simple_run
 
 
 def _report(project, tmp_path, *captures: Spans):

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from codegen.cli import EXIT_SOURCE, main
-from tests.report.conftest import SPECS, Spans, simple_run
+from tests.support.otlp_json import Spans, simple_run
+from tests.support.paths import SPECS
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:

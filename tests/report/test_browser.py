@@ -5,57 +5,20 @@ resulting DOM (``--dump-dom``); its console goes to stderr (``--enable-logging=s
 any message (an uncaught error above all) fails the test. A screenshot of each page is saved as a
 test artifact under ``build/test-artifacts/`` (``REPORT_ARTIFACTS`` overrides the folder).
 
-Without Chromium the test fails, naming the package: it must not pass by skipping in CI.
+Without Chromium the test fails under tox (``CODEGEN_REQUIRE_BROWSER=1``), naming the package: it
+must not pass by skipping in CI; a plain ``pytest`` run skips it, naming why (tests/support/browser.py).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
-
 from codegen.cli import main
-from tests.report.conftest import DATA, REPO, SPECS, Spans, simple_run
-
-FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000",
-)  # fmt: skip
-TIMEOUT_S = 120
-
-
-def chromium() -> str:
-    found = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        pytest.fail(
-            "Chromium is needed for the browser test: apt-get install -y chromium (.ci/run installs it)"
-        )
-    return found
-
-
-def artifacts() -> Path:
-    folder = Path(os.environ.get("REPORT_ARTIFACTS") or REPO / "build" / "test-artifacts")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def browse(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [chromium(), *FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-
-
-def console_messages(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+from tests.support.browser import artifacts, browse, console_messages
+from tests.support.otlp_json import Spans, simple_run
+from tests.support.paths import REPORT_DATA as DATA
+from tests.support.paths import SPECS
 
 
 def count(dom: str, pattern: str) -> int:

@@ -22,8 +22,8 @@ import pytest
 
 from codegen import capture
 from codegen.capture import CaptureError, _File
-from tests.report.conftest import DATA
 from tests.report.synthetic import write_capture
+from tests.support.paths import REPORT_DATA as DATA
 
 CORPUS = Path(__file__).resolve().parents[1] / "bad_captures"
 BAD = sorted(p for p in CORPUS.iterdir() if p.suffix != ".expected")

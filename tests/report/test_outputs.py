@@ -6,7 +6,8 @@ import json
 import re
 
 from codegen.cli import main
-from tests.report.conftest import SPECS, Spans, simple_run
+from tests.support.otlp_json import Spans, simple_run
+from tests.support.paths import SPECS
 
 
 def _two_ranks(tmp_path):

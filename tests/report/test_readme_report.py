@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.readme_blocks import README, blocks
-from tests.report.conftest import REPO
+from tests.support.doc_blocks import README, blocks
+from tests.support.paths import REPO
 
 BLOCK = re.compile(r"^<!-- readme: report -->\n```sh\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 PAGE = REPO / "docs" / "guide" / "report.md"

@@ -15,9 +15,10 @@ import yaml
 
 from codegen.report import build
 from codegen.report.store import TABLE
-from tests.readme_blocks import GUIDE, blocks
-from tests.report.conftest import DATA, Spans, simple_run
 from tests.report.store_support import chdb_http, make_store
+from tests.support.doc_blocks import GUIDE, blocks
+from tests.support.otlp_json import Spans, simple_run
+from tests.support.paths import REPORT_DATA as DATA
 
 PAGE = GUIDE / "report-store.md"
 

@@ -13,7 +13,7 @@ import pytest
 
 from codegen.report import build
 from codegen.report.render_text import FIRST_RULE, render_text, seconds
-from tests.report.conftest import DATA
+from tests.support.paths import REPORT_DATA as DATA
 
 
 def _spans(name: str) -> list[dict]:

@@ -8,7 +8,7 @@ import dataclasses
 import json
 
 from codegen.report import build
-from tests.report.conftest import DATA
+from tests.support.paths import REPORT_DATA as DATA
 
 
 def _reversed(source, target):

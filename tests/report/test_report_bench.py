@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.report.conftest import REPO
+from tests.support.paths import REPO
 
 
 def test_report_bench_small():

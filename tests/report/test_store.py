@@ -22,9 +22,11 @@ from codegen.capture import read_spans
 from codegen.cli import EXIT_SOURCE, main
 from codegen.report import build, build_from_store, build_with_chdb
 from codegen.report.store import EXPORTER_DDL, ChdbConnection, Selection
-from tests.report.conftest import DATA, SPECS, Spans, simple_run
 from tests.report.store_support import chdb_http, make_store
 from tests.report.synthetic import write_capture
+from tests.support.otlp_json import Spans, simple_run
+from tests.support.paths import REPORT_DATA as DATA
+from tests.support.paths import SPECS
 
 pytest.importorskip("chdb", reason="the report-store extra (chdb) is not installed")
 

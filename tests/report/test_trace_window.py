@@ -10,8 +10,8 @@ import pytest
 from codegen.cli import main
 from codegen.report import build
 from codegen.report.trace_window import choose, parse_ranks
-from tests.report.conftest import SPECS
 from tests.report.synthetic import spans_per_iteration, write_capture
+from tests.support.paths import SPECS
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.report.conftest import DATA, REPO, SPECS
+from tests.support.paths import REPO, SPECS
+from tests.support.paths import REPORT_DATA as DATA
 
 HIDE = "import sys; sys.modules['chdb'] = None; from codegen.cli import main; sys.exit(main(sys.argv[1:]))"
 

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-# The generator's package and this folder's support module, whatever pytest's import mode.
-for _path in (Path(__file__).resolve().parents[2], Path(__file__).resolve().parent):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
 from runtime_pkg_support import Rendered, make_project, render_into
+
+from tests.support.modules import forget, mount
 
 
 @pytest.fixture
@@ -25,14 +20,13 @@ def unique_top() -> str:
 
 @pytest.fixture
 def importable(tmp_path: Path, unique_top: str) -> Iterator[Path]:
-    """tmp_path on sys.path for the test; modules imported from it are forgotten afterwards."""
-    sys.path.insert(0, str(tmp_path))
+    """The package ``unique_top`` importable from tmp_path for the test (mounted, not on sys.path);
+    modules imported from it are forgotten afterwards."""
+    mount(tmp_path, unique_top)
     try:
         yield tmp_path
     finally:
-        sys.path.remove(str(tmp_path))
-        for name in [m for m in sys.modules if m == unique_top or m.startswith(unique_top + ".")]:
-            del sys.modules[name]
+        forget(unique_top)
 
 
 @pytest.fixture

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import os
+import re
+import subprocess
+import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -22,6 +27,7 @@ from codegen.spec.model import (
     Span,
 )
 from codegen.upstream import UpstreamPin
+from tests.support.modules import with_pythonpath
 
 POS = Pos("specs/groups.yaml", 1, 1)
 
@@ -203,3 +209,60 @@ def render_into(root: Path, project: Project) -> Rendered:
     sites = root / parent.replace(".", "/") / "sites.py"
     sites.write_text(CALL_SITES.replace("RUNTIME_PARENT", parent), encoding="utf-8")
     return Rendered(root, project, files)
+
+
+# -- scripts run in a subprocess on a rendered runtime (test_process_exit.py and others)
+
+PRELUDE = """\
+import os, signal, sys, time
+import importlib
+otel = importlib.import_module({module!r})
+STAMPS = {{"program_start": time.time() - 5, "main_entry": time.time() - 1}}
+
+def pretrain(iterations=4, save_interval=2, fail=None):
+    otel.configure()
+    otel.startup(STAMPS)
+    otel.begin_training(0, save_interval)
+    try:
+        for iteration in range(iterations):
+            otel.train_iteration(iteration)
+            span = otel.STEP and otel.start_span("megatron.train.iteration")
+            try:
+                if fail is not None and iteration == iterations - 1:
+                    fail()
+            finally:
+                span and span.end()
+    finally:
+        otel.end_training()
+"""
+
+
+def run_script(
+    rendered: Rendered, body: str, *, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    script = PRELUDE.format(root=str(rendered.root), module=rendered.project.runtime.module)
+    script += textwrap.dedent(body)
+    environ = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MEGATRON_OTEL_", "OTEL_", "SLURM_")) and k not in ("RANK", "WORLD_SIZE")
+    }
+    environ.update(
+        {
+            "MEGATRON_OTEL_ENABLED": "1",
+            "MEGATRON_OTEL_SPAN_GROUPS": "all",
+            "MEGATRON_OTEL_EXPORTER": "console",
+            "MEGATRON_OTEL_METRICS_ENABLED": "0",
+            "OTEL_BSP_SCHEDULE_DELAY": "3600000",  # nothing is exported unless flushed
+        }
+    )
+    environ = with_pythonpath(rendered.root, env=environ)
+    environ.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=environ, timeout=timeout
+    )
+
+
+def span_names(stdout: str) -> list[str]:
+    """Names of the spans ConsoleSpanExporter printed (top-level "name" of each JSON object)."""
+    return re.findall(r'^    "name": "([^"]+)"', stdout, re.MULTILINE)

@@ -158,6 +158,50 @@ def test_package_absent_every_runtime_function_is_a_named_no_op(tree: Path) -> N
     assert has_getattr is False
 
 
+def test_package_absent_leaves_no_runtime_module_behind(tree: Path) -> None:
+    """The shim hands the runtime this tree's taxonomy (as ``megatron_otel_runtime._taxonomy``) only
+    when the runtime is there: absent, no ``megatron_otel_runtime`` module is left in sys.modules."""
+    probe = (
+        "import json, sys, megatron.core.otel; "
+        "print(json.dumps(sorted(n for n in sys.modules if n.startswith(('megatron.core.otel', 'megatron_otel')))))"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], env={**clean, "PYTHONPATH": str(tree)}, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    modules = json.loads(result.stdout.splitlines()[-1])
+    assert modules == ["megatron.core.otel", "megatron.core.otel._records", "megatron.core.otel._taxonomy"]
+
+
+def test_the_shims_record_types_have_the_runtimes_fields(tree: Path) -> None:
+    """The taxonomy's values are the same tuples whether the shim or the runtime made their types:
+    the shim's ``_records`` has every record type of the runtime's ``_records.py``, field for field."""
+    from codegen.emit.runtime import RECORDS
+    from codegen.otel_runtime import _records
+
+    probe = (
+        "import json, sys, megatron.core.otel; r = sys.modules['megatron.core.otel._records']; "
+        f"print(json.dumps({{n: getattr(r, n)._fields for n in {list(RECORDS)!r}}}))"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], env={**clean, "PYTHONPATH": str(tree)}, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    fields = json.loads(result.stdout.splitlines()[-1])
+    assert fields == {name: list(getattr(_records, name)._fields) for name in RECORDS}
+
+
+def test_the_shim_reads_without_tricks(tree: Path) -> None:
+    """Issue 44: no ``globals().update``, no module ``__getattr__``, no lambda, no deletion from
+    sys.modules, no file-path loading: the runtime is imported by name, the taxonomy by ``from .``."""
+    shim = (tree / PACKAGE / "__init__.py").read_text()
+    for trick in ("globals()", "__getattr__", "lambda", "del sys.modules", "spec_from_file_location"):
+        assert trick not in shim, trick
+    assert "\n        import megatron_otel_runtime  #" in shim and "\nfrom . import _taxonomy  #" in shim
+
+
 def test_package_absent_and_telemetry_off_says_nothing(tree: Path) -> None:
     probe = PROBE.replace("otel_enabled=True", "otel_enabled=False")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
@@ -190,14 +234,14 @@ def test_a_mismatched_pair_warns_once_naming_both_and_runs_without_telemetry(
     shutil.copytree(installed, site, ignore=shutil.ignore_patterns("__pycache__"))  # edited below
     if newer == "tree":  # an older runtime under a tree generated for a newer one
         _set_format(tree / PACKAGE / "_taxonomy.py", "\nFORMAT = 1\n", "\nFORMAT = 2\n")
-        expected = "taxonomy format 2; megatron-otel-runtime 0.1.0 reads (1,)"
+        expected = "taxonomy format 2; megatron-otel-runtime 0.1.0 reads 1"  # numbers, not (1,)
     else:  # a newer runtime that no longer reads this tree's format
         _set_format(
             site / "megatron_otel_runtime" / "_version.py",
             "TAXONOMY_FORMATS = (1,)",
             "TAXONOMY_FORMATS = (2,)",
         )
-        expected = "taxonomy format 1; megatron-otel-runtime 0.1.0 reads (2,)"
+        expected = "taxonomy format 1; megatron-otel-runtime 0.1.0 reads 2"
     out = _probe(tree, site, {"MEGATRON_OTEL_EXPORTER": "none"})
     assert out["module"] == "megatron.core.otel"  # the shim's no-ops
     assert out["flags"] == {"JOB": False, "LAYER": False, "STEP": False, "METRICS": False}

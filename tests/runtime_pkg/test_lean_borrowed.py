@@ -30,7 +30,8 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, TraceIdRatioBased
-from test_lean_path import normalized, workload
+
+from tests.support.lean_workload import normalized, workload
 
 
 def environment(monkeypatch: pytest.MonkeyPatch, recording: str) -> None:

@@ -18,7 +18,8 @@ from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from test_lean_path import own_provider_exporting_to
+
+from tests.support.lean_workload import own_provider_exporting_to
 
 
 @pytest.fixture

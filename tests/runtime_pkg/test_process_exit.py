@@ -8,68 +8,13 @@ span was ended *and* flushed by the runtime.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
 import textwrap
 
 import pytest
-from runtime_pkg_support import Rendered
-
-PRELUDE = """\
-import os, signal, sys, time
-sys.path.insert(0, {root!r})
-import importlib
-otel = importlib.import_module({module!r})
-STAMPS = {{"program_start": time.time() - 5, "main_entry": time.time() - 1}}
-
-def pretrain(iterations=4, save_interval=2, fail=None):
-    otel.configure()
-    otel.startup(STAMPS)
-    otel.begin_training(0, save_interval)
-    try:
-        for iteration in range(iterations):
-            otel.train_iteration(iteration)
-            span = otel.STEP and otel.start_span("megatron.train.iteration")
-            try:
-                if fail is not None and iteration == iterations - 1:
-                    fail()
-            finally:
-                span and span.end()
-    finally:
-        otel.end_training()
-"""
-
-
-def run_script(
-    rendered: Rendered, body: str, *, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    script = PRELUDE.format(root=str(rendered.root), module=rendered.project.runtime.module)
-    script += textwrap.dedent(body)
-    environ = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("MEGATRON_OTEL_", "OTEL_", "SLURM_")) and k not in ("RANK", "WORLD_SIZE")
-    }
-    environ.update(
-        {
-            "MEGATRON_OTEL_ENABLED": "1",
-            "MEGATRON_OTEL_SPAN_GROUPS": "all",
-            "MEGATRON_OTEL_EXPORTER": "console",
-            "MEGATRON_OTEL_METRICS_ENABLED": "0",
-            "OTEL_BSP_SCHEDULE_DELAY": "3600000",  # nothing is exported unless flushed
-        }
-    )
-    environ.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=environ, timeout=timeout
-    )
-
-
-def span_names(stdout: str) -> list[str]:
-    """Names of the spans ConsoleSpanExporter printed (top-level "name" of each JSON object)."""
-    return re.findall(r'^    "name": "([^"]+)"', stdout, re.MULTILINE)
+from runtime_pkg_support import PRELUDE, Rendered, run_script, span_names
 
 
 def test_spans_flushed_at_interpreter_exit(rendered: Rendered) -> None:
@@ -123,7 +68,7 @@ def test_exit_hooks_installed_once_across_two_runs_and_second_run_flushes_at_exi
 
 
 # A Python handler installed before ours runs first (it may return and let training go on):
-# test_runtime_fixes.py covers the handler that returns, the one that raises, and every thread.
+# test_providers_forks_and_sigterm.py covers the handler that returns, the one that raises, and every thread.
 
 
 def test_sigterm_default_action_is_reraised_after_the_flush(rendered: Rendered) -> None:

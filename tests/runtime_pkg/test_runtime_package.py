@@ -20,6 +20,7 @@ from codegen.diagnostics import SpecError
 from codegen.emit.runtime import HEADER, TAXONOMY, render_runtime, runtime_sources
 from codegen.spec.load import load_project
 from codegen.spec.model import Project
+from tests.support.modules import with_pythonpath
 
 
 @pytest.fixture
@@ -359,7 +360,6 @@ def test_without_opentelemetry_runtime_is_inert(rendered: Rendered) -> None:
         import sys
 
         sys.modules["opentelemetry"] = None
-        sys.path.insert(0, {str(rendered.root)!r})
         otel = importlib.import_module({runtime!r})
         sites = importlib.import_module({sites!r})
         assert otel.enable("all") == frozenset(), otel.enabled_groups()
@@ -371,7 +371,9 @@ def test_without_opentelemetry_runtime_is_inert(rendered: Rendered) -> None:
         assert not [m for m in sys.modules if m.startswith("opentelemetry") and sys.modules[m]]
         print("inert")
         """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=with_pythonpath(rendered.root)
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "inert"
     assert "opentelemetry is not installed" in result.stderr

@@ -122,12 +122,12 @@ def test_result_cache_keys_on_the_runtime_sources(tmp_path: Path, monkeypatch: p
     package = tmp_path / "codegen"
     shutil.copytree(cache.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(cache, "PACKAGE", package)
-    before = cache.run_key(REPO / "specs", None)
-    assert before is not None and cache.run_key(REPO / "specs", None) == before
+    before = cache.run_key(cache.RunOptions(REPO / "specs"))
+    assert before is not None and cache.run_key(cache.RunOptions(REPO / "specs")) == before
     for name in ("_spans.py", TAXONOMY):
         module = package / RUNTIME_SOURCE.name / name
         module.write_text(module.read_text(encoding="utf-8") + "# changed\n", encoding="utf-8")
-        after = cache.run_key(REPO / "specs", None)
+        after = cache.run_key(cache.RunOptions(REPO / "specs"))
         assert after not in (None, before)
         before = after
 

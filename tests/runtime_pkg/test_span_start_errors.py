@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 from types import ModuleType
-from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -20,21 +19,10 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.support.lean_workload import own_provider_exporting_to
+from tests.support.processors import Counting
+
 LIMITS = (150, 300, 600)  # each level records the escaping RecursionError: quadratic in the depth
-
-
-class Counting(SpanProcessor):
-    """Counts SDK spans started and ended."""
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.ended = 0
-
-    def on_start(self, span: object, parent_context: object = None) -> None:
-        self.started += 1
-
-    def on_end(self, span: object) -> None:
-        self.ended += 1
 
 
 def _enable(monkeypatch: pytest.MonkeyPatch, **extra: str) -> None:
@@ -101,14 +89,7 @@ def test_sdk_path_ends_every_span_it_started_at_the_recursion_limit(
 def test_lean_path_ends_every_span_it_started_at_the_recursion_limit(
     otel: ModuleType, monkeypatch: pytest.MonkeyPatch, limit: int
 ) -> None:
-    exporter = InMemorySpanExporter()
-
-    def otlp_exporter(settings: Any, signal: str, kind: str) -> Any:
-        return exporter if signal == "trace" else None
-
-    monkeypatch.setattr(otel._export, "otlp_exporter", otlp_exporter)
-    monkeypatch.setattr(otel._lean_install, "ALLOWED", True)
-    _enable(monkeypatch, MEGATRON_OTEL_EXPORTER="otlp", OTEL_SERVICE_NAME="recursion-test")
+    exporter = own_provider_exporting_to(otel, monkeypatch, lean=True)
     otel.configure()
     assert type(otel._state.PROCESS.run.tracer) is otel._lean_tracer.LeanTracer
     started = _to_the_limit(otel, limit)

@@ -10,7 +10,7 @@ import pytest
 
 from codegen.cli import main
 from codegen.pipeline import Generation
-from tests.target.conftest import SPECS
+from tests.support.paths import SPECS
 
 
 def test_real_specs_check_clean(generation: Generation) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from codegen.pipeline import Generation, generate
-from tests.target.conftest import REPO, SPECS
+from tests.support.paths import REPO, SPECS
 
 
 def _as_dir(tree: dict[str, str]) -> dict[str, object]:

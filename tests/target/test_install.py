@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.target.conftest import REPO, SPECS
+from tests.support.git_repo import copy_checkout
+from tests.support.paths import REPO, SPECS
 
 CONSTRAINTS = REPO / "constraints.txt"
 TEMPLATES = REPO / "templates"
@@ -37,17 +38,7 @@ def build_distributions(out: Path) -> tuple[Path, Path]:
     returns (sdist, wheel)."""
     pytest.importorskip("build", reason="build is in the test extra (tox -e test)")
     source = out / "src"
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\0")
-    for name in filter(None, listed):
-        if (REPO / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, source / name)
+    copy_checkout(source)
     result = _run(sys.executable, "-m", "build", "--outdir", out / "dist", source)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     (sdist,) = (out / "dist").glob("*.tar.gz")

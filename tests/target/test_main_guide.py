@@ -1,6 +1,6 @@
 """docs/guide/megatron-lm-main.md, as a user follows it: its command blocks run exactly as written,
 in a git checkout of Megatron-LM main carrying #6438 (the snapshot), beside this repository laid
-out as the page expects (``tests/readme_blocks.workspace``). The change is one reviewable commit;
+out as the page expects (``tests/support/doc_blocks.workspace``). The change is one reviewable commit;
 running the command again changes nothing; ``--check`` passes; and the per-file size of the change
 against the same commit without #6438 (``git diff --numstat``) is what the page's table says.
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.readme_blocks import GUIDE, blocks, workspace
-from tests.target.conftest import REPO
-from tests.upstream_main import snapshot
+from tests.support.doc_blocks import GUIDE, blocks, workspace
+from tests.support.paths import REPO
+from tests.support.upstream_main import snapshot
 
 PAGE = GUIDE / "megatron-lm-main.md"
 TABLE = re.compile(r"<!-- numstat -->\n(?P<table>.*?)<!-- /numstat -->", re.DOTALL)

@@ -10,34 +10,31 @@ import hashlib
 import importlib.machinery
 import shutil
 import warnings
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from codegen.cli import main
-from tests.target.conftest import SPECS
-from tests.target.test_package import (  # noqa: F401
+from tests.support.instrumentation_wheel import (
     MODULE,
-    _find,
-    _table,
-    finder_module,
+    build_wheel,
+    find_spec_in,
     load_finder,
-    trees,
-    unpacked,
-    wheel,
+    package_table,
+    unpack,
 )
-from tests.upstream_main import snapshot
+from tests.support.paths import SPECS
+from tests.support.upstream_main import snapshot
 
 
 def _find_all(finder: Any, root: Path, table: dict[str, Any]) -> list[Any]:
-    return [_find(finder, root, path) for path in table["files"] if (root / path).is_file()]
+    return [find_spec_in(finder, root, path) for path in table["files"] if (root / path).is_file()]
 
 
-def test_a_tree_with_6438_is_left_alone_with_one_warning(finder_module: Any, unpacked: Path) -> None:  # noqa: F811
+def test_a_tree_with_6438_is_left_alone_with_one_warning(finder_module: Any, unpacked: Path) -> None:
     with_6438 = snapshot("with")
-    table = _table(unpacked)
+    table = package_table(unpacked)
     finder = finder_module.MegatronFinder(table)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -53,9 +50,9 @@ def test_a_tree_with_6438_is_left_alone_with_one_warning(finder_module: Any, unp
     assert f"--source {with_6438.resolve()} --in-place --replace-upstream" in message
 
 
-def test_the_tree_without_6438_gets_no_hand_written_warning(finder_module: Any, unpacked: Path) -> None:  # noqa: F811
+def test_the_tree_without_6438_gets_no_hand_written_warning(finder_module: Any, unpacked: Path) -> None:
     minus = snapshot("minus")
-    table = _table(unpacked)
+    table = package_table(unpacked)
     finder = finder_module.MegatronFinder(table)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -67,14 +64,10 @@ def test_the_tree_without_6438_gets_no_hand_written_warning(finder_module: Any, 
 # main snapshot stands in for the next release.
 @pytest.fixture(scope="module")
 def main_unpacked(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist-main")
-    argv = ["package", str(SPECS), "--out", str(out), "--source", str(snapshot("with")), "--replace-upstream"]
-    assert main(argv) == 0
-    (built,) = out.glob("*.whl")
-    root = tmp_path_factory.mktemp("site-main")
-    with zipfile.ZipFile(built) as archive:
-        archive.extractall(root)
-    return root
+    built = build_wheel(
+        tmp_path_factory.mktemp("dist-main"), "--source", str(snapshot("with")), "--replace-upstream"
+    )
+    return unpack(built, tmp_path_factory.mktemp("site-main"))
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +90,7 @@ def test_package_source_needs_replace_upstream(tmp_path: Path, capsys: pytest.Ca
 
 def test_the_wheel_over_main_serves_the_replaced_text(main_finder_module: Any, main_unpacked: Path) -> None:
     with_6438 = snapshot("with")
-    table = _table(main_unpacked)
+    table = package_table(main_unpacked)
     assert table["replaced"] == ["0.20.0"] and table["releases"][-1] == table["newest"] == "0.19.2"
     version = (main_unpacked / MODULE / "_version.py").read_text()
     assert "0.20.0" not in version  # not a published release: neither RELEASES nor the requirement
@@ -105,7 +98,7 @@ def test_the_wheel_over_main_serves_the_replaced_text(main_finder_module: Any, m
     paths = [p for p in _replaced_paths(table) if p.startswith("megatron/")]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        specs = {path: _find(finder, with_6438, path) for path in paths}
+        specs = {path: find_spec_in(finder, with_6438, path) for path in paths}
         runtime = finder.find_spec("megatron.core.otel", [str(with_6438 / "megatron" / "core")])
     assert not caught, [str(w.message) for w in caught]
     assert len(specs) > 10 and "megatron/training/training.py" in specs
@@ -133,11 +126,11 @@ def test_the_entry_scripts_of_the_6438_tree_can_call_the_served_modules(
     # them): every keyword an entry script passes to a function of a served module must still be
     # accepted there (pretrain_hybrid.py passes set_startup_timestamps #6438's launch timestamps).
     with_6438 = snapshot("with")
-    table = _table(main_unpacked)
+    table = package_table(main_unpacked)
     finder = main_finder_module.MegatronFinder(table)
     defined: dict[str, list[ast.FunctionDef]] = {}
     for path in [p for p in _replaced_paths(table) if p.startswith("megatron/")]:
-        spec = _find(finder, with_6438, path)
+        spec = find_spec_in(finder, with_6438, path)
         tree = ast.parse(spec.loader.get_source(spec.name))
         for node in tree.body:
             if isinstance(node, ast.FunctionDef):
@@ -176,7 +169,7 @@ def test_an_unknown_6438_tree_still_gets_the_warning(
 ) -> None:
     """One byte changed in one #6438 module: the tree is not the one the wheel was built over,
     so nothing of it is woven (not even the files that still match) and one warning says so."""
-    table = _table(main_unpacked)
+    table = package_table(main_unpacked)
     paths = [p for p in _replaced_paths(table) if p.startswith("megatron/")]
     _copy_modules(snapshot("with"), tmp_path, paths)
     changed = tmp_path / "megatron" / "core" / "transformer" / "transformer_layer.py"
@@ -184,7 +177,7 @@ def test_an_unknown_6438_tree_still_gets_the_warning(
     finder = main_finder_module.MegatronFinder(table)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        specs = [_find(finder, tmp_path, path) for path in paths]
+        specs = [find_spec_in(finder, tmp_path, path) for path in paths]
     assert all(isinstance(s.loader, importlib.machinery.SourceFileLoader) for s in specs), "nothing woven"
     assert [w.category for w in caught] == [main_finder_module.HandWrittenTelemetryWarning]
     assert f"--source {tmp_path.resolve()} --in-place --replace-upstream" in str(caught[0].message)
@@ -195,7 +188,7 @@ def test_a_6438_module_the_wheel_does_not_know_is_a_warning(
 ) -> None:
     """A tree whose training.py is not #6438's (so its own modules are checked one by one) holding
     a module with hand-written spans that no table entry has: left alone, with the warning."""
-    table = _table(main_unpacked)
+    table = package_table(main_unpacked)
     path = "megatron/core/transformer/transformer_layer.py"
     _copy_modules(snapshot("with"), tmp_path, [path])
     module = tmp_path / path
@@ -203,7 +196,7 @@ def test_a_6438_module_the_wheel_does_not_know_is_a_warning(
     finder = main_finder_module.MegatronFinder(table)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        spec = _find(finder, tmp_path, path)
+        spec = find_spec_in(finder, tmp_path, path)
     assert isinstance(spec.loader, importlib.machinery.SourceFileLoader)
     assert [w.category for w in caught] == [main_finder_module.HandWrittenTelemetryWarning]
 
@@ -217,7 +210,7 @@ def test_a_dependency_mode_tree_is_left_as_it_is(
     out = tmp_path / "fork"
     argv = ["apply", str(SPECS), "--source", str(snapshot("with")), "--out", str(out)]
     assert main([*argv, "--replace-upstream", "--runtime", "dependency"]) == 0
-    table = _table(main_unpacked)
+    table = package_table(main_unpacked)
     finder = main_finder_module.MegatronFinder(table)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -232,13 +225,13 @@ def test_a_dependency_mode_tree_is_left_as_it_is(
     training.write_bytes(training.read_bytes() + b"\n")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        spec = _find(main_finder_module.MegatronFinder(table), out, "megatron/training/training.py")
+        spec = find_spec_in(main_finder_module.MegatronFinder(table), out, "megatron/training/training.py")
     assert not caught, [str(w.message) for w in caught]
     assert isinstance(spec.loader, importlib.machinery.SourceFileLoader)
 
 
 def test_package_source_of_a_supported_release_is_refused(
-    trees: dict[str, Path],  # noqa: F811
+    trees: dict[str, Path],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

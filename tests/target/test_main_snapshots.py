@@ -3,7 +3,7 @@ with #6438 reverted) it instruments as a release does, every taxonomy row placed
 hand-written instrumentation it is refused, naming the sites and the replace flag, and with
 ``--replace-upstream`` it instruments to the same code as the tree without #6438.
 
-The snapshots are read where they lie (``tests/upstream_main.py``). "Main before #6438" is a
+The snapshots are read where they lie (``tests/support/upstream_main.py``). "Main before #6438" is a
 Megatron-LM commit no snapshot holds: the snapshot with #6438 reverted stands in for it.
 """
 
@@ -23,8 +23,8 @@ from codegen.pipeline import generate
 from codegen.spec.load import load_project
 from codegen.spec.model import Project
 from codegen.upstream import REPLACE_FLAG, TELEMETRY_DIR, hand_written_sites
-from tests.target.conftest import REPO, SPECS
-from tests.upstream_main import WITH_6438, snapshot
+from tests.support.paths import REPO, SPECS
+from tests.support.upstream_main import WITH_6438, snapshot
 
 RELEASES_PAGE = REPO / "generated" / "docs" / "releases.md"
 

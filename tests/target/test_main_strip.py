@@ -24,8 +24,8 @@ from codegen.cli import main
 from codegen.resolve.strip_upstream import StripError, strip_tree, strip_upstream
 from codegen.spec.load import load_project
 from codegen.upstream import REPLACE_FLAG
-from tests.target.conftest import SPECS
-from tests.upstream_main import snapshot
+from tests.support.paths import SPECS
+from tests.support.upstream_main import snapshot
 
 RUNTIME = load_project(SPECS).runtime.package.strip("/")
 

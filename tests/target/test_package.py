@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.machinery
-import json
 import linecache
 import os
 import shutil
@@ -26,68 +25,8 @@ from typing import Any
 import pytest
 
 from codegen.cli import main
-from codegen.diagnostics import Diagnostics
-from codegen.spec.load import load_project
-from codegen.upstream import source_root
-from tests.target.conftest import SPECS
-
-RELEASES = ("0.17.1", "0.18.2", "0.19.0", "0.19.2")
-MODULE = "megatron_otel_instrumentation"
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    assert main(["package", str(SPECS), "--out", str(out)]) == 0
-    (built,) = out.glob("*.whl")
-    return built
-
-
-@pytest.fixture(scope="module")
-def unpacked(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("site")
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(root)
-    return root
-
-
-def load_finder(unpacked: Path, name: str) -> Any:
-    """The ``_finder`` module of the wheel unpacked at ``unpacked``, loaded as ``name`` (not
-    installed on sys.meta_path)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, unpacked / MODULE / "_finder.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def finder_module(unpacked: Path) -> Any:
-    """The wheel's ``_finder`` module, loaded from the unpacked wheel."""
-    return load_finder(unpacked, f"{MODULE}._finder")
-
-
-@pytest.fixture(scope="module")
-def trees() -> dict[str, Path]:
-    project = load_project(SPECS, Diagnostics())
-    pins = {pin.version: pin for pin in project.releases()}
-    assert tuple(pins) == RELEASES
-    return {version: source_root(pin) for version, pin in pins.items()}
-
-
-def _table(unpacked: Path) -> dict[str, Any]:
-    return json.loads((unpacked / MODULE / "_table.json").read_text())
-
-
-def _module_name(path: str) -> str:
-    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-
-
-def _find(finder: Any, root: Path, path: str) -> Any:
-    name = _module_name(path)
-    return finder.find_spec(name, [str(root / Path(path).parent)])
+from tests.support.instrumentation_wheel import MODULE, RELEASES, find_spec_in, package_table
+from tests.support.paths import SPECS
 
 
 def test_wheel_metadata_and_entry_point(wheel: Path) -> None:
@@ -113,7 +52,7 @@ def test_package_is_reproducible(wheel: Path, tmp_path: Path) -> None:
 
 
 def test_table_holds_every_release_keyed_by_pristine_sha(unpacked: Path, trees: dict[str, Path]) -> None:
-    table = _table(unpacked)
+    table = package_table(unpacked)
     assert table["releases"] == list(RELEASES)
     assert set(table["runtime"]) == set(RELEASES)
     for release in RELEASES:
@@ -131,24 +70,26 @@ def test_table_holds_every_release_keyed_by_pristine_sha(unpacked: Path, trees: 
 def test_every_changed_module_of_a_release_is_woven(
     release: str, finder_module: Any, unpacked: Path, trees: dict[str, Path]
 ) -> None:
-    finder = finder_module.MegatronFinder(_table(unpacked))
+    finder = finder_module.MegatronFinder(package_table(unpacked))
     root = trees[release]
     paths = [
-        p for p, entries in _table(unpacked)["files"].items() if any(e["release"] == release for e in entries)
+        p
+        for p, entries in package_table(unpacked)["files"].items()
+        if any(e["release"] == release for e in entries)
     ]
     assert len(paths) >= 10
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a pristine release warns about nothing
         for path in paths:
-            spec = _find(finder, root, path)
+            spec = find_spec_in(finder, root, path)
             assert isinstance(spec.loader, finder_module.WovenLoader), path
             assert spec.origin == str(root / path)
             source = spec.loader.get_source(spec.name)
-            entry = next(e for e in _table(unpacked)["files"][path] if e["release"] == release)
+            entry = next(e for e in package_table(unpacked)["files"][path] if e["release"] == release)
             assert hashlib.sha256(source.encode()).hexdigest() == entry["woven"]
     # the runtime the tree's package_info.py asks for
     runtime = finder.find_spec("megatron.core.otel", [str(root / "megatron" / "core")])
-    key = _table(unpacked)["runtime"][release]
+    key = package_table(unpacked)["runtime"][release]
     assert runtime.origin == str(unpacked / MODULE / "runtime" / key / "__init__.py")
 
 
@@ -161,9 +102,9 @@ def test_woven_code_carries_the_file_path_and_instrumented_lines(
 ) -> None:
     monkeypatch.setenv("MEGATRON_OTEL_BYTECODE_DIR", str(tmp_path / "bytecode"))
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
-    finder = finder_module.MegatronFinder(_table(unpacked))
+    finder = finder_module.MegatronFinder(package_table(unpacked))
     path = "megatron/core/pipeline_parallel/schedules.py"
-    spec = _find(finder, trees["0.19.2"], path)
+    spec = find_spec_in(finder, trees["0.19.2"], path)
     code = spec.loader.get_code(spec.name)
     assert code.co_filename == str(trees["0.19.2"] / path)
     source = spec.loader.get_source(spec.name)
@@ -172,8 +113,8 @@ def test_woven_code_carries_the_file_path_and_instrumented_lines(
     assert "otel.start_span" in linecache.getline(spec.origin, line)
     cached = list((tmp_path / "bytecode").glob("*.pyc"))
     assert len(cached) == 1
-    again = finder_module.MegatronFinder(_table(unpacked))
-    second = _find(again, trees["0.19.2"], path).loader.get_code(spec.name)
+    again = finder_module.MegatronFinder(package_table(unpacked))
+    second = find_spec_in(again, trees["0.19.2"], path).loader.get_code(spec.name)
     assert second.co_filename == code.co_filename and second.co_code == code.co_code
 
 
@@ -187,14 +128,14 @@ def test_one_byte_changed_file_is_left_alone_with_one_warning(
     index = data.index(b"def forward_step")
     data[index + len("def forward_ste")] = ord("P")  # def forward_steP: one byte
     changed.write_bytes(bytes(data))
-    finder = finder_module.MegatronFinder(_table(unpacked))
+    finder = finder_module.MegatronFinder(package_table(unpacked))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        spec = _find(finder, root, "megatron/core/pipeline_parallel/schedules.py")
-        again = _find(finder, root, "megatron/core/pipeline_parallel/schedules.py")
+        spec = find_spec_in(finder, root, "megatron/core/pipeline_parallel/schedules.py")
+        again = find_spec_in(finder, root, "megatron/core/pipeline_parallel/schedules.py")
         others = [
-            _find(finder, root, p)
-            for p in _table(unpacked)["files"]
+            find_spec_in(finder, root, p)
+            for p in package_table(unpacked)["files"]
             if p != "megatron/core/pipeline_parallel/schedules.py" and (root / p).is_file()
         ]
     assert isinstance(spec.loader, importlib.machinery.SourceFileLoader)
@@ -226,12 +167,12 @@ def test_an_instrumented_tree_is_not_woven_twice(
         )
         == 0
     )
-    finder = finder_module.MegatronFinder(_table(unpacked))
+    finder = finder_module.MegatronFinder(package_table(unpacked))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for path in _table(unpacked)["files"]:
+        for path in package_table(unpacked)["files"]:
             if (fork / path).is_file():
-                spec = _find(finder, fork, path)
+                spec = find_spec_in(finder, fork, path)
                 assert isinstance(spec.loader, importlib.machinery.SourceFileLoader), path
     runtime = finder.find_spec("megatron.core.otel", [str(fork / "megatron" / "core")])
     assert runtime.origin == str(fork / "megatron/core/otel/__init__.py")
@@ -266,5 +207,5 @@ assert not _finder.installed()
     result = _python(unpacked, tree, code)
     assert result.returncode == 0, result.stderr
     origin = Path(result.stdout.splitlines()[0])
-    key = _table(unpacked)["runtime"]["0.17.1"]
+    key = package_table(unpacked)["runtime"]["0.17.1"]
     assert origin == unpacked / MODULE / "runtime" / key / "__init__.py"

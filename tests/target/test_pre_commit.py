@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.target.conftest import REPO, SPECS
+from tests.support.git_repo import copy_checkout
+from tests.support.paths import REPO, SPECS
 
 MANIFEST = REPO / ".pre-commit-hooks.yaml"
 
@@ -68,17 +69,7 @@ def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     hooks by id from a local clone of this checkout (its tracked and new files, committed)."""
     pytest.importorskip("pre_commit", reason="pre-commit is in the test extra (tox -e test)")
     clone = tmp_path_factory.mktemp("hooks-source")
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split("\0")
-    for name in filter(None, listed):
-        if (REPO / name).is_file():
-            (clone / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, clone / name)
+    copy_checkout(clone)
     rev = _commit_all(clone, "the generator")
     root = tmp_path_factory.mktemp("hook-repo")
     shutil.copytree(SPECS, root / "specs")

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from codegen.pipeline import Generation
-from tests.readme_blocks import (
+from tests.support.doc_blocks import (
     PATCHES,
     REPO,
     UPSTREAM_URL,

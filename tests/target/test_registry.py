@@ -14,7 +14,7 @@ from codegen.emit.registry import attribute_types, naming_problem, render_regist
 from codegen.pipeline import Generation
 from codegen.spec.attributes import infer_type
 from tests.generator.support import FIXTURES
-from tests.target.conftest import REPO, SPECS
+from tests.support.paths import REPO, SPECS
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the test extra (tox -e test)")
 

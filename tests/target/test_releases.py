@@ -21,12 +21,8 @@ from codegen.pipeline import generate
 from codegen.spec.load import load_project
 from codegen.spec.model import Span
 from codegen.upstream import UpstreamError, default_cache_dir, source_root
-from tests.target.conftest import SPECS
-from tests.target.test_docs_match_code import (
-    _documented,
-    _emitted_by_instrumented_code,
-    _emitted_by_runtime,
-)
+from tests.support.paths import SPECS
+from tests.support.spans_in_code import documented_names, emitted_by_instrumented_code, emitted_by_runtime
 
 PROJECT = load_project(SPECS)
 RELEASES = [p.version for p in PROJECT.releases()]
@@ -108,8 +104,8 @@ def test_reapplying_to_the_fork_changes_nothing(fork: types.SimpleNamespace) -> 
 
 
 def test_every_documented_span_is_emitted_and_back(fork: types.SimpleNamespace) -> None:
-    documented = _documented(fork)
-    emitted = _emitted_by_instrumented_code(fork) | _emitted_by_runtime(fork)
+    documented = documented_names(fork)
+    emitted = emitted_by_instrumented_code(fork) | emitted_by_runtime(fork)
     assert emitted - documented == set(), "emitted but undocumented"
     assert documented - emitted == set(), "documented but never emitted"
 
@@ -130,7 +126,7 @@ def test_coverage_page_says_what_the_fork_carries(fork: types.SimpleNamespace) -
                 placed.add(name)
             else:
                 absent[name] = cells[column]
-    emitted = _emitted_by_instrumented_code(fork) | _emitted_by_runtime(fork)
+    emitted = emitted_by_instrumented_code(fork) | emitted_by_runtime(fork)
     assert placed == emitted
     for name, cell in absent.items():
         assert cell.startswith("not in this release: ") and len(cell) > len("not in this release: ")

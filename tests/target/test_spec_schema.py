@@ -17,7 +17,7 @@ from codegen.spec import fields
 from codegen.spec import schema as spec_schema
 from codegen.spec.load import load_project
 from tests.generator.support import FIXTURES
-from tests.target.conftest import REPO, SPECS
+from tests.support.paths import REPO, SPECS
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is in the test extra (tox -e test)")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from codegen.pipeline import Generation
-from tests.target.spans_in_code import FoundSpan, assigned, calls, deinstrument, find_spans
+from tests.support.spans_in_code import FoundSpan, assigned, calls, deinstrument, find_spans
 
 DDP = "megatron/core/distributed/distributed_data_parallel.py"
 OFFLOAD = "megatron/core/pipeline_parallel/fine_grained_activation_offload.py"

@@ -17,7 +17,7 @@ from codegen.spec import schema as spec_schema
 from codegen.spec.load import _Builder as ProjectReader
 from codegen.spec.load import load_project
 from tests.generator.support import FIXTURES
-from tests.target.conftest import REPO
+from tests.support.paths import REPO
 
 
 def test_readme_key_list_is_rendered_from_the_tables() -> None:

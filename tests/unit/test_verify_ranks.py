@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from codegen.cli import main
+from tests.support.otlp_json import attributes as _attributes
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 _PLANS: dict[tuple[Any, ...], Any] = {}
@@ -31,18 +32,6 @@ def plan_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 RUN = "0123456789abcdef0123456789abcdef"
-
-
-def _value(value: Any) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    return {"stringValue": str(value)}
-
-
-def _attributes(values: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": k, "value": _value(v)} for k, v in values.items()]
 
 
 def resource(rank: int, pp: int, **extra: Any) -> dict[str, Any]:

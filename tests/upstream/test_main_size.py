@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from tests.megatron_cpu.main_tree import instrument
-from tests.upstream_main import snapshot
+from tests.support.upstream_main import snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "reference" / "main-size.md"

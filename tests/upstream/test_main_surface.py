@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
+from tests.support.upstream_main import snapshot
 from tests.upstream import main_surface as surface
-from tests.upstream_main import snapshot
 
 
 def _surfaces() -> tuple[surface.Surface, surface.Surface]:

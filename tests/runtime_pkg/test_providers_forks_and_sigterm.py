@@ -16,6 +16,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from runtime_pkg_support import Rendered
 
+from tests.support.processors import Counting
+
 STAMPS = {"program_start": 1_700_000_000.0, "main_entry": 1_700_000_004.0}
 
 
@@ -70,20 +72,6 @@ def test_configure_after_shutdown_records_and_exports_a_fresh_run(
 
 
 # --- 5. a RecursionError inside start_span leaves no span open -------------------------------
-
-
-class Counting(SpanProcessor):
-    """Counts SDK spans started and ended."""
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.ended = 0
-
-    def on_start(self, span: object, parent_context: object = None) -> None:
-        self.started += 1
-
-    def on_end(self, span: object) -> None:
-        self.ended += 1
 
 
 def _depth() -> int:
@@ -315,7 +303,7 @@ def write(module):
 def test_forked_children_record_nothing_unless_set_up_as_workers_and_never_reexport(
     rendered: Rendered,
 ) -> None:
-    from test_process_exit import run_script, span_names
+    from runtime_pkg_support import run_script, span_names
 
     (rendered.root / "fork_target.py").write_text(FORK_TARGET, encoding="utf-8")
     body = f"""\
@@ -397,7 +385,7 @@ started.wait()
 def test_sigterm_ends_every_open_span_of_every_thread_with_an_error_status(
     rendered: Rendered,
 ) -> None:
-    from test_process_exit import run_script
+    from runtime_pkg_support import run_script
 
     body = SIGTERM_RUN + "os.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(30)\n"
     result = run_script(rendered, body, env={"MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S": "5"})
@@ -410,7 +398,7 @@ def test_sigterm_ends_every_open_span_of_every_thread_with_an_error_status(
 
 def test_sigterm_with_a_handler_that_returns_keeps_the_run_going(rendered: Rendered) -> None:
     """Megatron's --exit-signal-handler only sets a flag: training saves a checkpoint and exits."""
-    from test_process_exit import run_script
+    from runtime_pkg_support import run_script
 
     body = (
         "received = []\n"
@@ -446,7 +434,7 @@ sys.exit(0)
 def test_sigterm_with_a_handler_that_raises_ends_and_flushes_then_propagates(
     rendered: Rendered,
 ) -> None:
-    from test_process_exit import run_script
+    from runtime_pkg_support import run_script
 
     body = (
         "class Terminated(Exception):\n    pass\n\n"

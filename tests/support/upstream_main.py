@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WITH_6438 = "megatron-lm-main-d98e8a64dd.tar.gz"
 MINUS_6438 = "megatron-lm-main-d98e8a64dd-minus-6438.tar.gz"
 SNAPSHOTS = {"with": WITH_6438, "minus": MINUS_6438}

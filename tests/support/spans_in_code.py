@@ -12,6 +12,10 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from codegen.pipeline import Generation
 
 
 @dataclass
@@ -248,3 +252,45 @@ def deinstrument(stmts: list[ast.stmt], alias: str) -> list[ast.stmt]:
         return out
 
     return block(list(stmts))
+
+
+# -- the span names a generation documents and emits (tests/target/test_docs_match_code.py, test_releases.py)
+
+ALIAS = "_otel"  # the name the generated code imports the runtime as
+
+
+def documented_names(generation: Generation) -> set[str]:
+    """Span names of the spans page's tables (the compatibility table that follows them lists
+    attribute names, not spans)."""
+    page = generation.docs["spans.md"].split("\n## Names kept for compatibility")[0]
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    return {re.match(r"\| `([^`]+)`", line).group(1) for line in rows}  # type: ignore[union-attr]
+
+
+def emitted_by_instrumented_code(generation: Generation) -> set[str]:
+    return {
+        name
+        for path, (_, new) in generation.changes.items()
+        for span in find_spans(new, ALIAS)
+        for name in span.names
+    }
+
+
+def emitted_by_runtime(generation: Generation) -> set[str]:
+    """Names the runtime's lifecycle opens: the string constants of the rendered taxonomy's
+    lifecycle tables."""
+    package = generation.project.runtime.package
+    source = generation.changes[f"{package}/_taxonomy.py"][1]
+    names: set[str] = set()
+    for node in ast.parse(source).body:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        table = next((t.id for t in targets if isinstance(t, ast.Name)), "")
+        if table in {"STARTUP", "INTERVAL"} and isinstance(node.value, ast.Call):
+            names.add(ast.literal_eval(node.value.args[0]))  # Startup(name, ...), Interval(name, ...)
+        elif table in {"PHASES", "PRE_STARTUP"} and isinstance(node.value, ast.Tuple):
+            names |= {
+                ast.literal_eval(phase.args[0]) for phase in node.value.elts if isinstance(phase, ast.Call)
+            }
+    return names

@@ -1,0 +1,7 @@
+"""``python -m codegen.cli``: the ``codegen`` console script."""
+
+import sys
+
+from codegen.cli import main
+
+sys.exit(main())
