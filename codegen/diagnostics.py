@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shlex
 import shutil
 import sys
+import tomllib
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
 
 
 @dataclass(frozen=True, order=True)
@@ -112,8 +118,82 @@ def program() -> str:
     return shlex.quote(arg0)
 
 
+def program_path() -> str:
+    """This program's console script as an absolute path (the one run, else the one beside this
+    interpreter), or "" when there is none."""
+    arg0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(arg0) == "codegen" and os.path.isfile(arg0):
+        return os.path.abspath(arg0)
+    found = shutil.which("codegen", path=os.path.dirname(sys.executable))
+    return os.path.abspath(found) if found else ""
+
+
 def rerun(argv: Sequence[str], drop: Sequence[str] = (), add: Sequence[str] = ()) -> str:
     """The command line that ran, as a command for the same directory: the program as invoked,
     its arguments as given less ``drop`` (options without a value), plus ``add``."""
     words = [word for word in argv if word not in drop] + [word for word in add if word not in argv]
     return " ".join([program(), *(shlex.quote(word) for word in words)])
+
+
+DISTRIBUTION = "megatron-otel-codegen"
+_EXTRA = re.compile(r"""^(?P<requirement>[^;]+);.*\bextra\s*==\s*["'](?P<extra>[^"']+)["']""")
+
+
+def install_command(extra: str) -> str:
+    """The pip command that adds the requirements of ``extra`` to the environment this program
+    runs in, as it was installed: with the clone's ``constraints.txt`` (the pinned versions) when
+    it was installed from a clone (editable or not) or runs from one; the extra's requirements as
+    the installed metadata states them otherwise (a wheel). No distribution name is asked of an
+    index: none serves this one."""
+    requirements = _extra_requirements(extra)
+    clone = source_tree()
+    words = [_here(sys.executable), "-m", "pip", "install"]
+    if clone is not None:
+        words += ["-c", _here(str(clone / "constraints.txt"))]
+    return " ".join(shlex.quote(word) for word in [*words, *requirements])
+
+
+def source_tree() -> Path | None:
+    """The clone this program was installed from or runs from (it holds pyproject.toml naming
+    this distribution and constraints.txt), or None (installed from a wheel)."""
+    candidates = [Path(__file__).resolve().parents[1]]
+    try:
+        text = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
+        found = json.loads(text) if text else {}
+    except (metadata.PackageNotFoundError, ValueError):
+        found = {}
+    url = found.get("url", "") if isinstance(found, dict) else ""
+    if isinstance(url, str) and url.startswith("file://") and "dir_info" in found:
+        candidates.insert(0, Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path)))
+    for root in candidates:
+        try:
+            project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if project.get("project", {}).get("name") == DISTRIBUTION and (root / "constraints.txt").is_file():
+            return root
+    return None
+
+
+def _extra_requirements(extra: str) -> list[str]:
+    """The requirements ``extra`` adds: from the installed metadata, else the clone's pyproject.toml."""
+    try:
+        listed = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        listed = []
+    found = [m["requirement"].strip() for r in listed if (m := _EXTRA.match(r)) and m["extra"] == extra]
+    if found:
+        return found
+    clone = source_tree()
+    if clone is not None:
+        project = tomllib.loads((clone / "pyproject.toml").read_text(encoding="utf-8"))
+        return [str(r) for r in project["project"]["optional-dependencies"][extra]]
+    raise LookupError(f"no extra {extra!r} in {DISTRIBUTION}'s metadata")
+
+
+def _here(path: str) -> str:
+    """``path`` relative to the working directory when it is below it, else as given."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path

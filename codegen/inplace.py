@@ -67,6 +67,9 @@ class InPlace:
     wanted: dict[str, bytes | None]  # what the specs give (None: the file goes)
     hand_edits: list[HandEdit] = field(default_factory=list)
     recorded: dict[str, str] = field(default_factory=dict)  # path -> sha256 the last run wrote
+    # the files that carry generated code after the run (instrumented sources, the runtime, the
+    # docs): the one count both the run and ``--check`` give
+    generated: frozenset[str] = frozenset()
 
     def writes(self, manifest: bool = True) -> dict[str, bytes | None]:
         """The paths whose bytes change, with their new bytes (None: delete)."""
@@ -239,7 +242,9 @@ def prepare(options: RunOptions, docs: Path | None = None, check: bool = False) 
             for path, text in stripped.items()
         }
         wanted[manifest_path] = _manifest(base, wanted_text, generated, alias).encode("utf-8")
-    return InPlace(root, manifest_path, current, wanted, edits, recorded_hashes)
+    carrying = {p for p, text in stripped.items() if wanted_text[p] not in (None, text)}
+    carrying |= {p for p in generated if wanted_text[p] is not None}
+    return InPlace(root, manifest_path, current, wanted, edits, recorded_hashes, frozenset(carrying))
 
 
 def _docs_prefix(root: Path, docs: Path, package: str) -> str:

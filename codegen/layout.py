@@ -207,7 +207,8 @@ def guarded_assignment(
     return "\n".join(lines)
 
 
-def _arg(arg: cst.Arg) -> Arg:
+def argument(arg: cst.Arg) -> Arg:
+    """A call's argument as :func:`call_statement` takes it (a dictionary as a :class:`DictArg`)."""
     value = arg.value
     keyword = arg.keyword.value if arg.keyword is not None else ""
     lazy = isinstance(value, cst.Lambda) and not value.params.params and isinstance(value.body, cst.Dict)
@@ -227,7 +228,7 @@ def expression_statement(code: str, indent: str, step: str = "    ", guard: str 
     call = cst.parse_expression(code)
     assert isinstance(call, cst.Call)
     prefix = (f"{guard} and " if guard else "") + one_line(call.func)
-    return call_statement(prefix, [_arg(a) for a in call.args], indent, step)
+    return call_statement(prefix, [argument(a) for a in call.args], indent, step)
 
 
 def decorator(prefix: str, args: Sequence[Arg], indent: str, step: str = "    ") -> cst.Decorator:

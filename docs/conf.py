@@ -5,7 +5,8 @@
 The pages are Markdown (MyST). The generated taxonomy pages (generated/docs/) are part of the site
 as docs/taxonomy/, a copy made afresh here on every build (git ignores it; a symlink would not do:
 MyST resolves links through it to generated/docs/, outside the site); the command-line reference is rendered from codegen's argument
-parser when the site is built (docs/_ext/cli_page.py). -W turns every warning (a broken link or
+parser when the site is built (docs/_ext/cli_page.py), the layout page from the modules' docstrings and
+the import-linter contracts (docs/_ext/layout_page.py). -W turns every warning (a broken link or
 heading anchor, a page left out of every toctree, a missing picture) into an error; -n (nitpicky)
 also reports every reference whose target is missing.
 """
@@ -22,7 +23,7 @@ shutil.copytree(DOCS.parent / "generated" / "docs", DOCS / "taxonomy")
 
 project = "megatron-otel-codegen"
 author = "megatron-otel-codegen"
-extensions = ["myst_parser", "cli_page"]
+extensions = ["myst_parser", "cli_page", "layout_page"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build", "_ext", "_static"]

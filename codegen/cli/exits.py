@@ -48,6 +48,18 @@ def _unrecognised(exc: BaseException, options: Options) -> int:
     return EXIT_SOURCE
 
 
+def _already_instrumented(exc: BaseException, options: Options) -> int:
+    """The tree carries #6438: the error, and when the run named where to write (--out,
+    --in-place), the command with the flag that replaces it added."""
+    from codegen.diagnostics import rerun
+    from codegen.upstream import REPLACE_FLAG
+
+    print(f"error: {exc}", file=sys.stderr)
+    if {"--out", "--in-place"} & set(options.argv):
+        print(f"    to replace it: run '{rerun(options.argv, add=[REPLACE_FLAG])}'", file=sys.stderr)
+    return EXIT_SOURCE
+
+
 def _spec_error(exc: BaseException, options: Options) -> int:
     from codegen.diagnostics import SpecError
 
@@ -84,7 +96,7 @@ def _table() -> list[tuple[type[BaseException], Handler]]:
     from codegen.diagnostics import PlacementError, SpecError
     from codegen.inplace import InPlaceError
     from codegen.report.taxonomy import TaxonomyError
-    from codegen.target import ReleaseError, SourceMismatch
+    from codegen.target import AlreadyInstrumented, ReleaseError, SourceMismatch
     from codegen.upstream import UnrecognisedInstrumentation, UpstreamError
 
     return [
@@ -95,6 +107,7 @@ def _table() -> list[tuple[type[BaseException], Handler]]:
         (TaxonomyError, _taxonomy),
         (CaptureError, _say(EXIT_SOURCE)),
         (InPlaceError, _say(EXIT_REFUSED, "error: ")),
+        (AlreadyInstrumented, _already_instrumented),
         (UpstreamError, _say(EXIT_SOURCE, "error: ")),
         (OSError, _say(EXIT_SOURCE, "error: ")),
         (PlacementError, _placement),

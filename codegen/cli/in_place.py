@@ -28,9 +28,7 @@ def run(options: ApplyOptions) -> int:
         if diff or plan.hand_edits:
             print(_check_advice(options, plan), file=sys.stderr)
             return EXIT_DIFFERS
-        print(
-            f"{options.source} is up to date with {options.specs} ({len(plan.wanted) - 1} files generated or instrumented)"
-        )
+        print(f"{options.source} is up to date with {options.specs} ({_generated_count(plan)})")
         return EXIT_OK
     if plan.hand_edits and not options.discard_hand_edits:
         count = len(plan.hand_edits)
@@ -61,7 +59,17 @@ def run(options: ApplyOptions) -> int:
     print(f"updated {len(sizes)} file{'s' if len(sizes) != 1 else ''} in {options.source}:")
     for path, added, removed in sizes:
         print(f"  +{added} -{removed}  {path}")
+    ours = sum(1 for path, _, _ in sizes if path in plan.generated)
+    others = len(sizes) - ours
+    rest = f"; {others} other file{'s' if others != 1 else ''} with no generated code left" if others else ""
+    print(f"of these, {ours} of the {_generated_count(plan)}{rest}")
     return EXIT_OK
+
+
+def _generated_count(plan: InPlace) -> str:
+    """The files that carry generated code, as both the run and ``--check`` count them."""
+    count = len(plan.generated)
+    return f"{count} file{'s' if count != 1 else ''} generated or instrumented"
 
 
 def _check_advice(options: ApplyOptions, plan: InPlace) -> str:

@@ -83,6 +83,7 @@ class ReportOptions(Options):
     since: int | None = None
     until: int | None = None
     engine: str = "python"
+    save_store: Path | None = None
     out: Path | None = None
     title: str = "Where did the time go"
     jobs: int | None = None

@@ -63,9 +63,11 @@ def run(options: PackageOptions) -> int:
         version = metadata.version("megatron-otel-codegen")
     except metadata.PackageNotFoundError:
         version = "0.0.0"
+    from codegen.diagnostics import program_path
     from codegen.otel_runtime._version import SCHEMA_URL
 
-    wheel = write_wheel(options.out, runs, version, SCHEMA_URL)
+    built_from = {"codegen": program_path(), "specs": str(options.specs.resolve())}
+    wheel = write_wheel(options.out, runs, version, SCHEMA_URL, built_from)
     releases = ", ".join(run.release for run in runs if not run.replaced)
     also = "".join(
         f"; {run.source_root} ({run.release}) with PR #6438 replaced" for run in runs if run.replaced

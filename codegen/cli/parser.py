@@ -234,7 +234,8 @@ def _report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "trace store",
         "Instead of files, the OpenTelemetry Collector ClickHouse exporter's otel_traces table: the "
         "figures are computed by queries in the store, only aggregates come back "
-        "(docs/guide/report-store.md).",
+        "(docs/guide/report-store.md). --table, --service, --run-id, --since and --until select the "
+        "run there, and among capture files with --engine chdb.",
     )
     store.add_argument(
         "--store",
@@ -257,6 +258,13 @@ def _report_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         default="python",
         help="for capture files: python (default) reads them here; chdb loads them into the "
         "exporter's schema in an in-memory chdb and runs the store's queries (report-store extra)",
+    )
+    report.add_argument(
+        "--save-store",
+        type=Path,
+        metavar="DIR",
+        help="load the capture files into a new chdb database folder DIR (the exporter's otel_traces; "
+        "implies --engine chdb) and report from it; --store chdb:DIR reports it again later",
     )
     report.add_argument(
         "--specs",

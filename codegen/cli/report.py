@@ -17,12 +17,23 @@ def run(options: ReportOptions) -> int:
     if bool(options.captures) == (options.store is not None):
         print("error: codegen report takes capture files or --store ADDRESS (one of them)", file=sys.stderr)
         return EXIT_USAGE
+    selection = Selection(options.table, options.service, options.run_id, options.since, options.until)
+    chdb = options.engine == "chdb" or options.save_store is not None
+    if options.store is not None and options.save_store is not None:
+        print("error: --save-store loads capture files into a new chdb store, not --store", file=sys.stderr)
+        return EXIT_USAGE
+    if options.captures and not chdb and selection.options():
+        print(
+            f"error: {', '.join(selection.options())}: capture files are read whole; to select among "
+            "their spans add --engine chdb (the report-store extra), or name only the run's files",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE  # never ignored: the report would not be the selection's
     project = load_project(options.specs, Diagnostics())
     if options.store is not None:
-        selection = Selection(options.table, options.service, options.run_id, options.since, options.until)
         outputs = build_from_store(project, options.store, selection)
-    elif options.engine == "chdb":
-        outputs = build_with_chdb(project, list(options.captures))
+    elif chdb:
+        outputs = build_with_chdb(project, list(options.captures), selection, options.save_store)
     else:
         outputs = build(project, list(options.captures), options.jobs)
     try:

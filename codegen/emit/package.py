@@ -58,8 +58,12 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def package_files(runs: list[ReleaseRun], version: str, schema_url: str) -> dict[str, bytes]:
-    """Every file of the distribution's module, by path under the wheel's root."""
+def package_files(
+    runs: list[ReleaseRun], version: str, schema_url: str, built_from: Mapping[str, str] | None = None
+) -> dict[str, bytes]:
+    """Every file of the distribution's module, by path under the wheel's root. ``built_from``:
+    the absolute paths of the codegen and the specs that built it (``codegen``, ``specs``), which
+    the import hook's warnings name in their commands where they exist on the machine that runs."""
     files: dict[str, bytes] = {}
     for module in sorted(SOURCE.glob("*.py")):
         files[f"{MODULE}/{module.name}"] = module.read_bytes()
@@ -87,6 +91,8 @@ def package_files(runs: list[ReleaseRun], version: str, schema_url: str) -> dict
     table["replaced"] = [run.release for run in runs if run.replaced]
     table["runtime"] = runtimes
     table["files"] = dict(sorted(file_table.items()))
+    if built_from:
+        table["built_from"] = dict(sorted(built_from.items()))
     files[f"{MODULE}/_table.json"] = (json.dumps(table, indent=1, sort_keys=True) + "\n").encode()
     files[f"{MODULE}/_version.py"] = render_version(version, releases, schema_url).encode()
     return dict(sorted(files.items()))
@@ -135,11 +141,17 @@ def wheel_name(version: str) -> str:
     return f"{MODULE}-{version}-py3-none-any.whl"
 
 
-def write_wheel(out_dir: Path, runs: list[ReleaseRun], version: str, schema_url: str) -> Path:
+def write_wheel(
+    out_dir: Path,
+    runs: list[ReleaseRun],
+    version: str,
+    schema_url: str,
+    built_from: Mapping[str, str] | None = None,
+) -> Path:
     """Write the wheel into ``out_dir`` (created); returns its path. Written beside and renamed
     into place, so a failure leaves no partial wheel."""
     releases = [run.release for run in runs if not run.replaced]
-    files = package_files(runs, version, schema_url)
+    files = package_files(runs, version, schema_url, built_from)
     info = f"{MODULE}-{version}.dist-info"
     files[f"{info}/METADATA"] = _metadata(version, releases).encode()
     files[f"{info}/entry_points.txt"] = (

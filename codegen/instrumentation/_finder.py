@@ -39,6 +39,7 @@ import linecache
 import marshal
 import os
 import re
+import shlex
 import sys
 import warnings
 from collections.abc import Sequence
@@ -263,7 +264,7 @@ class MegatronFinder(importlib.abc.MetaPathFinder):
             woven = by_release.get(release or "") or by_release[max(published, key=_version_key)]
         if woven is None:
             if digest not in self.woven and not _IMPORTS_RUNTIME.search(data):
-                self._warn(spec.origin)
+                self._warn(spec.origin, root)
             return spec
         is_package = spec.submodule_search_locations is not None
         loader = WovenLoader(fullname, spec.origin, woven, is_package)
@@ -320,8 +321,8 @@ class MegatronFinder(importlib.abc.MetaPathFinder):
                     f"{root}: not instrumented: the tree carries Megatron-LM's own hand-written "
                     "OpenTelemetry instrumentation (PR #6438, turned on with --otel-enabled), and "
                     "weaving it would emit its spans twice; every module of it runs as it is. To use "
-                    "this instrumentation instead, replace it in the checkout: `codegen apply specs/ "
-                    f"--source {root} --in-place --replace-upstream` (or --out DIR for a fork).",
+                    "this instrumentation instead, replace it in the checkout (a git checkout): "
+                    f"`{self._apply(root, '--in-place', '--replace-upstream')}` (or --out DIR for a fork).",
                     HandWrittenTelemetryWarning,
                     stacklevel=3,
                 )
@@ -350,24 +351,37 @@ class MegatronFinder(importlib.abc.MetaPathFinder):
         warnings.warn(
             f"{root}: not instrumented: a module of it carries hand-written OpenTelemetry spans "
             "(Megatron-LM's own, PR #6438); every module of the tree runs as it is. Replace it with "
-            f"`codegen apply specs/ --source {root} --in-place --replace-upstream`.",
+            f"`{self._apply(root, '--in-place', '--replace-upstream')}`.",
             HandWrittenTelemetryWarning,
             stacklevel=3,
         )
         return True
 
-    def _warn(self, origin: str) -> None:
+    def _apply(self, root: Path | None, *options: str) -> str:
+        """The ``codegen apply`` command for the tree at ``root``: the codegen and the specs this
+        package was built with (``codegen package``) where they are on this machine, else
+        ``codegen`` and ``SPECS`` for the user's."""
+        built: dict[str, str] = self.table.get("built_from", {})
+        program = built.get("codegen", "")
+        specs = built.get("specs", "")
+        words = [program if program and Path(program).is_file() else "codegen", "apply"]
+        words.append(specs if specs and Path(specs).exists() else "SPECS")
+        words += ["--source", str(root) if root is not None else "TREE", *options]
+        return " ".join(shlex.quote(word) if word != "SPECS" else word for word in words)
+
+    def _warn(self, origin: str, root: Path | None = None) -> None:
         if origin in self.warned:
             return
         self.warned.add(origin)
         release = _release_of(Path(origin))
+        fork = f"{root}-otel" if root is not None else "FORK"
         said = f"megatron-core {release}" if release else "an unknown release (package_info.py unreadable)"
         supported = ", ".join(self.table["releases"])
         warnings.warn(
             f"{origin}: not instrumented: its bytes match no megatron-core release this "
             f"instrumentation supports ({supported}); the tree says it is {said}. It runs unchanged, "
-            "without its spans. To instrument a tree of your own, make its fork or patches with "
-            "`codegen apply specs/ --source <the tree> --out <dir>` (or install a supported release).",
+            "without its spans. To instrument a tree of your own, make its instrumented fork with "
+            f"`{self._apply(root, '--out', fork)}` (or install a supported release).",
             NotWovenWarning,
             stacklevel=2,
         )

@@ -52,6 +52,7 @@ from ._process import reset, shutdown
 from ._resource import resource_attributes
 from ._setup import configure, in_worker, setup_worker, worker_bootstrap
 from ._spans import disable, enable, enabled_groups, start_span, traced
+from ._streams import stream
 
 # A star import: the group flags differ per taxonomy, and linters see each as a package attribute.
 from ._taxonomy import *  # noqa: F403
@@ -80,6 +81,7 @@ __all__ = [
     "stamp",
     "start_span",
     "startup",
+    "stream",
     "traced",
     "train_iteration",
     "worker_bootstrap",

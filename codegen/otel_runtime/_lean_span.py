@@ -296,6 +296,25 @@ class LeanSpan:
         self._end = _time_ns()
         self._recorder.push(self)
 
+    def leave(self) -> None:
+        """Stop being current and leave the open-span stack, without ending: the span was
+        handed over to a stream (``_streams.stream``), which ends it. Never raises."""
+        nesting = self._state
+        if nesting is None or self._end is not None:
+            return
+        stack = nesting.stack
+        if stack and stack[-1] is self:
+            stack.pop()
+        else:
+            _unwind(stack, self)  # spans above it were left open by an exception: ended
+        self._state = None
+        nesting.top = self._parent
+        if self._token is not None:
+            try:
+                nesting.tracer.detach(self._token)
+            except Exception:
+                warn_once(self._name, "restoring the context")
+
     def abort(self, description: str, restore: bool) -> None:
         """End a span ``open`` started with an ERROR status ``description`` (SIGTERM); restore
         the context only when ``restore`` (the span's own thread). Never raises."""

@@ -16,6 +16,7 @@ a child of a sampled-out foreign parent is recorded through the SDK tracer (the 
 from __future__ import annotations
 
 import contextvars
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _ids
 from ._lean_span import LeanSpan, SpanBase, exception, new_span
-from ._state import PROCESS, PUBLISHED, warn_once
+from ._state import PROCESS, PUBLISHED, task_stack, warn_once
 
 if TYPE_CHECKING:
     import collections
@@ -47,6 +48,14 @@ _SAMPLED = 0x01
 _RANDOM_TRACE_ID = 0x02
 _time_ns = time.time_ns
 _get_ident = threading.get_ident
+# asyncio's _get_running_loop once asyncio is imported (no loop can run before): a span opened
+# while a task runs never joins the nesting of the code that started the loop (_state.task_stack)
+_running_loop: Callable[[], Any] | None = None
+
+
+def _watch_loops() -> None:
+    global _running_loop
+    _running_loop = sys.modules["asyncio"]._get_running_loop
 
 
 class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when installed
@@ -152,6 +161,7 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                     and top._state is nesting
                     and nesting.tracer is self
                     and nesting.ident == _get_ident()
+                    and (_running_loop is None or _running_loop() is None)
                 ):  # inside this thread's nesting: the common case, inline
                     span = LeanSpan()
                     span._recorder = self.recorder
@@ -224,8 +234,13 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
             None if attributes is None else _evaluated(name, attributes),
             _time_ns(),
         )
-        stack = run.open_spans.stack
+        in_task = task_stack(run)
+        stack = run.open_spans.stack if in_task is None else in_task
         nesting = _Nesting(self, stack, self.recorder.local.spans, span)
+        if in_task is not None:  # in an asyncio task each span sets its own context (never inline)
+            nesting.ident = 0
+        if _running_loop is None and "asyncio" in sys.modules:
+            _watch_loops()
         state = _LeanContext(current, self.key, nesting)
         span._state = nesting
         span._handled = exception()

@@ -3,6 +3,7 @@ is configuration: ``_config``)."""
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -14,7 +15,7 @@ from ._lean_install import tracer as _tracer_for
 from ._lean_span import LeanSpan
 from ._lean_tracer import LeanTracer
 from ._ranks import P2P, start_shared
-from ._state import LOG, NAMESPACE, PROCESS, PUBLISHED, log_once, set_flag, warn_once
+from ._state import LOG, NAMESPACE, PROCESS, PUBLISHED, log_once, set_flag, task_stack, warn_once
 from ._taxonomy import DEFAULT_SPEC, FLAGS, SPANS
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
@@ -134,10 +135,15 @@ def start_sdk(
         base = SPAN_ATTRIBUTES.get(name, NO_ATTRIBUTES)
         values = {**base, **extra} if extra else base
         called = True
-        stack = run.open_spans.stack
-        # A root (no taxonomy span open on this thread, as on the lean path) joins the shared
-        # trace, a pipeline transfer gets its id; any other span takes its parent's trace.
-        if run.ids is not None and (not stack or name in P2P):
+        in_task = task_stack(run)
+        stack = run.open_spans.stack if in_task is None else in_task
+        # A root (no taxonomy span open on this thread, as on the lean path; in an asyncio task,
+        # no span current either) joins the shared trace, a pipeline transfer gets its id; any
+        # other span takes its parent's trace.
+        root = not stack and (
+            in_task is None or not otel_trace.get_current_span().get_span_context().is_valid
+        )
+        if run.ids is not None and (root or name in P2P):
             span = start_shared(tracer, run, name, values)
         else:
             span = tracer.start_span(name, attributes=values)
@@ -220,6 +226,8 @@ def traced(name: str, attributes: Mapping[str, str] | None = None) -> Callable[[
         flag = FLAGS[entry.group]
         namespace = NAMESPACE
         parameters = _parameters(name, fn, attributes or {})
+        if _is_coroutine_function(fn):
+            return cast("_F", _coroutine_wrapper(fn, name, flag, parameters))
 
         exact = _exact_wrapper(fn, name, flag, parameters)
         if exact is not None:
@@ -241,6 +249,43 @@ def traced(name: str, attributes: Mapping[str, str] | None = None) -> Callable[[
         return cast("_F", wrapper)  # functools.wraps keeps fn's name, docs and signature
 
     return decorate
+
+
+# The span of the ``traced`` coroutine running now in this task (while its group records): what
+# ``stream(iterable)`` hands over (a stream call site in a decorated coroutine).
+TRACED: contextvars.ContextVar[Any] = contextvars.ContextVar("megatron_otel_traced", default=None)
+
+
+def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
+    import inspect  # only when a function is decorated
+
+    return inspect.iscoroutinefunction(fn)
+
+
+def _coroutine_wrapper(
+    fn: Callable[..., Any], name: str, flag: str, parameters: _Parameters
+) -> Callable[..., Any]:
+    """``traced`` for a coroutine function (``async def``): a coroutine function itself (a server
+    awaits it as it would ``fn``), whose span covers ``fn``'s run to its return, exception or
+    cancellation, not the call that makes the coroutine."""
+    namespace = NAMESPACE
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not namespace[flag]:
+            return await fn(*args, **kwargs)
+        span = start_span(
+            name, (lambda: _arguments(parameters, args, kwargs)) if parameters else None
+        )
+        token = TRACED.set(span)
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            TRACED.reset(token)
+            if span is not None:
+                span.end()
+
+    return wrapper
 
 
 # The wrapper ``traced`` writes for a function whose parameters are all positional-or-keyword:
@@ -327,6 +372,12 @@ def abort_open_spans(description: str) -> None:
                 del run.stacks[ident]  # recreated by OpenSpans if that thread starts a span again
         except Exception:
             log_once("abort", "ending the open spans failed", exc_info=True)
+    for stack in list(run.task_stacks):  # asyncio tasks' (their contexts are their own)
+        try:
+            while stack:
+                stack.pop().abort(description, restore=False)
+        except Exception:
+            log_once("abort", "ending the open spans failed", exc_info=True)
 
 
 def end_open_spans() -> None:
@@ -372,7 +423,9 @@ class StartedSpan:
         """
         if self._span is None:
             return
-        stack = PROCESS.run.open_spans.stack  # this thread's, in the current run
+        run = PROCESS.run
+        in_task = task_stack(run)  # this task's or this thread's, in the current run
+        stack: list[Any] = run.open_spans.stack if in_task is None else in_task
         try:
             if stack and stack[-1] is self:  # the usual case: the innermost span ends
                 self.close()
@@ -393,6 +446,26 @@ class StartedSpan:
             self.close()
         except RecursionError:
             pass
+
+    def leave(self) -> None:
+        """Stop being current and leave the open-span stack without ending: the span was handed
+        over to a stream (``_streams.stream``), which ends it. Never raises."""
+        if self._span is None:
+            return
+        try:
+            run = PROCESS.run
+            in_task = task_stack(run)
+            stack: list[Any] = run.open_spans.stack if in_task is None else in_task
+            if any(s is self for s in stack):
+                while stack[-1] is not self:  # left open by an exception: ended as end() does
+                    stack[-1].close()
+                    stack.pop()
+                stack.pop()
+            token, self._token = self._token, None
+            if token is not None:
+                otel_context.detach(token)
+        except Exception:
+            warn_once(self._name, "handing the span over")
 
     def abort(self, description: str, restore: bool) -> None:
         """End this span with an ERROR status ``description``; restore the context only when

@@ -16,9 +16,11 @@ groups, written only through ``set_flag`` and all cleared when the run is replac
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -59,6 +61,46 @@ class OpenSpans(threading.local):
         stacks[threading.get_ident()] = self.stack
 
 
+class TaskStack(list[Any]):
+    """One asyncio task's open spans, outermost first (a list that ``Run.task_stacks`` can hold
+    weakly: it lives as long as the task's context)."""
+
+    __slots__ = ("__weakref__",)
+    # one per task: compared by identity (in the WeakSet), not by content
+    __hash__ = object.__hash__  # type: ignore[assignment]  # list declares itself unhashable
+    __eq__ = object.__eq__
+
+
+# (the task, the run, its stack) of the task running now: set in the task's own context
+_TASK_STACK: contextvars.ContextVar[tuple[Any, Run, TaskStack]] = contextvars.ContextVar(
+    "megatron_otel_task_stack"
+)
+
+
+def task_stack(run: Run) -> TaskStack | None:
+    """The open-span stack of the asyncio task running on this thread, or None outside one.
+
+    Spans are kept per task, not per thread: tasks interleaved on one event loop (requests on a
+    server) each start and end their spans on their own stack, so one task's span never ends or
+    parents another's. The stack lives in the task's own context (a ``ContextVar`` set there; a
+    task a span starts inherits its parent's value, which names another task, and gets its own),
+    and weakly in ``run.task_stacks`` for SIGTERM. No event loop is ever looked for before
+    ``asyncio`` is imported."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None or asyncio._get_running_loop() is None:
+        return None
+    task = asyncio.current_task()
+    if task is None:  # a callback of the loop (call_soon): it runs to its end, as a thread does
+        return None
+    entry = _TASK_STACK.get(None)
+    if entry is not None and entry[0]() is task and entry[1] is run:
+        return entry[2]
+    stack = TaskStack()
+    _TASK_STACK.set((weakref.ref(task), run, stack))
+    run.task_stacks.add(stack)
+    return stack
+
+
 @dataclass(eq=False)
 class Run:
     """One run: from ``configure()`` (or ``reset()``) to ``shutdown()``, replaced as a whole.
@@ -86,6 +128,8 @@ class Run:
     # Open spans: each thread's stack (``open_spans.stack``), and all of them by thread id.
     stacks: dict[int, list[Opened]] = field(default_factory=dict)
     open_spans: OpenSpans = field(init=False)
+    # and each asyncio task's (``task_stack``), while the task lives
+    task_stacks: weakref.WeakSet[TaskStack] = field(default_factory=weakref.WeakSet)
     # The lifecycle spans and training progress; first_time() keys.
     startup_done: bool = False
     startup: LifecycleEntry | None = None

@@ -8,6 +8,7 @@ where comes from the specs (``taxonomy.Taxonomy``), never from a list of span na
 from __future__ import annotations
 
 import io
+import shutil
 import tempfile
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from codegen.atomic import staged
 from codegen.capture import CaptureError
 from codegen.report.compute import Report, account
 from codegen.report.parse import Capture, Window, read
+from codegen.report.parse import close as close_capture
 from codegen.report.render_html import render_html
 from codegen.report.render_perfetto import write_perfetto
 from codegen.report.render_text import render_text
@@ -85,18 +87,37 @@ def build_from_store(project: Project, address: str, selection: Selection) -> Ou
         raise
 
 
-def build_with_chdb(project: Project, paths: Sequence[Path]) -> Outputs:
+def build_with_chdb(
+    project: Project, paths: Sequence[Path], selection: Selection | None = None, save: Path | None = None
+) -> Outputs:
     """The report of capture files through the store's path: loaded into the exporter's schema in
-    an in-memory chdb, then the same queries as on a server (the ``report-store`` extra)."""
+    chdb, then the same queries as on a server (the ``report-store`` extra), on the spans
+    ``selection`` picks. In memory, or with ``save`` in a new chdb database folder there, which
+    ``--store chdb:PATH`` reads later (removed again when the load or the report fails)."""
     taxonomy = Taxonomy.from_project(project)
-    connection = ChdbConnection()
+    if save is not None:
+        if save.exists() and not (save.is_dir() and not any(save.iterdir())):
+            raise StoreError(f"{save}: error: already exists: --save-store makes a new chdb database folder")
+        save.mkdir(parents=True, exist_ok=True)
+    try:
+        connection = ChdbConnection(str(save) if save is not None else None)
+    except BaseException:
+        _remove_store(save)
+        raise
     try:
         with tempfile.TemporaryDirectory(prefix="codegen-report-") as tmp:
-            load_captures(connection, paths, Path(tmp))
-        return _from_connection(connection, Selection(), taxonomy)
+            if not load_captures(connection, paths, Path(tmp), (selection or Selection()).table):
+                close_capture(Capture(), paths)  # no spans: the error names the files
+        return _from_connection(connection, selection or Selection(), taxonomy)
     except BaseException:
         connection.close()
+        _remove_store(save)
         raise
+
+
+def _remove_store(save: Path | None) -> None:
+    if save is not None:
+        shutil.rmtree(save, ignore_errors=True)
 
 
 def _from_connection(connection: Connection, selection: Selection, taxonomy: Taxonomy) -> Outputs:

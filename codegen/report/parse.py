@@ -25,7 +25,7 @@ import itertools
 import os
 import sys
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,7 +280,7 @@ def read(paths: Iterable[Path], taxonomy: Taxonomy, jobs: int | None = None,
         capture = _merge(parts)
     else:
         capture = _read_files(files, taxonomy, window)
-    close(capture)
+    close(capture, files)
     return capture
 
 
@@ -526,10 +526,14 @@ def _check_job(capture: Capture, resource: dict[str, Any], source: str) -> None:
             )
 
 
-def close(capture: Capture) -> None:
-    """Group the processes into runs and check that they belong to one job."""
+def close(capture: Capture, files: Sequence[Path] = ()) -> None:
+    """Group the processes into runs and check that they belong to one job (read from ``files``,
+    which an error names)."""
     if not capture.processes:
-        raise CaptureError("error: the capture holds no spans")
+        if len(files) == 1:
+            raise CaptureError(f"{files[0]}: error: the capture holds no spans")
+        named = f": {', '.join(map(str, files))}" if files else ""
+        raise CaptureError(f"error: the captures hold no spans{named}")
     capture.steps.resolve()
     order = sorted(capture.processes, key=lambda p: (p.start, p.index))
     runs: list[Run] = []

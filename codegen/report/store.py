@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from codegen.capture import CaptureError
+from codegen.diagnostics import install_command
 from codegen.report.parse import (
     FIRST,
     LOGGING,
@@ -175,7 +176,7 @@ class ChdbConnection:
             session: Any = importlib.import_module("chdb.session")
         except ImportError:
             raise StoreError(
-                "error: chdb is not installed: pip install 'megatron-otel-codegen[report-store]'"
+                f"error: chdb is not installed (the report-store extra): {install_command('report-store')}"
             ) from None
         if path is not None and not Path(path).is_dir():
             raise StoreError(f"chdb:{path}: error: cannot reach the store: no chdb database folder there")
@@ -230,6 +231,17 @@ class Selection:
     run_id: str | None = None
     since: int | None = None  # ns since the epoch
     until: int | None = None
+
+    def options(self) -> list[str]:
+        """The command-line options that made this selection (those given)."""
+        given = {
+            "--table": self.table != TABLE,
+            "--service": self.service is not None,
+            "--run-id": self.run_id is not None,
+            "--since": self.since is not None,
+            "--until": self.until is not None,
+        }
+        return [option for option, present in given.items() if present]
 
     def describe(self) -> str:
         what = [f"table {self.table}"]
@@ -334,6 +346,34 @@ def queries(selection: Selection, taxonomy: Taxonomy) -> dict[str, str]:
     }
 
 
+def what_is_there(connection: Connection, table: str = TABLE) -> str:
+    """What the table holds, for a selection that found nothing: its services, run ids and the
+    time range of its spans (the first few of each)."""
+    ident = _ident(table)
+    services = connection.rows(
+        f"SELECT ServiceName, count() AS n FROM {ident} GROUP BY ServiceName ORDER BY n DESC, ServiceName LIMIT 6"
+    )
+    if not services:
+        return f"{table} holds no spans"
+    runs = " OR ".join(f"ResourceAttributes[{sql_string(k)}] != ''" for k in RUN_KEYS)
+    run = f"if(ResourceAttributes[{sql_string(RUN_KEYS[0])}] != '', ResourceAttributes[{sql_string(RUN_KEYS[0])}], ResourceAttributes[{sql_string(RUN_KEYS[1])}])"
+    run_ids = connection.rows(f"SELECT DISTINCT {run} AS r FROM {ident} WHERE {runs} ORDER BY r LIMIT 6")
+    ((first, last),) = connection.rows(f"SELECT min({START}), max({START}) FROM {ident}")
+
+    def listed(values: list[str]) -> str:
+        return ", ".join(values[:5]) + (", ..." if len(values) > 5 else "")
+
+    held = [f"services {listed([f'{str(s)!r} ({int(n):,} spans)' for s, n in services])}"]
+    held.append(f"run ids {listed([repr(str(r)) for (r,) in run_ids])}" if run_ids else "no run ids")
+    held.append(f"spans starting from {_iso(int(first))} to {_iso(int(last))} (UTC)")
+    return f"{table} holds " + "; ".join(held)
+
+
+def _iso(ns: int) -> str:
+    """ns since the epoch as --since/--until take it (ISO 8601, UTC), to the microsecond."""
+    return (datetime.datetime(1970, 1, 1) + datetime.timedelta(microseconds=ns // 1000)).isoformat()
+
+
 def check_schema(connection: Connection, table: str = TABLE) -> None:
     """The table exists and has the exporter's columns (of its types); else one StoreError line."""
     database, _, name = table.rpartition(".")
@@ -381,7 +421,9 @@ def read_store(connection: Connection, selection: Selection, taxonomy: Taxonomy)
         )
     counts = connection.rows(sql["names"])
     if not counts:
-        raise StoreError(f"{where}: error: no spans for {selection.describe()}")
+        raise StoreError(
+            f"{where}: error: no spans for {selection.describe()}; {what_is_there(connection, selection.table)}"
+        )
     capture = Capture()
     source = f"{where} ({selection.table})"
     for name, count in counts:

@@ -47,6 +47,8 @@ def concrete(
     selectors = [region.first, region.last] if region is not None else []
     if isinstance(entry, StatementHook | WrapHook):
         selectors.append(entry.selector)
+    if isinstance(entry, Span) and entry.stream is not None:
+        selectors.append(entry.stream)
     if not any(has_alternatives(s) for s in selectors):
         return entry
     sites = statement_sites(func)
@@ -66,7 +68,8 @@ def concrete(
                 return replace(entry, region=region)
             case Span():
                 assert isinstance(region, Region)
-                return replace(entry, region=region)
+                stream = entry.stream and _choose(entry, entry.stream, sites, line_of, diags)
+                return replace(entry, region=region, stream=stream)
             case EntryHook():  # no selector: returned above
                 return entry
             case _:

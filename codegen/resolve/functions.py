@@ -146,9 +146,12 @@ def unsafe_reason(
             if candidate in UNSAFE_DECORATORS:
                 spelled = name if resolved == name else f"{name} ({resolved})"
                 return f"decorated with @{spelled}: {UNSAFE_DECORATORS[candidate]}"
-    if func.asynchronous is not None:
-        return "it is a coroutine (async def): spans are kept per thread, not per task"
     if is_generator if is_generator is not None else _is_generator(func):
+        if func.asynchronous is not None:
+            return (
+                "it is an async generator: a span around its body would stay open across yields "
+                "(span the coroutine that returns it, with stream: on that span)"
+            )
         return "it is a generator: a span around its body would stay open across yields"
     if _is_stub(func):
         return "its body is a stub (only a docstring, 'pass' or '...')"

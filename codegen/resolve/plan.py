@@ -25,12 +25,13 @@ from codegen.resolve.frames import frame_refusal
 from codegen.resolve.functions import collect_functions, import_aliases, suggest
 from codegen.resolve.hooks import resolve_insert, resolve_rewrite
 from codegen.resolve.hostile import parse_module
-from codegen.resolve.regions import early_exit, parameters, resolve_region
+from codegen.resolve.regions import early_exit, parameters, resolve_region, suspension
 from codegen.resolve.scan import Facts, hook_codes
 from codegen.resolve.sites import EntryResult, FilePlan, Plan, Resolution, Wrap
 from codegen.resolve.statements import (
     block_ancestry,
 )
+from codegen.resolve.streams import resolve_stream
 from codegen.resolve.strip import strip
 from codegen.runtime_calls import hook_calls
 from codegen.spec.model import AroundHook, EntryHook, Hook, Project, Region, Span, StatementHook, WrapHook
@@ -173,6 +174,7 @@ def _drop_failed(plan: FilePlan, outcomes: _Outcomes) -> None:
     plan.inserts = [i for i in plan.inserts if not outcomes.failed(i.hook)]
     plan.decorations = [d for d in plan.decorations if not outcomes.failed(d[0])]
     plan.rewrites = [r for r in plan.rewrites if not outcomes.failed(r.hook)]
+    plan.streams = [s for s in plan.streams if not outcomes.failed(s[0])]
 
 
 def _resolve_file(project: Project, plan: FilePlan, spans: list[Span | Hook], outcomes: _Outcomes) -> bool:
@@ -302,6 +304,20 @@ def _place_wrap(
 ) -> None:
     """A span (decorated or wrapping statements) or an around hook."""
     if isinstance(span, Span) and span.form == "decorator":
+        if span.stream is not None:
+            if func.asynchronous is None:
+                diags.error(
+                    span.stream.pos,
+                    f"a decorator span's stream: needs a coroutine (async def); {span.function} is "
+                    "not one: use form: try",
+                )
+                return
+            body = func.body
+            assert isinstance(body, cst.IndentedBlock)
+            site = resolve_stream(span, func, body, 0, len(body.body), line_of, diags)
+            if site is None:
+                return
+            plan.streams.append((span, func, site))
         missing = [a.expr for a in span.attributes if a.expr not in parameters(func)]
         if missing:
             diags.error(
@@ -326,7 +342,20 @@ def _place_wrap(
                 "use form: try",
             )
             return
-    plan.wraps.append(Wrap(span, func, block, start, end, block_ancestry(func)[id(block)]))
+        suspends = suspension(block.body[start:end], line_of)
+        if suspends is not None:
+            diags.error(
+                span.pos,
+                f"a flat span cannot cover an await (line {suspends}): a cancelled task would never "
+                "reach its end; use form: try",
+            )
+            return
+    stream = None
+    if isinstance(span, Span) and span.stream is not None:
+        stream = resolve_stream(span, func, block, start, end, line_of, diags)
+        if stream is None:
+            return
+    plan.wraps.append(Wrap(span, func, block, start, end, block_ancestry(func)[id(block)], stream))
 
 
 def _maybe_instrumented(source: str, alias: str, hooks: list[Hook]) -> bool:

@@ -15,6 +15,7 @@ from codegen.resolve.statements import (
     matches,
     statement_sites,
 )
+from codegen.resolve.walk import walk
 from codegen.spec.model import Hook, Region, Selector, Span
 
 
@@ -227,4 +228,19 @@ def early_exit(stmts: Sequence[cst.BaseStatement], line_of: Callable[[cst.CSTNod
         stmt.visit(finder)
         if finder.found is not None:
             return line_of(stmt)
+    return None
+
+
+def suspension(stmts: Sequence[cst.BaseStatement], line_of: Callable[[cst.CSTNode], int]) -> int | None:
+    """Line of an ``await``, ``async for`` or ``async with`` in ``stmts`` (outside nested defs,
+    lambdas and classes): where a coroutine may be suspended, and a cancelled task leaves."""
+    scopes = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+    for stmt in stmts:
+        if isinstance(stmt, scopes):
+            continue
+        for node in walk(stmt, lambda n: isinstance(n, scopes)):
+            if isinstance(node, cst.Await) or (
+                isinstance(node, (cst.For, cst.With, cst.CompFor)) and node.asynchronous is not None
+            ):
+                return line_of(node)
     return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import libcst as cst
 
@@ -12,6 +12,15 @@ from codegen.resolve.context import FileContext
 from codegen.spec.model import AroundHook, EntryHook, Hook, Span, StatementHook, WrapHook
 
 _Entry = TypeVar("_Entry", Span, Hook)
+
+
+@dataclass(frozen=True)
+class StreamSite:
+    """The one call a stream span hands its span over to: ``call`` in ``statement`` of ``block``."""
+
+    block: cst.IndentedBlock
+    statement: cst.BaseStatement
+    call: cst.Call
 
 
 @dataclass(frozen=True)
@@ -25,6 +34,7 @@ class Wrap:
     end: int
     # (id(block), index) of every statement enclosing ``block``, outermost first
     ancestry: tuple[tuple[int, int], ...] = ()
+    stream: StreamSite | None = None  # a stream span's call (``stream:``)
 
     def contains(self, other: Wrap, earlier: bool) -> bool:
         """Whether ``other`` lies inside this wrap (``earlier``: this one is declared first, which
@@ -69,6 +79,8 @@ class FilePlan:
     inserts: list[Insert] = field(default_factory=list)
     decorations: list[tuple[Span, cst.FunctionDef]] = field(default_factory=list)
     rewrites: list[Rewrite] = field(default_factory=list)
+    # decorator spans' stream calls (a try-form span's is its Wrap's)
+    streams: list[tuple[Span, cst.FunctionDef, StreamSite]] = field(default_factory=list)
     # id(entry) -> the entry with each ``any`` selector replaced by the alternative this code takes
     chosen: dict[int, Span | Hook] = field(default_factory=dict)
     # ids of the functions that may run at the final clearing of modules (resolve/at_exit.py)
@@ -92,11 +104,11 @@ class Plan:
 
 @dataclass(frozen=True)
 class EntryResult:
-    """What became of one spec entry: ``placed``, ``excluded`` (its ``releases:`` leave it out of
-    this release) or ``failed`` (with the reasons)."""
+    """What became of one spec entry: ``placed``, or ``failed`` (with the reasons). An entry whose
+    ``releases:`` leave it out of this release never reaches resolution (``Project.for_release``)."""
 
     entry: Span | Hook
-    status: str
+    status: Literal["placed", "failed"]
     diagnostics: tuple[Diagnostic, ...] = ()
 
 

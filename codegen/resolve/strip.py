@@ -12,6 +12,8 @@ string literals, a start statement in black's parenthesized fallback), these are
   ``ALIAS.FLAG and ALIAS.f(...)``), or one whose code is among ``hook_codes`` (hooks that call
   something else, such as the inserted argument-parser flags);
 - a wrap hook: ``ALIAS.f(x)`` -> ``x`` and ``ALIAS.f("key", call)`` -> ``call``;
+- a stream span's call: ``ALIAS.f(_otel_span[_N], call)`` -> ``call``, its lines one level out
+  again when the wrapper was laid out over several lines (``transforms/stream.py``);
 - the decorator ``@ALIAS.traced(...)``;
 - the runtime import: ``ALIAS`` in ``from PARENT import ...`` (as releases before the private
   name wrote it: always) and ``import PARENT.ALIAS as _ALIAS`` (with ``imports=True``).
@@ -329,10 +331,39 @@ class _Stripper(cst.CSTTransformer):
         if any(a.keyword is not None or a.star for a in args):
             return node
         if len(args) == 1:
-            return args[0].value
+            return _handed_back(node) if _rooted_call(node, self.names) else args[0].value
         if len(args) == 2 and isinstance(args[0].value, cst.SimpleString):
             return args[1].value
+        if (
+            len(args) == 2
+            and isinstance(args[0].value, cst.Name)
+            and SPAN_VARIABLE_PATTERN.match(args[0].value.value)
+        ):
+            return _handed_back(node)
         return node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         return self._unwrap(updated_node)
+
+
+def _handed_back(wrapper: cst.Call) -> cst.BaseExpression:
+    """The call a stream span's ``ALIAS.stream(var, call)`` (or a decorator span's
+    ``ALIAS.stream(call)``, or a wrap hook's ``ALIAS.f(x)``) wraps, with the lines the exploded
+    wrapper moved one level in moved back out."""
+    last = wrapper.args[-1]
+    call = last.value
+    opening = wrapper.whitespace_before_args
+    after = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else last.whitespace_after_arg
+    if not isinstance(opening, cst.ParenthesizedWhitespace) or not isinstance(
+        after, cst.ParenthesizedWhitespace
+    ):
+        return call
+    inner, outer = opening.last_line.value, after.last_line.value
+    if not inner.startswith(outer) or inner == outer:
+        return call
+    step = inner[len(outer) :]
+    lines = code_of(call).split("\n")
+    if len(lines) == 1:
+        return call
+    moved = [lines[0]] + [line.removeprefix(step) for line in lines[1:]]
+    return cst.parse_expression("\n".join(moved)).with_changes(lpar=call.lpar, rpar=call.rpar)

@@ -245,6 +245,14 @@ SPAN_FIELDS: Table = (
         "Spans of other functions this one runs inside (per name when the span has several).",
     ),
     Field("releases", RELEASES, False, "every release", convert="_releases"),
+    Field(
+        "stream",
+        ref("stream"),
+        False,
+        None,
+        "The call returning a streamed response: the span ends with the (async) iterable it "
+        "returns (exhausted, closed or abandoned), not when the covered statements complete.",
+    ),
 )
 
 HOOK_FIELDS: Table = (
@@ -300,6 +308,12 @@ WRAP_FIELDS: Table = (
     ),
     Field("result", STR, False, None, "Wrap the result, recorded under this attribute key.", "_str"),
     Field("with", STR, True, None, "The wrapper function, e.g. otel.in_context.", "_str"),
+)
+
+STREAM_FIELDS: Table = (
+    Field("call", FUNCTION, True, None, "The called name, e.g. openai_stream."),
+    Field("within", ref("selector"), False, "anywhere in the covered statements"),
+    Field("occurrence", {"type": "integer", "minimum": 1}, False, "the only call"),
 )
 
 _WHL: dict[str, Any] = {"type": "string", "pattern": r"\.whl$"}
@@ -565,6 +579,7 @@ README_TABLES: tuple[tuple[str, str], ...] = (
     ("`spans:` entry", "SPAN_FIELDS"),
     ("`hooks:` entry", "HOOK_FIELDS"),
     ("`wrap:` of a hook", "WRAP_FIELDS"),
+    ("`stream:` of a span", "STREAM_FIELDS"),
     ("selector (`before:`, `after:`, `within:`, ...)", "SELECTOR_FIELDS"),
     ("`around:` region", "REGION_FIELDS"),
     ("`releases:` (mapping form)", "RELEASES_FIELDS"),

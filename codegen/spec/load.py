@@ -51,8 +51,8 @@ def load_project(spec_dir: Path, diags: Diagnostics | None = None) -> Project:
     the spans that are valid are still returned, so that later stages can report theirs too; only
     a project missing its declarations raises.
 
-    A file that does not load (invalid YAML, not UTF-8, not a mapping) is reported once: references
-    to names it may declare (groups, metrics, variables when their declaration is missing; parent
+    A file that does not load (invalid YAML, not UTF-8, not a mapping), or that has an unknown
+    top-level key (a misspelt ``spans:``), is reported once: references to names it may declare (groups, metrics, variables when their declaration is missing; parent
     spans always) are not checked until it loads, so its error is not buried under follow-on ones.
     """
     collect = diags is not None
@@ -125,7 +125,8 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, Attribute
         self.span_nodes: list[tuple[YMap, tuple[str, Pos] | None]] = []
         self.default_forms: dict[int, SpanForm] = {}  # id(span node) -> the file's default form
         self.hook_nodes: list[tuple[YMap, tuple[str, Pos] | None]] = []
-        self.broken: list[str] = []  # files that did not load: what they declare is unknown
+        # files that did not load, or with an unknown top-level key: what they declare is unknown
+        self.broken: list[str] = []
         self.ambiguous: set[str] = set()  # declarations made twice
 
     def add_file(self, path: str, root: YNode) -> None:
@@ -139,6 +140,11 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, Attribute
             )
             return
         values = self._fields(root, fields.TOP_FIELDS, "spec file")
+        if any(key not in fields.keys(fields.TOP_FIELDS) for key in root.entries):
+            # a misspelt top-level key ('spnas:') may hold what the file meant to declare: what
+            # it declares is unknown, as for a file that did not load, so the references to it
+            # are not reported before the key (the cause) is fixed
+            self.broken.append(path)
         for key in singleton_keys():
             node = root.get(key)
             if node is None:

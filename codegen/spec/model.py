@@ -171,6 +171,9 @@ class Span(_Placed):
     releases: Releases | None = None  # the upstream releases it applies to (None: every one)
     when_pos: Pos | None = None
     name_expr_pos: Pos | None = None
+    # the call whose returned (async) iterable the span is handed over to: it ends when that
+    # iterable is exhausted, closed or abandoned, not when the covered statements complete
+    stream: Selector | None = None
 
 
 @dataclass(frozen=True)

@@ -204,9 +204,13 @@ class Reader:
         if text is None or node is None:
             return None
         try:
-            ast.parse(text.strip(), mode="eval")
+            tree = ast.parse(text.strip(), mode="eval")
         except SyntaxError as exc:
             self.diags.error(node.pos, f"{what}: '{text}' does not parse: {exc.msg}")
+            return None
+        suspends = _suspends(tree)
+        if suspends:
+            self.diags.error(node.pos, f"{what}: '{text}' {suspends}")
             return None
         return " ".join(text.split())
 
@@ -232,12 +236,32 @@ class Reader:
                 ok = False
                 continue
             try:
-                ast.parse(expr.strip(), mode="eval")
+                tree = ast.parse(expr.strip(), mode="eval")
             except SyntaxError as exc:
                 self.diags.error(
                     value.pos, f"attribute '{key}': expression '{expr}' does not parse: {exc.msg}"
                 )
                 ok = False
                 continue
+            suspends = _suspends(tree)
+            if suspends:
+                self.diags.error(value.pos, f"attribute '{key}': expression '{expr}' {suspends}")
+                ok = False
+                continue
             attributes.append(Attribute(key, expr, value.pos))
         return tuple(attributes) if ok else None
+
+
+def _suspends(tree: ast.AST) -> str:
+    """Why a spec expression cannot be placed: it awaits or yields (the generated code evaluates
+    attributes in a lambda, where neither is valid, and ``when``/``name_expr`` in the span's
+    start, which must not suspend the function); "" when it does neither."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Await):
+            return (
+                "awaits: spec expressions are evaluated where a coroutine cannot suspend; "
+                "await it in the code and name the result"
+            )
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return "yields: spec expressions are evaluated where the function cannot yield"
+    return ""

@@ -67,6 +67,7 @@ def spec_schema() -> dict[str, Any]:
                 oneOf=[{"required": [key]} for key in HOOK_PLACEMENTS],
             ),
             "wrap": _table(fields.WRAP_FIELDS),
+            "stream": _table(fields.STREAM_FIELDS),
             "selector": selector,
             "region": region,
             "lifecycle_span": lifecycle_span,

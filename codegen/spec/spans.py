@@ -10,6 +10,7 @@ from codegen.spec import fields
 from codegen.spec.model import (
     SPAN_FORMS,
     Region,
+    Selector,
     Span,
     SpanForm,
 )
@@ -78,7 +79,8 @@ class SpanReader(SelectorReader, ReleasesReader):
         parents_ok, parents, name_parents = self._parents(node, name)
         form_ok, form = self._span_form(node, values)
         names_ok, names, name_expr = self._names_choice(node, name, values)
-        ok = ok and parents_ok and form_ok and names_ok
+        stream_ok, stream = self._stream(node, form)
+        ok = ok and parents_ok and form_ok and names_ok and stream_ok
         releases = values.get("releases")
         # a key that is there but read as None was invalid (and reported)
         ok = ok and all(values[key] is not None for key in ("releases", "when", "name_expr") if key in values)
@@ -117,6 +119,7 @@ class SpanReader(SelectorReader, ReleasesReader):
             parents=parents,
             name_parents=tuple(name_parents),
             releases=releases,
+            stream=stream,
         )
 
     def _parents(
@@ -155,6 +158,28 @@ class SpanReader(SelectorReader, ReleasesReader):
                 self.diags.error(node.value_pos("form") if "form" in node.entries else node.pos, reason)
                 return False, form
         return True, form
+
+    def _stream(self, node: YMap, form: SpanForm | None) -> tuple[bool, Selector | None]:
+        """(valid, the ``stream:`` call selector: call, within and occurrence)."""
+        if "stream" not in node.entries:
+            return True, None
+        spec = self._map(node.value("stream"), "stream")
+        if spec is None:
+            return False, None
+        self._fields(spec, fields.STREAM_FIELDS, "stream")
+        if "call" not in spec.entries:  # reported by _fields
+            return False, None
+        if form == "flat":
+            self.diags.error(
+                node.value_pos("stream"),
+                "a stream span needs form: try (or decorator, on a coroutine): the flat form has "
+                "no finally: to hand the span over from",
+            )
+            return False, None
+        selector = self._selector(
+            YMap({k: v for k, v in spec.entries.items() if k in ("call", "within", "occurrence")}, spec.pos)
+        )
+        return selector is not None, selector
 
     def _names_choice(
         self, node: YMap, name: str | None, values: dict[str, Any]

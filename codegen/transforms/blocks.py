@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from codegen.layout import code_of, expression_statement, fit, fit_call_line, statement
-from codegen.resolve.sites import Insert, Rewrite, Wrap
+from codegen.resolve.sites import Insert, Rewrite, StreamSite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
 from codegen.runtime_calls import guard, names_runtime, payload_call, span_variable
 from codegen.spec.model import AroundHook, EntryHook, Payload, Project, Span, StatementHook, WrapResult
@@ -23,6 +23,7 @@ from codegen.transforms.span import (
     span_setter,
     span_start,
 )
+from codegen.transforms.stream import stream_statement
 
 
 def nesting_depths(wraps: Sequence[Wrap]) -> dict[int, int]:
@@ -43,6 +44,7 @@ class BlockEditor(cst.CSTTransformer):
         rewrites: Sequence[Rewrite] = (),
         frozen: frozenset[int] = frozenset(),
         at_exit: frozenset[int] = frozenset(),
+        streams: Sequence[tuple[Span, cst.FunctionDef, StreamSite]] = (),
     ) -> None:
         super().__init__()
         self.at_exit = at_exit  # ids of the functions that may run at the final clearing
@@ -67,11 +69,25 @@ class BlockEditor(cst.CSTTransformer):
         self.edited = {id(w.function) for w in wraps} | {id(i.function) for i in inserts}
         self.edited |= {id(r.function) for r in rewrites}
         self.edited |= set(self.decorations)
+        # a stream span's call: id(statement) -> (the span's wrap, None for a decorator span's;
+        # its function; the call)
+        self.streams: dict[int, list[tuple[Wrap | None, cst.FunctionDef, StreamSite]]] = defaultdict(list)
+        for wrap in wraps:
+            if wrap.stream is not None:
+                self.streams[id(wrap.stream.statement)].append((wrap, wrap.function, wrap.stream))
+        for _, function, site in streams:
+            self.streams[id(site.statement)].append((None, function, site))
+            self.edited.add(id(function))
+        self.wrap_list = list(wraps)
         self.inside = 0
         # Inside an edited function, only blocks with edits and the blocks around them.
         self.relevant = {id(w.block) for w in wraps} | {id(i.block) for i in inserts}
         self.relevant |= {id(r.block) for r in rewrites}
+        self.relevant |= {id(w.stream.block) for w in wraps if w.stream is not None}
+        self.relevant |= {id(site.block) for _, _, site in streams}
         edits = [(w.function, w.block) for w in wraps] + [(i.function, i.block) for i in inserts]
+        edits += [(w.function, w.stream.block) for w in wraps if w.stream is not None]
+        edits += [(function, site.block) for _, function, site in streams]
         for function, block in edits + [(r.function, r.block) for r in rewrites]:
             self.relevant.update(b for b, _ in block_ancestry(function)[id(block)])
         self.leading: set[int] = set()  # ids of the compound statements an edited function is in
@@ -137,6 +153,8 @@ class BlockEditor(cst.CSTTransformer):
         inserts = self.inserts.get(id(original_node), [])
         stmts = list(updated_node.body)
         for index, original in enumerate(original_node.body):
+            for wrap, function, site in self.streams.get(id(original), ()):
+                stmts[index] = self._stream(stmts[index], wrap, function, site, indent, original_node, index)
             for rewrite in self.rewrites.get(id(original), ()):
                 frozen = id(original) in self.frozen
                 stmts[index] = self._rewrite(stmts[index], rewrite, indent, frozen)
@@ -201,6 +219,30 @@ class BlockEditor(cst.CSTTransformer):
             new = fit_call_line(new, indent, self.step)
         return new
 
+    def _stream(
+        self,
+        stmt: cst.BaseStatement,
+        wrap: Wrap | None,
+        function: cst.FunctionDef,
+        site: StreamSite,
+        indent: str,
+        block: cst.IndentedBlock,
+        index: int,
+    ) -> cst.BaseStatement:
+        """The stream call of ``wrap``'s span handed the span (``ALIAS.stream(var, call)``; a
+        decorator span's, ``wrap`` None: ``ALIAS.stream(call)``), laid out at the indentation the
+        statement will have once every wrap around it is made."""
+        ancestry = block_ancestry(function).get(id(block), ())
+        around = sum(
+            (w.block is block and w.start <= index < w.end)
+            or any(b == id(w.block) and w.start <= i < w.end for b, i in ancestry)
+            for w in self.wrap_list
+            if w.function is function and _indents(w)
+        )
+        var = span_variable(self.depths[id(wrap)]) if wrap is not None else None
+        wrapper = f"{self.project.runtime.binding}.stream"
+        return stream_statement(stmt, site.call, wrapper, var, indent + self.step * around, self.step)
+
     def _hook_call(
         self,
         hook: EntryHook | StatementHook | AroundHook,
@@ -264,6 +306,13 @@ class BlockEditor(cst.CSTTransformer):
                 body=wrapped.body.with_changes(body=[body[0].with_changes(leading_lines=())] + body[1:])
             )
         return before + [wrapped]
+
+
+def _indents(wrap: Wrap) -> bool:
+    """Whether ``wrap`` moves its statements one level in (into a ``try:``)."""
+    if isinstance(wrap.entry, Span):
+        return wrap.entry.form != "flat"
+    return wrap.entry.exit is not None
 
 
 def _leading(body: Sequence[cst.BaseStatement], functions: set[int]) -> set[int]:

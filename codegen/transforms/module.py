@@ -31,6 +31,7 @@ def transform_file(project: Project, plan: FilePlan) -> str:
         plan.rewrites,
         _frozen(plan),
         plan.at_exit,
+        plan.streams,
     )
     module = plan.module.visit(editor)
     if first_use is not None:  # a file whose edits never name the runtime gets no import (F401)

@@ -33,7 +33,17 @@
     const step = [1, 2, 5, 10].map(function (m) { return m * mag; }).find(function (s) { return s >= raw; });
     const out = [];
     for (let t = Math.ceil(lo / step) * step; t <= hi + 1e-9; t += step) { out.push(t); }
+    out.step = step;
     return out;
+  }
+  // the labels of an axis's ticks (seconds): one unit and one number of decimals for them all
+  // (never "50.00 s" beside "100 s"), the unit that of the largest
+  function tickLabels(marks) {
+    const hi = marks.length ? marks[marks.length - 1] : 0;
+    const unit = hi >= 1 ? 1 : 1000;
+    const step = (marks.step || 1) * unit;
+    const decimals = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+    return marks.map(function (t) { return (t * unit).toFixed(decimals) + (unit === 1 ? " s" : " ms"); });
   }
 
   // 1. goodput breakdown: one bar, 100% of the wall time
@@ -89,9 +99,29 @@
     });
     const axisY = height - axisH + 4;
     el("line", { x1: left, x2: right, y1: axisY, y2: axisY, "class": "axis" }, svg);
-    ticks(0, data.wall, 8).forEach(function (t) {
-      el("text", { x: scale(t), y: axisY + 14, "text-anchor": "middle" }, svg, fmt(t));
+    const marks = ticks(0, data.wall, 8);
+    const labels = tickLabels(marks);
+    marks.forEach(function (t, k) {
+      el("text", { x: scale(t), y: axisY + 14, "text-anchor": k === 0 ? "start" : "middle", "class": "time-tick" }, svg, labels[k]);
     });
+    // the legend of the lanes' colours (and of the marks on them), beside the plot
+    const legend = document.getElementById("timeline-legend");
+    const swatch = function (li, attrs) {
+      const icon = el("svg", { width: 16, height: 12, "aria-hidden": "true" }, li);
+      el("rect", Object.assign({ x: 1, y: 1, width: 14, height: 10 }, attrs), icon);
+    };
+    const item = function (key, text, attrs) {
+      const li = document.createElement("li");
+      li.setAttribute("data-lane", key);
+      swatch(li, attrs);
+      li.appendChild(document.createTextNode(text));
+      legend.appendChild(li);
+    };
+    lanes.forEach(function (lane) { item(lane.title, lane.title, { fill: lane.color }); });
+    if (data.runs.length > 1) { item("restart", "restart (between runs)", { fill: colors.restart, opacity: 0.35 }); }
+    if (data.bars.some(function (bar) { return bar[6]; })) {
+      item("error", "a span that ended in an error", { fill: "#fff", stroke: "#c0392b" });
+    }
   })();
 
   // 3. step time per iteration (the slowest rank's), the first iteration marked
@@ -106,11 +136,15 @@
       return;
     }
     const ymax = Math.max.apply(null, steps.map(function (s) { return s[2]; })) * 1.05 || 1;
-    const xs = function (i) { return left + (right - left) * (steps.length > 1 ? i / (steps.length - 1) : 0.5); };
+    // the points start inset from the y axis's labels: no label touches the first point
+    const inset = 12;
+    const xs = function (i) { return left + inset + (right - left - inset) * (steps.length > 1 ? i / (steps.length - 1) : 0.5); };
     const ys = function (v) { return top + (height - top - bottom) * (1 - v / ymax); };
-    ticks(0, ymax, 4).forEach(function (t) {
+    const ymarks = ticks(0, ymax, 4);
+    const ylabels = tickLabels(ymarks);
+    ymarks.forEach(function (t, k) {
       el("line", { x1: left, x2: right, y1: ys(t), y2: ys(t), "class": "grid" }, svg);
-      el("text", { x: left - 4, y: ys(t) + 4, "text-anchor": "end" }, svg, fmt(t));
+      el("text", { x: left - 4, y: ys(t) + 4, "text-anchor": "end", "class": "ytick" }, svg, ylabels[k]);
     });
     if (data.stepMedian !== null) {
       const m = el("line", { x1: left, x2: right, y1: ys(data.stepMedian), y2: ys(data.stepMedian), stroke: "#8e44ad", "stroke-dasharray": "4 3" }, svg);

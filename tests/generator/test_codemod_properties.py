@@ -1,4 +1,5 @@
-"""Property-based proof of the codemod: random functions (loops with break/continue,
+"""Property-based proof of the codemod: random functions and coroutines (`async def`, awaiting
+coroutines that suspend; loops with break/continue,
 try/except/finally, early returns, raised exceptions, nested defs, comprehensions) and random span
 selections (the whole body, one statement, a run of statements; try, flat and decorator forms), and hooks
 (entry, before, after, around, guarded, argument and result wraps) calling a stub runtime.
@@ -18,10 +19,12 @@ fewer than half of its examples instrument something.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +53,8 @@ class _Program:
     # (name of the call, id of its block, index in the block) of each `v = f_K(v)` statement
     sites: list[tuple[str, int, int]] = field(default_factory=list)
     blocks: int = 0
+    asynchronous: bool = False  # ``async def target``: each ``v = await f_K(v)`` calls a coroutine
+    awaited: set[str] = field(default_factory=set)
 
 
 def _block(draw: st.DrawFn, prog: _Program, indent: str, depth: int, in_loop: bool) -> None:
@@ -66,7 +71,11 @@ def _block(draw: st.DrawFn, prog: _Program, indent: str, depth: int, in_loop: bo
             name = f"f_{prog.calls}"
             prog.calls += 1
             prog.sites.append((name, block, index))
-            prog.lines.append(f"{indent}v = {name}(v)")
+            if prog.asynchronous:
+                prog.awaited.add(name)
+                prog.lines.append(f"{indent}v = await {name}(v)")
+            else:
+                prog.lines.append(f"{indent}v = {name}(v)")
         elif kind == "effect":
             prog.lines.append(f"{indent}log.append(('v', v))")
         elif kind == "comprehension":
@@ -107,8 +116,8 @@ def _block(draw: st.DrawFn, prog: _Program, indent: str, depth: int, in_loop: bo
 
 @st.composite
 def programs(draw: st.DrawFn) -> tuple[str, _Program]:
-    prog = _Program()
-    prog.lines.append("def target(n, log):")
+    prog = _Program(asynchronous=draw(st.booleans()))
+    prog.lines.append(("async " if prog.asynchronous else "") + "def target(n, log):")
     prog.lines.append('    """A generated function."""')
     prog.lines.append("    v = n")
     _block(draw, prog, "    ", 0, False)
@@ -230,6 +239,19 @@ class _Runtime:
         runtime = self
 
         def decorate(func):
+            if inspect.iscoroutinefunction(func):
+
+                async def coroutine(*args, **kwargs):
+                    if not runtime.LAYER and not runtime.STEP and not runtime.IO:
+                        return await func(*args, **kwargs)
+                    span = runtime.start_span(name)
+                    try:
+                        return await func(*args, **kwargs)
+                    finally:
+                        span.end()
+
+                return coroutine
+
             def wrapper(*args, **kwargs):
                 if not runtime.LAYER and not runtime.STEP and not runtime.IO:
                     return func(*args, **kwargs)
@@ -244,7 +266,11 @@ class _Runtime:
         return decorate
 
 
-def _run(source: str, runtime: _Runtime | None, n: int) -> tuple[object, list[object]]:
+def _run(
+    source: str, runtime: _Runtime | None, n: int, awaited: frozenset[str] = frozenset()
+) -> tuple[object, list[object]]:
+    """Run ``target(n, log)`` (``asyncio.run`` when it is a coroutine function, whose ``awaited``
+    calls are coroutine functions suspending once)."""
     log: list[object] = []
     namespace: dict[str, object] = {}
     for k in range(256):
@@ -255,7 +281,11 @@ def _run(source: str, runtime: _Runtime | None, n: int) -> tuple[object, list[ob
                 raise ValueError(k)
             return v + 1 + k % 3
 
-        namespace[f"f_{k}"] = f
+        async def coroutine(v: int, f: Callable[[int], int] = f) -> int:
+            await asyncio.sleep(0)
+            return f(v)
+
+        namespace[f"f_{k}"] = coroutine if f"f_{k}" in awaited else f
     package = types.ModuleType("megatron")
     package.__path__ = []  # a package: the output imports `megatron.otel as _otel`
     package.otel = runtime  # type: ignore[attr-defined]
@@ -265,7 +295,10 @@ def _run(source: str, runtime: _Runtime | None, n: int) -> tuple[object, list[ob
     try:
         exec(compile(source, DEMO, "exec"), namespace)
         try:
-            result: object = ("returned", namespace["target"](n, log))  # type: ignore[operator]
+            returned = namespace["target"](n, log)  # type: ignore[operator]
+            if asyncio.iscoroutine(returned):
+                returned = asyncio.run(returned)
+            result: object = ("returned", returned)
         except Exception as exc:  # noqa: BLE001 - compared between the runs
             result = ("raised", type(exc).__name__, exc.args)
     finally:
@@ -321,10 +354,12 @@ def _apply(tmp: Path, spec: str, source: str) -> tuple[str | None, str]:
 
 def check(case: tuple[str, str, _Program], tmp: Path) -> bool:
     """Whether the example instrumented something (and then, that the properties hold)."""
-    source, spec, _ = case
+    source, spec, prog = case
+    awaited = frozenset(prog.awaited)
     instrumented = _instrument(tmp, spec, source)
     if instrumented is None:
         return False
+    event("a coroutine, instrumented" if prog.asynchronous else "a function, instrumented")
     spec, output = instrumented
     compile(output, DEMO, "exec")
     assert equivalent(source, output, "otel", "megatron"), output
@@ -332,10 +367,10 @@ def check(case: tuple[str, str, _Program], tmp: Path) -> bool:
     spans = spec.split("hooks:")[0].split("  - name:")[1:]
     whole = any("around:" not in s and "form: flat" not in s for s in spans)
     for n in (0, 1, 2, 5, 6, 9):
-        expected = _run(source, None, n)
+        expected = _run(source, None, n, awaited)
         for enabled in (False, True):
             runtime = _Runtime(enabled)
-            assert _run(output, runtime, n) == expected, (n, enabled, output)
+            assert _run(output, runtime, n, awaited) == expected, (n, enabled, output)
             if not enabled:
                 assert runtime.started == 0
             elif whole:

@@ -5,8 +5,10 @@ as written (``bash -e``), in a virtual environment the pages' own blocks make, n
 Which Python ran what (the pages say the same):
 
 - ``job-env`` (both pages): Python 3.11. The pages ask for ``python3.12``; the only CPU build of
-  torch 2.13.0 on the test machine is for 3.11 (pip takes it from disk; ``--extra-index-url``
-  names PyTorch's CPU index, unreachable there) and the CUDA build is several GB, so the
+  torch 2.13.0 on the test machine is for 3.11 (pip takes it from disk, through this machine's pip
+  configuration; the line's ``--index-url`` names PyTorch's CPU index, unreachable there, and
+  tests/docs/test_cpu_torch_line.py checks that without such a configuration the line then
+  fails) and the CUDA build is several GB, so the
   ``python3.12`` on the blocks' PATH is this 3.11 interpreter. ``PIP_RETRIES=0`` keeps pip from
   waiting on the unreachable index.
 - ``installed-megatron``: Python 3.11 with ``PIP_IGNORE_REQUIRES_PYTHON=1`` (megatron-core's wheels

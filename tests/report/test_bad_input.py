@@ -123,8 +123,16 @@ def test_missing_file(capsys, tmp_path):
 
 
 def test_empty_capture(capsys, tmp_path):
+    """The error names the file that held no spans (it said "the capture holds no spans")."""
     (tmp_path / "empty.json").write_text("")
-    _refused(capsys, tmp_path, tmp_path / "empty.json", match="holds no spans")
+    err = _refused(capsys, tmp_path, tmp_path / "empty.json", match="holds no spans")
+    assert err.strip() == f"{tmp_path / 'empty.json'}: error: the capture holds no spans", err
+    (tmp_path / "also.json").write_text("")
+    err = _refused(capsys, tmp_path, tmp_path / "empty.json", tmp_path / "also.json", match="hold no spans")
+    assert (
+        err.strip()
+        == f"error: the captures hold no spans: {tmp_path / 'empty.json'}, {tmp_path / 'also.json'}"
+    )
 
 
 def test_unknown_names_warn_and_still_report(capsys, tmp_path):

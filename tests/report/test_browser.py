@@ -11,6 +11,7 @@ must not pass by skipping in CI; a plain ``pytest`` run skips it, naming why (te
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -118,3 +119,70 @@ def test_page_renders_its_plots_without_console_errors(tmp_path, capsys):
             "--hide-scrollbars",
         )
         assert shot.is_file() and shot.stat().st_size > 10_000, result.stderr[-2000:]
+
+
+# Run after the page's own script (appended at the end of the body): the geometry as laid out,
+# into an attribute --dump-dom prints.
+CHECK = """<script>
+(function () {
+  const box = function (n) { return n.getBoundingClientRect(); };
+  const hit = function (a, b) {  // touching counts: 1 px apart at least
+    return !(a.right + 1 <= b.left || b.right + 1 <= a.left || a.bottom + 1 <= b.top || b.bottom + 1 <= a.top);
+  };
+  const steps = document.getElementById("steps");
+  const over = [];
+  steps.querySelectorAll("text").forEach(function (t) {
+    steps.querySelectorAll("circle.step").forEach(function (c) {
+      if (hit(box(t), box(c))) { over.push(t.textContent); }
+    });
+  });
+  const timeline = document.getElementById("timeline");
+  const ticks = Array.prototype.slice.call(timeline.querySelectorAll("text.time-tick"));
+  const crowded = ticks.slice(1).filter(function (t, k) { return hit(box(ticks[k]), box(t)); });
+  document.body.setAttribute("data-check", JSON.stringify({
+    labelsOverPoints: over,
+    timelineTicks: ticks.map(function (t) { return t.textContent; }),
+    stepTicks: Array.prototype.map.call(steps.querySelectorAll("text.ytick"), function (t) { return t.textContent; }),
+    crowdedTicks: crowded.length,
+    legend: Array.prototype.map.call(document.querySelectorAll("#timeline-legend li"), function (li) {
+      return [li.getAttribute("data-lane"), li.textContent, li.querySelector("rect").getAttribute("fill")];
+    }),
+    lanes: JSON.parse(document.getElementById("report-data").textContent).lanes
+  }));
+})();
+</script>
+"""
+
+
+def _one_format(labels: list[str]) -> bool:
+    """Every label the same unit and the same number of decimals ("50 s" beside "100 s", not "50.00 s")."""
+    forms = {
+        (m[2], len(m[1] or "")) for m in (re.fullmatch(r"\d+(?:\.(\d+))? (s|ms)", t) for t in labels) if m
+    }
+    return (
+        len(labels) >= 2 and all(re.fullmatch(r"\d+(?:\.\d+)? (s|ms)", t) for t in labels) and len(forms) == 1
+    )
+
+
+def test_timeline_ticks_one_format_a_legend_and_no_label_over_a_point(tmp_path, capsys):
+    """The timeline's ticks in one format (they were "50.00 s" beside "100 s"), a legend of its
+    lanes' colours (and of the restart shading); the step plot's labels clear of its points (its
+    "200.0 ms" touched the first one): checked on the layout the browser made."""
+    pages = _pages(tmp_path)
+    capsys.readouterr()
+    for name, page in pages.items():
+        checked = page.with_name("checked.html")
+        checked.write_text(page.read_text().replace("</body>", CHECK + "</body>"))
+        result = browse(checked, tmp_path / f"check-{name}", "--dump-dom")
+        assert result.returncode == 0 and console_messages(result.stderr) == [], result.stderr[-2000:]
+        found = re.search(r'data-check="([^"]*)"', result.stdout)
+        assert found, name
+        check = json.loads(found[1].replace("&quot;", '"').replace("&amp;", "&"))
+        assert check["labelsOverPoints"] == [], (name, check["labelsOverPoints"])
+        assert _one_format(check["timelineTicks"]), (name, check["timelineTicks"])
+        assert _one_format(check["stepTicks"]), (name, check["stepTicks"])
+        assert check["crowdedTicks"] == 0, (name, check["timelineTicks"])
+        lanes = [(lane["title"], lane["title"], lane["color"]) for lane in check["lanes"]]
+        legend = [tuple(item) for item in check["legend"]]
+        assert legend[: len(lanes)] == lanes, (name, legend)
+        assert [key for key, _, _ in legend[len(lanes) :]] == (["restart"] if name == "real" else []), legend

@@ -48,6 +48,12 @@ def test_readme_command_runs_as_written(tmp_path):
     for name in ("report.txt", "report.html", "trace.perfetto.json"):
         assert (tmp_path / "report" / name).is_file(), name
     assert blocks(README)["report"] == command  # the README shows the same command
+    # run from the clone, what it writes is ignored by git (not shown as untracked), and only that
+    written = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "report").rglob("*") if p.is_file())
+    ignored = subprocess.run(["git", "check-ignore", *written], cwd=REPO, capture_output=True, text=True)
+    assert ignored.stdout.split() == written, ignored.stdout
+    for kept in ("codegen/report/store.py", "tests/data/report/fresh.jsonl"):
+        assert subprocess.run(["git", "check-ignore", "-q", kept], cwd=REPO).returncode == 1, kept
 
 
 def test_readme_picture_and_docs_link_exist():

@@ -79,3 +79,18 @@ def test_engine_chdb_command_runs_as_written(project, tmp_path):
     result = _run(blocks(PAGE)["report-engine-chdb"], work)
     assert result.returncode == 0, result.stderr
     assert (work / "report" / "report.txt").read_text() == build(project, [DATA / "fresh.jsonl"]).text
+
+
+def test_save_store_commands_run_as_written(project, tmp_path):
+    """The page's recipe for a chdb store made from captures: the store it saves reports again,
+    selected by the service the shipped captures carry, to the file report's text."""
+    pytest.importorskip("chdb", reason="the report-store extra (chdb) is not installed")
+    work = _workspace(tmp_path)
+    (work / "run").mkdir()
+    shutil.copy2(DATA / "fresh.jsonl", work / "run" / "capture.jsonl")
+    result = _run(blocks(PAGE)["report-save-store"], work)
+    assert result.returncode == 0, result.stderr
+    want = build(project, [DATA / "fresh.jsonl"]).text
+    assert (work / "report" / "report.txt").read_text() == want
+    assert (work / "report-again" / "report.txt").read_text() == want
+    assert (work / "store").is_dir()

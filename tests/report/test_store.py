@@ -128,6 +128,53 @@ def test_selection_by_time_window_and_service(project, tmp_path, capsys):
     assert (out / "report.txt").read_text() == build(project, [fresh]).text
 
 
+def test_engine_chdb_applies_the_selection_to_files(project, tmp_path, capsys):
+    """--service/--until on capture files through chdb select as on a store (they were ignored:
+    the whole report as if none had been given)."""
+    fresh, resume = _committed()["fresh+resume"]
+    until = str(min(span.start_ns for span in read_spans(resume)) - 1)
+    out = tmp_path / "selected"
+    argv = ["report", "--specs", str(SPECS), str(fresh), str(resume), "--engine", "chdb", "--until", until]
+    assert main([*argv, "--service", "unknown_service:python", "--out", str(out)]) == 0
+    assert (out / "report.txt").read_text() == build(project, [fresh]).text
+    capsys.readouterr()
+    err = _fails(tmp_path, capsys, str(fresh), "--engine", "chdb", "--service", "nosuch")
+    assert err.startswith("chdb (in memory): error: no spans for table otel_traces, service 'nosuch'; "), err
+    assert "services 'unknown_service:python' (199 spans)" in err
+
+
+@pytest.mark.parametrize(
+    "option", [["--service", "nosuch"], ["--run-id", "r"], ["--since", "0"], ["--table", "spans"]]
+)
+def test_selection_on_files_without_chdb_is_refused(tmp_path, capsys, option):
+    """The python reader cannot select: the option is refused (exit 2, nothing written), never ignored."""
+    out = tmp_path / "out"
+    assert main(["report", "--specs", str(SPECS), str(DATA / "fresh.jsonl"), *option, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and not out.exists()
+    assert captured.err == (
+        f"error: {option[0]}: capture files are read whole; to select among their spans add --engine chdb "
+        "(the report-store extra), or name only the run's files\n"
+    )
+
+
+def test_save_store_makes_a_store_the_report_reads_again(project, tmp_path, capsys):
+    """--save-store DIR: the captures in a chdb database folder that --store chdb:DIR reports."""
+    paths = _committed()["fresh+resume"]
+    store, first, again = tmp_path / "store", tmp_path / "first", tmp_path / "again"
+    argv = ["report", "--specs", str(SPECS)]
+    assert main([*argv, *map(str, paths), "--save-store", str(store), "--out", str(first)]) == 0
+    assert main([*argv, "--store", f"chdb:{store}", "--out", str(again)]) == 0
+    want = build(project, paths).text
+    assert (first / "report.txt").read_text() == want and (again / "report.txt").read_text() == want
+    capsys.readouterr()
+    err = _fails(tmp_path, capsys, str(paths[0]), "--save-store", str(store))  # not over a store
+    assert err == f"{store}: error: already exists: --save-store makes a new chdb database folder"
+    (tmp_path / "bad.json").write_text("{")
+    _fails(tmp_path, capsys, str(tmp_path / "bad.json"), "--save-store", str(tmp_path / "new"))
+    assert not (tmp_path / "new").exists()  # nothing written
+
+
 # -- bad input: one line, exit 3, nothing written -----------------------------------------------
 
 
@@ -186,7 +233,29 @@ def test_table_of_another_schema(tmp_path, capsys, change, message):
 def test_run_id_with_no_spans(tmp_path, capsys):
     store = make_store(tmp_path / "store", _committed()["fresh"])
     err = _fails(tmp_path, capsys, "--store", f"chdb:{store}", "--run-id", "no-such-run")
-    assert err == f"chdb:{store}: error: no spans for table otel_traces, run id 'no-such-run'"
+    # what the table holds follows, so that the user need not guess (it stopped at the selection)
+    assert err == (
+        f"chdb:{store}: error: no spans for table otel_traces, run id 'no-such-run'; otel_traces holds "
+        "services 'unknown_service:python' (199 spans); no run ids; spans starting from "
+        "2026-12-03T14:35:57.620999 to 2026-12-03T14:37:41.857845 (UTC)"
+    )
+
+
+def test_service_with_no_spans_lists_the_services_and_run_ids(tmp_path, capsys):
+    spans = Spans({"service.name": "job-a", "process.pid": 1, "megatron.run_id": "run-7"})
+    simple_run(spans)
+    store = make_store(tmp_path / "store", [spans.write(tmp_path / "a.json")])
+    err = _fails(tmp_path, capsys, "--store", f"chdb:{store}", "--service", "megatron")
+    assert err.startswith(
+        f"chdb:{store}: error: no spans for table otel_traces, service 'megatron'; otel_traces holds "
+        f"services 'job-a' ({len(spans.spans)} spans); run ids 'run-7'; spans starting from "
+    ), err
+
+
+def test_empty_captures_through_chdb_name_the_file(tmp_path, capsys):
+    (tmp_path / "empty.json").write_text("")
+    err = _fails(tmp_path, capsys, str(tmp_path / "empty.json"), "--engine", "chdb")
+    assert err == f"{tmp_path / 'empty.json'}: error: the capture holds no spans"
 
 
 def test_several_services_without_service(tmp_path, capsys):

@@ -174,6 +174,22 @@ def test_package_absent_leaves_no_runtime_module_behind(tree: Path) -> None:
     assert modules == ["megatron.core.otel", "megatron.core.otel._records", "megatron.core.otel._taxonomy"]
 
 
+def test_package_absent_stream_and_stamp_return_what_they_are_handed(tree: Path) -> None:
+    """Both forms a stream call site takes (``stream(span, f(...))``; ``stream(f(...))`` in a traced
+    coroutine) hand the iterable back, and ``stamp(key, value)`` its value, as the runtime does
+    with the group off."""
+    probe = (
+        "import json, megatron.core.otel as o; "
+        "print(json.dumps([list(o.stream(False, iter([1, 2]))), list(o.stream(iter([3]))), o.stamp('k', 4)]))"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], env={**clean, "PYTHONPATH": str(tree)}, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == [[1, 2], [3], 4]
+
+
 def test_the_shims_record_types_have_the_runtimes_fields(tree: Path) -> None:
     """The taxonomy's values are the same tuples whether the shim or the runtime made their types:
     the shim's ``_records`` has every record type of the runtime's ``_records.py``, field for field."""

@@ -24,6 +24,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 from runtime_pkg_support import Rendered
 
+from tests.support.lean_workload import enable_env
+
 T0 = 1_700_000_000.0
 TIMESTAMPS = {
     "job_start": T0 - 30,
@@ -42,14 +44,6 @@ def ns(seconds: float) -> int:
 @pytest.fixture
 def sites(rendered: Rendered) -> ModuleType:
     return rendered.import_call_sites()
-
-
-def enable_env(monkeypatch: pytest.MonkeyPatch, groups: str = "all", **extra: str) -> None:
-    monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
-    monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", groups)
-    monkeypatch.setenv("MEGATRON_OTEL_METRICS_ENABLED", "0")
-    for name, value in extra.items():
-        monkeypatch.setenv(name, value)
 
 
 def named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:

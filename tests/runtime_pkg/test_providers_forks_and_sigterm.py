@@ -16,15 +16,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from runtime_pkg_support import Rendered
 
-from tests.support.processors import Counting
+from tests.support.lean_workload import enable_env
+from tests.support.processors import counting_provider
 
 STAMPS = {"program_start": 1_700_000_000.0, "main_entry": 1_700_000_004.0}
-
-
-def enable_env(monkeypatch: pytest.MonkeyPatch, groups: str = "all") -> None:
-    monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
-    monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", groups)
-    monkeypatch.setenv("MEGATRON_OTEL_METRICS_ENABLED", "0")
 
 
 def names(spans: Sequence[ReadableSpan]) -> list[str]:
@@ -85,9 +80,7 @@ def test_recursion_error_inside_start_span_leaves_no_sdk_span_open(
     otel: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     enable_env(monkeypatch)
-    counting = Counting()
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(counting)
+    provider, counting = counting_provider()
     otel.configure(tracer_provider=provider)
     limit = sys.getrecursionlimit()
     failed = 0
@@ -120,9 +113,7 @@ def test_recursion_error_after_the_sdk_span_started_ends_it(
 ) -> None:
     """The SDK span exists once tracer.start_span returns: an error past that point ends it."""
     enable_env(monkeypatch)
-    counting = Counting()
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(counting)
+    provider, counting = counting_provider()
     otel.configure(tracer_provider=provider)
     module = {"attach": otel._spans.otel_context, "set_span_in_context": otel._spans.otel_trace}
 
@@ -158,10 +149,7 @@ def test_recursion_error_in_a_later_processors_on_start_ends_the_span_it_started
     """The SDK's start_span raises after the first processor's on_start saw the span start: the
     runtime finds that span (the SDK's start_span frame in the traceback) and ends it."""
     enable_env(monkeypatch)
-    counting = Counting()
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(counting)
-    provider.add_span_processor(Deep())
+    provider, counting = counting_provider(Deep())
     otel.configure(tracer_provider=provider)
     limit = sys.getrecursionlimit()
     inside = 0  # start_span calls that failed after the span started

@@ -19,20 +19,10 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from tests.support.lean_workload import own_provider_exporting_to
-from tests.support.processors import Counting
+from tests.support.lean_workload import enable_env, own_provider_exporting_to
+from tests.support.processors import Counting, counting_provider
 
 LIMITS = (150, 300, 600)  # each level records the escaping RecursionError: quadratic in the depth
-
-
-def _enable(monkeypatch: pytest.MonkeyPatch, **extra: str) -> None:
-    for name, value in {
-        "MEGATRON_OTEL_ENABLED": "1",
-        "MEGATRON_OTEL_SPAN_GROUPS": "all",
-        "MEGATRON_OTEL_METRICS_ENABLED": "0",
-        **extra,
-    }.items():
-        monkeypatch.setenv(name, value)
 
 
 def _recurse(otel: ModuleType, started: list[int], n: int) -> int:
@@ -68,7 +58,7 @@ def _nothing_open(otel: ModuleType) -> None:
 def test_sdk_path_ends_every_span_it_started_at_the_recursion_limit(
     otel: ModuleType, monkeypatch: pytest.MonkeyPatch, limit: int, processor: str
 ) -> None:
-    _enable(monkeypatch)
+    enable_env(monkeypatch)
     counting = Counting()
     exporter = InMemorySpanExporter()
     provider = TracerProvider(shutdown_on_exit=False)
@@ -114,11 +104,8 @@ class _Raising(SpanProcessor):
 def test_whatever_the_sdk_start_span_raises_the_span_is_ended(
     otel: ModuleType, monkeypatch: pytest.MonkeyPatch, error: BaseException
 ) -> None:
-    _enable(monkeypatch)
-    counting = Counting()
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(counting)
-    provider.add_span_processor(_Raising(error))
+    enable_env(monkeypatch)
+    provider, counting = counting_provider(_Raising(error))
     otel.configure(tracer_provider=provider)
     if isinstance(error, Exception):
         assert otel.start_span("megatron.checkpoint.save") is None  # swallowed: training goes on

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 
 class Counting(SpanProcessor):
@@ -17,3 +17,14 @@ class Counting(SpanProcessor):
 
     def on_end(self, span: object) -> None:
         self.ended += 1
+
+
+def counting_provider(*processors: SpanProcessor) -> tuple[TracerProvider, Counting]:
+    """A tracer provider (no exit hook of its own) whose first processor counts, then
+    ``processors``; the provider and the count."""
+    counting = Counting()
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(counting)
+    for processor in processors:
+        provider.add_span_processor(processor)
+    return provider, counting

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -96,8 +97,38 @@ def test_the_pages_commands_replace_6438_in_a_checkout(tmp_path: Path) -> None:
     assert list(named) == ["main-branch", "main-replace", "main-review", "main-commit", "main-check"]
 
     _run("main-branch", root)
-    out = _run("main-replace", root)
-    assert re.search(r"updated \d+ files in \.:", out), out
+    # without --replace-upstream the run is refused (exit 3) and names the command that adds it:
+    # the guide's own (the same words); run as printed, it replaces #6438 (the guide's block runs
+    # as written below, and finds nothing left to do)
+    command = named["main-replace"].replace("\\\n", " ")
+    cd, apply = command.splitlines()
+    assert cd == "cd Megatron-LM" and " --replace-upstream" in apply
+    refused = subprocess.run(
+        ["bash", "-c", apply.replace(" --replace-upstream", "")],
+        cwd=checkout,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    (hint,) = re.findall(r"^    to replace it: run '([^']+)'$", refused.stderr, re.MULTILINE)
+    assert sorted(shlex.split(hint)[1:]) == sorted(shlex.split(apply)[1:]), hint
+    assert _git(checkout, "status", "--porcelain") == "", "the refusal wrote nothing"
+    done = subprocess.run(
+        ["bash", "-c", hint], cwd=checkout, env=_env(), capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout + done.stderr
+    updated = re.search(r"updated (\d+) files in \.:", out)
+    assert updated, out
+    # one count: the run says how many of the files it updated carry generated code, out of how
+    # many, and --check later gives that same total (it said 14 where the run said "updated 18")
+    split = re.search(
+        r"^of these, (\d+) of the (\d+) files generated or instrumented(?:; (\d+) other)?", out, re.MULTILINE
+    )
+    assert split, out
+    assert int(split[1]) + int(split[3] or 0) == int(updated[1]), out
     review = _run("main-review", root)
     assert "megatron/training/training.py" in review
     _run("main-commit", root)
@@ -108,7 +139,10 @@ def test_the_pages_commands_replace_6438_in_a_checkout(tmp_path: Path) -> None:
     again = _run("main-replace", root)  # the same command again
     assert "nothing to write" in again, again
     assert _git(checkout, "status", "--porcelain") == ""
-    assert "is up to date" in _run("main-check", root)
+    checked = _run("main-check", root)
+    assert re.search(
+        rf"is up to date with \S+ \({split[2]} files generated or instrumented\)$", checked, re.MULTILINE
+    ), checked
 
     runtime = load_project(REPO / "specs").runtime.package.strip("/")
     reverted = _checkout(minus, tmp_path / "reverted")

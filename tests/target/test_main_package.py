@@ -8,7 +8,11 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.machinery
+import os
+import re
+import shlex
 import shutil
+import subprocess
 import warnings
 from pathlib import Path
 from typing import Any
@@ -48,6 +52,39 @@ def test_a_tree_with_6438_is_left_alone_with_one_warning(finder_module: Any, unp
     message = str(warning.message)
     assert message.startswith(f"{with_6438.resolve()}: not instrumented: ")
     assert f"--source {with_6438.resolve()} --in-place --replace-upstream" in message
+
+
+def test_the_hand_written_warnings_command_runs_as_printed(
+    finder_module: Any,
+    unpacked: Path,
+    tmp_path: Path,
+) -> None:
+    """The warning's command (the codegen and specs the package was built with, the tree's own
+    path, the flags that replace #6438), run as printed from anywhere in a git checkout of the
+    tree, replaces #6438 in it; it said `codegen apply specs/ ...`."""
+    checkout = (tmp_path / "Megatron-LM").resolve()
+    shutil.copytree(snapshot("with"), checkout)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@example.com"}
+    env |= {"GIT_COMMITTER_NAME": "A", "GIT_COMMITTER_EMAIL": "a@example.com"}
+    for git in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "main"]):
+        subprocess.run(["git", *git], cwd=checkout, env=env, check=True)
+    table = package_table(unpacked)
+    finder = finder_module.MegatronFinder(table)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _find_all(finder, checkout, table)
+    (warning,) = caught
+    (command,) = re.findall(r"`([^`]+)`", str(warning.message))
+    words = shlex.split(command)
+    assert Path(words[0]).name == "codegen" and Path(words[0]).is_file(), command
+    tail = ["--source", str(checkout), "--in-place", "--replace-upstream"]
+    assert words[1:] == ["apply", str(SPECS.resolve()), *tail], command
+    done = subprocess.run(
+        ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("updated "), done.stdout
+    assert b"_otel_managed_span(" not in (checkout / "megatron/training/training.py").read_bytes()
 
 
 def test_the_tree_without_6438_gets_no_hand_written_warning(finder_module: Any, unpacked: Path) -> None:

@@ -14,6 +14,8 @@ import hashlib
 import importlib.machinery
 import linecache
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -145,6 +147,33 @@ def test_one_byte_changed_file_is_left_alone_with_one_warning(
     assert str(changed) in message and "megatron-core 0.19.2" in message and "codegen apply" in message
     assert issubclass(caught[0].category, finder_module.NotWovenWarning)
     assert others and all(isinstance(s.loader, finder_module.WovenLoader) for s in others)
+
+
+def test_the_not_woven_warnings_command_runs_as_printed(
+    finder_module: Any, unpacked: Path, trees: dict[str, Path], tmp_path: Path
+) -> None:
+    """The warning's command names the tree, and the codegen and specs the package was built
+    with (it said `codegen apply specs/ --source <the tree> --out <dir>`); run as printed, from
+    anywhere, it makes the tree's instrumented fork."""
+    root = (tmp_path / "tree").resolve()
+    shutil.copytree(trees["0.19.2"] / "megatron", root / "megatron")
+    changed = root / "megatron/core/pipeline_parallel/schedules.py"
+    changed.write_bytes(b"# a local change\n" + changed.read_bytes())
+    finder = finder_module.MegatronFinder(package_table(unpacked))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        find_spec_in(finder, root, "megatron/core/pipeline_parallel/schedules.py")
+    (warning,) = caught
+    (command,) = re.findall(r"`([^`]+)`", str(warning.message))
+    words = shlex.split(command)
+    fork = Path(f"{root}-otel")
+    assert words[1:] == ["apply", str(SPECS.resolve()), "--source", str(root), "--out", str(fork)], command
+    assert Path(words[0]).name == "codegen" and Path(words[0]).is_file(), command
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(["bash", "-c", command], cwd=elsewhere, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert b"a local change" in (fork / "megatron/core/pipeline_parallel/schedules.py").read_bytes()
 
 
 def test_an_instrumented_tree_is_not_woven_twice(

@@ -141,7 +141,8 @@ _MINIMAL: dict = {
     "attributes": {"demo.size": {"type": "int"}},
     "file": "megatron/demo.py",
     "spans": [
-        {"name": "demo.forward", "group": "step", "function": "forward", "releases": {"versions": ">=0.0"}}
+        {"name": "demo.forward", "group": "step", "function": "forward", "releases": {"versions": ">=0.0"}},
+        {"name": "demo.stream", "group": "step", "function": "forward", "stream": {"call": "run"}},
     ],
     "hooks": [
         {"function": "forward", "entry": True, "call": "otel.note()"},
@@ -167,6 +168,7 @@ _PLACES: dict[str, list[tuple[tuple, str | None]]] = {
     "SPAN_FIELDS": [(("spans", 0), None)],
     "HOOK_FIELDS": [(("hooks", 0), None), (("hooks", 1), None)],
     "WRAP_FIELDS": [(("hooks", 1, "wrap"), None)],
+    "STREAM_FIELDS": [(("spans", 1, "stream"), None)],
     "RELEASES_FIELDS": [(("spans", 0, "releases"), None)],
     "TOP_FIELDS": [((), fields.PROJECT)],
 }
