@@ -64,6 +64,7 @@ class BatchQueue:
         self.buffers: list[collections.deque[Any]] = []
         self.local = _Buffer(self)  # its __init__ runs again in each thread that uses it
         self.wake = threading.Event()
+        self.flushes: collections.deque[threading.Event] = collections.deque()  # asked, not served
         self.done = False
         self.dropped = 0  # ended while the thread's buffer was full
         self.failed = 0  # in exports that did not succeed (or could not be encoded)
@@ -105,8 +106,17 @@ class BatchQueue:
     # -- flush, shutdown, the totals
 
     def force_flush(self, timeout_millis: float = 30000) -> bool:
-        """Export everything buffered now, for at most ``timeout_millis``; True when done."""
-        return self._drain(time.monotonic() + max(0.0, timeout_millis) / 1000)
+        """Have everything buffered now exported, waiting at most ``timeout_millis``; True when
+        done. The export thread exports (a stuck export never holds the caller past its
+        timeout); the caller itself only when that thread is gone."""
+        deadline = time.monotonic() + max(0.0, timeout_millis) / 1000
+        thread = self.thread
+        if thread is None or not thread.is_alive() or thread is threading.current_thread():
+            return self._drain(deadline)
+        served = threading.Event()
+        self.flushes.append(served)
+        self.wake.set()
+        return served.wait(max(0.0, deadline - time.monotonic()))
 
     def shutdown(self, timeout_millis: float | None = None) -> None:
         """Export what is buffered within ``timeout_millis`` (default: ``shutdown_timeout``),
@@ -159,14 +169,21 @@ class BatchQueue:
 
     def _run(self) -> None:
         try:
+            flushes = self.flushes
             while not self.done:
                 # woken by a full buffer: full batches only (what is left rides with the next
-                # batch or goes when the delay runs out), as the SDK's batch processor exports
+                # batch or goes when the delay runs out), as the SDK's batch processor exports;
+                # by a flush: everything
                 full = self.wake.wait(self.delay)
                 self.wake.clear()
-                self._drain(None, full_only=full and not self.done)
+                served = [flushes.popleft() for _ in range(len(flushes))]
+                self._drain(None, full_only=full and not self.done and not served)
+                for event in served:
+                    event.set()
             # shut down: what is left, until the deadline the shutdown set (the join's timeout)
-            self._drain(time.monotonic() + self.export_timeout)
+            done = self._drain(time.monotonic() + self.export_timeout)
+            while flushes and done:
+                flushes.popleft().set()
         except Exception:  # never expected; the spans then wait for a flush, bounded, counted
             log_once("lean-thread", "the span export thread stopped", exc_info=True)
 

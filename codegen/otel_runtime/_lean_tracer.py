@@ -168,7 +168,17 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                     span._name = name
                     span._parent = top
                     span._trace = top._trace
-                    span._extra = None if attributes is None else _evaluated(name, attributes)
+                    if attributes is None:
+                        span._extra = None
+                    else:  # _evaluated, inline: one call fewer on the training thread
+                        try:
+                            extra = attributes()
+                        except Exception:
+                            warn_once(name, "evaluating attributes")
+                            extra = None
+                        if extra is not None and type(extra) is not dict:
+                            extra = dict(extra)  # as the SDK path: what it cannot read fails
+                        span._extra = extra
                     span._id = 0
                     span._end = None
                     span._status = None

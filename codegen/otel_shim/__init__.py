@@ -49,8 +49,7 @@ def traced(*args, **kwargs):
 
 
 def _as_is(*args):
-    """What it is handed (the last argument): in_context(fn) and in_worker(fn) the function,
-    stamp(key, value) the value, stream([span,] iterable) the iterable."""
+    """The last argument as it is: in_context's function, stamp's value, stream's iterable."""
     return args[-1]
 
 

@@ -36,3 +36,32 @@ def test_a_batch_draws_its_spans_and_their_parents_ids_at_once(otel: ModuleType)
     assert all(ids) and len(set(ids)) == 4
     assert drawn._id == 7  # an id already drawn stays
     assert [s.span_id for s in (parent, *children)] == ids
+
+
+def test_a_flush_has_the_export_thread_export_and_never_waits_past_its_timeout(otel: ModuleType) -> None:
+    """The flushing thread asks; the export thread exports. A flush that exported on the caller's
+    thread would wait out an export stuck there (a slow collector) past its timeout."""
+    import threading
+    import time
+
+    batching = importlib.import_module(f"{otel.__name__}._batching")
+    release = threading.Event()
+    threads: list[str] = []
+
+    class Recording(batching.BatchQueue):
+        def _export(self, batch: list[object]) -> None:
+            threads.append(threading.current_thread().name)
+            release.wait(60)
+            self.exported += len(batch)
+
+    queue = Recording(8, 2, 3_600_000, 30_000)  # a batch of 2; the delay never runs out
+    for span in range(3):
+        queue.push(span)  # the second fills a batch: the export thread takes it and is stuck
+    started = time.monotonic()
+    assert queue.force_flush(300) is False
+    assert time.monotonic() - started < 5  # its timeout, not the stuck export's 60 s
+    release.set()
+    assert queue.force_flush(10_000) is True
+    assert queue.exported == 3 and queue.queued() == 0
+    assert set(threads) == {queue.thread_name}  # never the flushing thread
+    queue.shutdown(1000)
