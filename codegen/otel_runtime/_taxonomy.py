@@ -7,7 +7,7 @@ FORMAT = 1
 # The group flags: package attributes, False until enable() sets them.
 JOB = CHECKPOINT = EVALUATE = MODEL_INIT = LOAD_CHECKPOINT = STEP = FORWARD_BACKWARD = False
 OPTIMIZER = MICROBATCH = LAYER = COMMUNICATION = ACTIVATION_OFFLOAD = DATA_LOADING = False
-FIRST_ITERATION = TRACE_REGION = INFERENCE = False
+FIRST_ITERATION = TRACE_REGION = INFERENCE = INFERENCE_STEPS = False
 CHOICES: tuple[str, ...] = ("0", "1", "false", "true", "no", "yes", "off", "on")
 FLAGS: dict[str, str] = {
     "job": "JOB",
@@ -26,11 +26,27 @@ FLAGS: dict[str, str] = {
     "first_iteration": "FIRST_ITERATION",
     "trace_region": "TRACE_REGION",
     "inference": "INFERENCE",
+    "inference_steps": "INFERENCE_STEPS",
 }
 GROUPS: tuple[str, ...] = tuple(FLAGS)
 PRESETS: dict[str, frozenset[str]] = {
     "default": frozenset({"job", "checkpoint", "evaluate", "first_iteration", "inference"}),
-    "per_step": frozenset(GROUPS) - {"microbatch", "layer", "activation_offload", "trace_region"},
+    "per_step": frozenset(
+        {
+            "job",
+            "checkpoint",
+            "evaluate",
+            "model_init",
+            "load_checkpoint",
+            "step",
+            "forward_backward",
+            "optimizer",
+            "communication",
+            "data_loading",
+            "first_iteration",
+            "inference",
+        }
+    ),
     "profiling": frozenset(GROUPS),
     "all": frozenset(GROUPS),
 }
@@ -47,6 +63,12 @@ SPANS: dict[str, Span] = {
     "megatron.p2p.recv_backward": Span("communication", False),
     "megatron.p2p.send_forward": Span("communication", False),
     "megatron.p2p.send_backward": Span("communication", False),
+    "text_completion": Span("inference", False),
+    "megatron.inference.tokenize": Span("inference_steps", False),
+    "megatron.inference.engine": Span("inference_steps", False),
+    "chat": Span("inference", False),
+    "megatron.inference.chat_template": Span("inference_steps", False),
+    "megatron.inference.chat_engine": Span("inference_steps", False),
     "megatron.layer.forward": Span("layer", False),
     "megatron.layer.mamba": Span("layer", False),
     "megatron.layer.self_attention": Span("layer", False),
@@ -170,5 +192,23 @@ INSTRUMENTS: dict[str, Instrument] = {
     "megatron.training.learning_rate": Instrument("gauge", "1", "Current learning rate."),
     "megatron.training.memory_allocated_gb": Instrument(
         "gauge", "GB", "Peak accelerator memory allocated."
+    ),
+    "gen_ai.server.request.duration": Instrument(
+        "histogram", "s", "Request arrival at its endpoint to the response (GenAI semconv 1.37.0)."
+    ),
+    "gen_ai.server.time_to_first_token": Instrument(
+        "histogram",
+        "s",
+        "Per engine request: ADD_ENGINE to first GENERATED_TOKEN event (GenAI semconv 1.37.0).",
+    ),
+    "gen_ai.server.time_per_output_token": Instrument(
+        "histogram",
+        "s",
+        "Per engine request: mean time between tokens after the first (GenAI semconv 1.37.0).",
+    ),
+    "gen_ai.client.token.usage": Instrument(
+        "histogram",
+        "{token}",
+        "Input and output tokens per request, by gen_ai.token.type (GenAI semconv 1.37.0).",
     ),
 }

@@ -51,6 +51,10 @@ REASONS: dict[str, str] = {
     "variables MEGATRON_OTEL_* added": "Added (export limits, SIGTERM flush, startup "
     "timestamps, export ranks, providers, recording path): see configuration.md.",
     "groups/presets: '*'": "`*` (every group) is accepted besides upstream's names.",
+    "group inference_steps": "Added (issue 40): the inference server's steps within a request "
+    "(tokenization, chat template, the wait on the engine); upstream reserves `inference` only.",
+    "preset all": "Also `inference_steps`, the group added here: `all` is every group.",
+    "preset profiling": "Also `inference_steps`, the group added here: `profiling` is every group.",
     "span group registry": "None: the runtime resolves --otel-span-groups against the tree's "
     "own MegatronSpanGroup (its groups and presets), so the two cannot drift.",
 }
