@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Self
 
-TESTS = Path(__file__).resolve().parents[1] / "tests" / "megatron_cpu"
+REPO = Path(__file__).resolve().parents[1]
 
 
 class ReceiverProcess:
@@ -30,7 +30,8 @@ class ReceiverProcess:
 
     def __enter__(self) -> Self:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, self.protocol],
+            [sys.executable, "-m", "benchmarks.receiver", self.protocol],
+            cwd=REPO,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -68,8 +69,7 @@ class ReceiverProcess:
 
 
 def _serve(protocol: str) -> None:
-    sys.path.insert(0, str(TESTS))
-    from otlp_receiver import OtlpReceiver
+    from tests.megatron_cpu.otlp_receiver import OtlpReceiver
 
     with OtlpReceiver(protocol, max_requests=1_000_000, max_duration_s=3600.0) as receiver:
         print(json.dumps(receiver.environ()), flush=True)
