@@ -15,6 +15,13 @@ each while the ``inference`` group records:
   answer is sent: the ``gen_ai.response.*`` and ``gen_ai.usage.*`` attributes, token usage, and
   time to first token and per output token from the engine's own request events.
 
+A streamed response (the endpoint's span handed over to its stream, ``_streams.stream``) is
+answered once its stream ends: the stream asks ``stream_request()`` for the request's bookkeeping
+when it takes the span, records time to first token at its first chunk (``stream_chunk``) and the
+request duration when it is exhausted, or fails (with ``error.type``: the exception's class), in
+``stream_end``; a stream closed or abandoned before its end (the client went away) has no
+duration, as a request without a response.
+
 Names, units and histogram bucket boundaries are the conventions' (``GENAI_CONVENTIONS``);
 ``tests/runtime_pkg/test_genai.py`` checks every name against the pinned
 ``opentelemetry-semantic-conventions`` package. Nothing here raises into the server.
@@ -76,7 +83,7 @@ _TRACE_HEADERS = ("traceparent", "tracestate")
 class _Request:
     """One request's bookkeeping, kept in its task's context."""
 
-    __slots__ = ("error_type", "model", "operation", "start", "token")
+    __slots__ = ("error_type", "model", "operation", "start", "streamed", "token")
 
     def __init__(self, operation: str, start: float) -> None:
         self.operation = operation
@@ -84,6 +91,7 @@ class _Request:
         self.model: str | None = None
         self.error_type: str | None = None
         self.token: Any = None  # the client's context, attached for the request
+        self.streamed = False  # answered by a stream: its end records the duration
 
     def attributes(self) -> dict[str, Any]:
         """The attributes every metric of the request carries."""
@@ -177,8 +185,8 @@ def _start_request(operation: str, request: Any) -> None:
 
 
 def _finish(state: _Request, response: Any) -> Any:
-    """Record the request's duration once the response exists, restore the context the request
-    started in; return the response as it is."""
+    """Record the request's duration once the response exists (a streamed one: when its stream
+    ends), restore the context the request started in; return the response as it is."""
     if state.token is not None:
         try:
             from opentelemetry import context
@@ -187,6 +195,8 @@ def _finish(state: _Request, response: Any) -> Any:
         except Exception:
             log_once("serve_detach", "restoring the context after a request failed", exc_info=True)
         state.token = None
+    if state.streamed:
+        return response
     try:
         attributes = state.attributes()
         status = getattr(response, "status_code", None)
@@ -319,3 +329,32 @@ def serve_response(results: Any, choices: Any, input_tokens: Any, output_tokens:
         _token_times(results or (), attributes)
     except Exception:
         log_once("serve_response", "recording the response failed", exc_info=True)
+
+
+def stream_request() -> _Request | None:
+    """The current request, now answered by a stream (its duration is recorded at the stream's
+    end), or None outside a GenAI request. Never raises."""
+    state = _CURRENT.get()
+    if state is not None:
+        state.streamed = True
+    return state
+
+
+def stream_chunk(state: _Request) -> None:
+    """The stream's first chunk: time to first token, from the request's start."""
+    try:
+        _record(TIME_TO_FIRST_TOKEN, time.perf_counter() - state.start, state.attributes())
+    except Exception:
+        log_once("stream_chunk", "recording the time to first token failed", exc_info=True)
+
+
+def stream_end(state: _Request, error: BaseException | None = None) -> None:
+    """The stream exhausted (``error`` None) or failed: the request's duration, with
+    ``error.type`` the exception's class when it failed."""
+    try:
+        attributes = state.attributes()
+        if error is not None:
+            attributes["error.type"] = type(error).__qualname__
+        _record(REQUEST_DURATION, time.perf_counter() - state.start, attributes)
+    except Exception:
+        log_once("stream_end", "recording the streamed request's duration failed", exc_info=True)

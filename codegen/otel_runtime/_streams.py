@@ -8,7 +8,9 @@ once, when it is exhausted (the span as it is), when iterating it raises (an ERR
 exception; ``asyncio.CancelledError`` too: the client went away), when it is closed before its end
 (``aclose()``/``close()``: an ERROR status, ``stream closed before its end``), or when it is
 garbage-collected unfinished (``stream abandoned``). While the stream produces an item the span is
-the current one, so what records then (a foreign span, a stamp) is its child.
+the current one, so what records then (a foreign span, a stamp) is its child. A stream that answers
+an inference server's request (``_genai``) records the request's time to first token at its first
+item and the request's duration at its end.
 
 In a coroutine instrumented in the decorator form (``traced``) the call site reads
 ``_otel.stream(openai_stream(...))``: the span handed over is the traced coroutine's.
@@ -20,10 +22,12 @@ iterable itself is returned: the response is the uninstrumented one.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, cast
 
+from . import _genai
 from ._lean_span import LeanSpan
 from ._spans import TRACED, StartedSpan
 from ._state import warn_once
@@ -38,6 +42,7 @@ except ImportError:  # opentelemetry is optional: no span is ever handed over wi
 _exc_info = sys.exc_info
 _exception: Callable[[], BaseException | None] = getattr(sys, "exception", lambda: _exc_info()[1])
 _is_finalizing = sys.is_finalizing
+_Cancelled = asyncio.CancelledError
 _TRACED: Any = object()  # stream()'s second argument absent: the traced coroutine's span
 
 
@@ -100,12 +105,21 @@ def stream(span: Any, iterable: Any = _TRACED) -> Any:
 class _Ending:
     """What both kinds of stream share: the span, and its one end."""
 
-    __slots__ = ("_open", "_span", "_target")
+    __slots__ = ("_first", "_open", "_request", "_span", "_target")
 
     def __init__(self, span: Any, target: Any) -> None:
         self._span = span  # what the call site holds: ended by end()
         self._target = target  # the API span: made current while an item is produced
         self._open = True
+        self._request = _genai.stream_request()  # the inference request it answers, if any
+        self._first = self._request is not None  # its time to first token still to record
+
+    def _item(self) -> None:
+        """An item produced: the request's first chunk is its time to first token."""
+        request = self._request
+        if self._first and request is not None:
+            self._first = False
+            _genai.stream_chunk(request)
 
     def _end(self, error: BaseException | None = None, description: str | None = None) -> None:
         """End the span once: with ``error`` (recorded) or an ERROR ``description``. Never
@@ -113,6 +127,10 @@ class _Ending:
         if not self._open:
             return
         self._open = False
+        request = self._request
+        # closed, abandoned or cancelled before its end: the client went away, no response
+        if request is not None and description is None and not isinstance(error, _Cancelled):
+            _genai.stream_end(request, error)
         span = self._span
         try:
             if type(span) is not LeanSpan and type(span) is not StartedSpan:
@@ -171,7 +189,7 @@ class _AsyncStream(_Ending):
             self._iterator = self._inner.__aiter__()
         token = self._enter()
         try:
-            return await self._iterator.__anext__()
+            item = await self._iterator.__anext__()
         except StopAsyncIteration:
             self._end()
             raise
@@ -180,6 +198,8 @@ class _AsyncStream(_Ending):
             raise
         finally:
             self._exit(token)
+        self._item()
+        return item
 
     async def aclose(self) -> None:
         """Close the stream (and what it wraps, when it can be closed)."""
@@ -206,7 +226,7 @@ class _Stream(_Ending):
     def __next__(self) -> Any:
         token = self._enter()
         try:
-            return next(self._iterator)
+            item = next(self._iterator)
         except StopIteration:
             self._end()
             raise
@@ -215,6 +235,8 @@ class _Stream(_Ending):
             raise
         finally:
             self._exit(token)
+        self._item()
+        return item
 
     def close(self) -> None:
         """Close the stream (and what it wraps, when it can be closed)."""

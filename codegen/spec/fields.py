@@ -346,6 +346,15 @@ UPSTREAM_FIELDS: Table = (
         "none",
         "Other releases the specs support, each with its wheel's sha256.",
     ),
+    Field(
+        "development",
+        STR,
+        False,
+        "none",
+        "The version a development tree's package_info.py names (Megatron-LM main: the next "
+        "release, e.g. 0.20.0): `releases:` may name it alone, for code only that tree has.",
+        "_str",
+    ),
 )
 PRESET_FIELDS: Table = (
     Field(

@@ -230,6 +230,9 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, Attribute
         if upstream is not None:
             versions = {upstream.version, *(p.version for p in supported)}
             self.supported_versions = tuple(sorted(versions, key=lambda v: version_key(v) or ()))
+            development = node.get("development") if isinstance(node, YMap) else None
+            if development is not None:
+                self.development_version = self._development(development, versions)
         return supported
 
     def _declared_names(self) -> set[str]:

@@ -32,6 +32,8 @@ def parse_releases(text: str) -> tuple[tuple[str, tuple[int, ...], int], ...] | 
 class ReleasesReader(Reader):
     # the versions of every supported release, once `upstream:` is read (None: unknown)
     supported_versions: tuple[str, ...] | None = None
+    # `upstream: development:`, the version a development tree names (Megatron-LM main), if declared
+    development_version: str | None = None
 
     def _releases(self, value: YNode | None, what: str = "releases") -> Releases | None:
         """An entry's `releases:` (a specifier string, or {versions: SPEC, reason: TEXT})."""
@@ -62,7 +64,8 @@ class ReleasesReader(Reader):
             )
             return None
         releases = Releases(" ".join(text.split()), clauses, spec_node.pos, reason)
-        if self.supported_versions and not any(releases.contains(v) for v in self.supported_versions):
+        applies_to = (*(self.supported_versions or ()), *filter(None, [self.development_version]))
+        if self.supported_versions and not any(releases.contains(v) for v in applies_to):
             self.diags.error(
                 spec_node.pos,
                 f"releases '{releases.text}' includes none of the supported releases "
@@ -70,6 +73,20 @@ class ReleasesReader(Reader):
             )
             return None
         return releases
+
+    def _development(self, node: YNode, released: set[str]) -> str | None:
+        """`upstream: development:`: a version X.Y.Z newer than every supported release."""
+        version = self._str(node, "development")
+        if version is None:
+            return None
+        key = version_key(version)
+        if key is None or not re.fullmatch(r"\d+\.\d+\.\d+", version):
+            self.diags.error(node.pos, f"development '{version}' must be a version X.Y.Z")
+            return None
+        if any(key <= (version_key(v) or ()) for v in released):
+            self.diags.error(node.pos, f"development {version} must be newer than every supported release")
+            return None
+        return version
 
     def _supported(self, node: YNode, pinned: UpstreamPin | None) -> tuple[UpstreamPin, ...]:
         """`upstream: supported:` — the other releases the specs serve, each with its wheel's sha256."""

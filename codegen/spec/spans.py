@@ -24,22 +24,31 @@ class SpanReader(SelectorReader, ReleasesReader):
     span_nodes: list[tuple[YMap, tuple[str, Pos] | None]]
     default_forms: dict[int, SpanForm]
 
+    def _overlap(self, one: Span, other: Span) -> bool:
+        """Whether ``one`` and ``other`` apply to a release in common (supported or development)."""
+        if one.releases is None or other.releases is None:
+            return True
+        versions = (*(self.supported_versions or ()), *filter(None, [self.development_version]))
+        return not versions or any(one.releases.contains(v) and other.releases.contains(v) for v in versions)
+
     def _spans(self, group_names: set[str]) -> tuple[Span, ...]:
         spans: list[Span] = []
-        seen: dict[tuple[str, str, str, str], Pos] = {}
+        seen: dict[tuple[str, str, str, str], list[Span]] = {}
         name_groups: dict[str, tuple[str, Pos]] = {}
         for node, default_file in self.span_nodes:
             span = self._span(node, default_file, group_names)
             if span is None:
                 continue
             key = (span.file, span.function, span.name, span.region.describe())
-            if key in seen:
+            # the same place twice is a duplicate unless their `releases:` share no release
+            same = next((s for s in seen.get(key, ()) if self._overlap(s, span)), None)
+            if same is not None:
                 self.diags.error(
                     span.pos,
-                    f"duplicate span '{span.name}': the same place is already instrumented at {seen[key].ref(span.pos)}",
+                    f"duplicate span '{span.name}': the same place is already instrumented at {same.pos.ref(span.pos)}",
                 )
                 continue
-            seen[key] = span.pos
+            seen.setdefault(key, []).append(span)
             previous = name_groups.setdefault(span.name, (span.group, span.pos))
             if previous[0] != span.group:
                 self.diags.error(

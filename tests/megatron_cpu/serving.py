@@ -93,6 +93,21 @@ STREAM_CASES: dict[str, Case] = {
         {"messages": [{"role": "user", "content": "Stream"}], "max_tokens": 5, "stream": True},
     ),
 }
+# streamed over SLOW_S: the client goes away before the first chunk
+STREAM_SLOW_CASE = _case(
+    "/v1/chat/completions",
+    {"messages": [{"role": "user", "content": "SLOW stream"}], "max_tokens": 4, "stream": True},
+)
+
+
+def sse_content(reply: Reply) -> str:
+    """The text a streamed chat answer spells: its chunks' ``delta.content``, in order."""
+    text = ""
+    for line in reply.body.decode().splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[len("data: ") :])["choices"]:
+                text += (choice.get("delta") or {}).get("content") or ""
+    return text
 
 
 def concurrent_cases(count: int = 32) -> list[Case]:

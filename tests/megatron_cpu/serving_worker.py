@@ -18,7 +18,12 @@ server answers 500); one containing ``SLOW`` is answered after 3 s (the client-d
 
 What is not the tree's own, and why:
 - the tokenizer: a byte-level stand-in (``ByteTokenizer``: UTF-8 bytes as token ids, a chat
-  template that tags each message with its role), since Megatron's tokenizers need model files;
+  template that tags each message with its role), since Megatron's tokenizers need model files.
+  Main's streamed chat detokenizes incrementally with a Hugging Face fast tokenizer only (it
+  checks for ``transformers.PreTrainedTokenizerFast`` under ``tokenizer._tokenizer.tokenizer``,
+  and renders the chat template with it when it is there): the stand-in carries one built here
+  that tokenizes, detokenizes and renders as the stand-in does (``hf_byte_tokenizer``, from the
+  ``tokenizers`` and ``transformers`` packages of the 'serving' extra);
 - ``time`` and ``uuid`` as the endpoint modules see them: ``time.time()`` fixed and ``uuid4()``
   counting from 1 (``Deterministic``), so the same requests give byte-identical responses
   ("created" and the response ids are otherwise the clock's and random) and the tests can compare
@@ -60,6 +65,35 @@ FIXED_TIME = 1_700_000_000.0
 SLOW_S = 3.0
 
 
+def hf_byte_tokenizer() -> Any:
+    """A Hugging Face fast tokenizer that is ``ByteTokenizer`` again (token ``i`` is byte ``i``,
+    the same role-tagged chat template, as Jinja), built in process from its 256 tokens, held as
+    Megatron's HF tokenizer wrapper holds it (``.tokenizer``); None without the packages (a tree
+    then answers as it does without them)."""
+    try:
+        from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+        from transformers import PreTrainedTokenizerFast
+    except ImportError:
+        return None
+    # GPT-2's printable stand-ins for the 256 bytes, which the ByteLevel pre-tokenizer maps to
+    keep = {*range(33, 127), *range(161, 173), *range(174, 256)}
+    extra = iter(range(256, 512))
+    chars = [chr(b) if b in keep else chr(next(extra)) for b in range(256)]
+    native = Tokenizer(models.WordLevel({c: i for i, c in enumerate(chars)}, unk_token=chars[0]))
+    native.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            pre_tokenizers.Split(Regex("."), "isolated"),  # one token per byte
+        ]
+    )
+    native.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=native)
+    fast.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] or '' }}{% endfor %}<assistant>"
+    )
+    return types.SimpleNamespace(tokenizer=fast)
+
+
 class ByteTokenizer:
     """A byte-level tokenizer with the methods the server calls: UTF-8 bytes are the token ids."""
 
@@ -67,6 +101,9 @@ class ByteTokenizer:
     bos = None
     eos_id = 0
     eod = 0
+
+    def __init__(self) -> None:
+        self._tokenizer = hf_byte_tokenizer()
 
     def tokenize(self, text: str) -> list[int]:
         return list(text.encode("utf-8"))
@@ -231,6 +268,8 @@ def main() -> int:
     )
 
     modules = [sys.modules[m] for m in list(sys.modules) if m.startswith(endpoints.__name__ + ".")]
+    streaming = sys.modules.get(tgs.__name__.rpartition(".")[0] + ".openai_streaming")  # main's
+    modules += [streaming] if streaming is not None else []
     make_deterministic(modules)
 
     providers: tuple[Any, ...] = ()

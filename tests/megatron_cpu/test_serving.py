@@ -23,6 +23,8 @@ for _module, _why in (
     ("hypercorn", "the server runs on hypercorn (the 'serving' extra)"),
     ("zmq", "the InferenceClient talks ZMQ (pyzmq, the 'serving' extra)"),
     ("msgpack", "the InferenceClient's records are msgpack (the 'serving' extra)"),
+    ("tokenizers", "main's streamed chat needs a Hugging Face fast tokenizer (the 'serving' extra)"),
+    ("transformers", "main's streamed chat checks for transformers' fast tokenizer (the 'serving' extra)"),
 ):
     pytest.importorskip(_module, reason=_why)
 
@@ -30,10 +32,13 @@ from tests.megatron_cpu.serving import (
     CASES,
     SLOW_CASE,
     SLOW_S,
+    STREAM_CASES,
+    STREAM_SLOW_CASE,
     Reply,
     Server,
     concurrent_cases,
     read_capture,
+    sse_content,
     traceparent,
     without_id,
 )
@@ -74,26 +79,37 @@ def pristine_tree(request, generation) -> tuple[str, Path]:
     return request.param, snapshot("minus")
 
 
-CASE_TRACE = {case: n for n, case in enumerate(CASES, start=1)}
+CASE_TRACE = {case: n for n, case in enumerate([*CASES, *STREAM_CASES], start=1)}
 CONCURRENT_TRACE = 1000  # request i of the 32 carries trace id 1000 + i
 SLOW_TRACE = 999
+STREAM_SLOW_TRACE = 998
 
 
-def exercise(server: Server) -> dict[str, Any]:
-    """Every case, 32 concurrent requests, a client that goes away and a request after it; each
-    request carries a traceparent of its own (``CASE_TRACE``, ``CONCURRENT_TRACE``, ``SLOW_TRACE``)."""
-    replies = {case: server.post(CASES[case], traceparent(CASE_TRACE[case])) for case in CASES}
-    cases = concurrent_cases()
-    concurrent = server.post_many(cases, [traceparent(CONCURRENT_TRACE + i) for i in range(len(cases))])
+def streams(tree: str) -> dict[str, Any]:
+    """The streamed cases a tree answers: main's chat endpoint streams, 0.19.2's cannot."""
+    return STREAM_CASES if tree == "main" else {}
+
+
+def exercise(server: Server, tree: str) -> dict[str, Any]:
+    """Every case (the streamed ones where the tree streams), 32 concurrent requests, a client
+    that goes away (and one that goes away from a stream) and a request after it; each request
+    carries a traceparent of its own (``CASE_TRACE``, ``CONCURRENT_TRACE``, ``SLOW_TRACE``,
+    ``STREAM_SLOW_TRACE``)."""
+    cases = {**CASES, **streams(tree)}
+    replies = {case: server.post(cases[case], traceparent(CASE_TRACE[case])) for case in cases}
+    many = concurrent_cases()
+    concurrent = server.post_many(many, [traceparent(CONCURRENT_TRACE + i) for i in range(len(many))])
     server.disconnect(SLOW_CASE, headers=traceparent(SLOW_TRACE))
+    if streams(tree):
+        server.disconnect(STREAM_SLOW_CASE, headers=traceparent(STREAM_SLOW_TRACE))
     time.sleep(SLOW_S + 0.5)  # the engine's late answer arrives for a request no longer waited on
     after = server.post(CASES["completion"], traceparent(CASE_TRACE["completion"]))
     return {"replies": replies, "concurrent": concurrent, "after_disconnect": after}
 
 
-def serve(root: Path, out: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+def serve(root: Path, out: Path, tree: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     with Server(root, out, env=env) as server:
-        result = exercise(server)
+        result = exercise(server, tree)
     result["log"] = server.output()
     result["spans"], result["metrics"] = read_capture(out / "capture.jsonl")
     return result
@@ -103,14 +119,15 @@ def serve(root: Path, out: Path, env: dict[str, str] | None = None) -> dict[str,
 def baseline(pristine_tree, tmp_path_factory) -> dict[str, Any]:
     """What the pristine tree answers (``exercise``)."""
     name, root = pristine_tree
-    result = serve(root, tmp_path_factory.mktemp(f"serve-pristine-{name}"))
+    result = serve(root, tmp_path_factory.mktemp(f"serve-pristine-{name}"), name)
     result["tree"] = name
     return result
 
 
 def test_pristine_server_answers_each_case(baseline):
     replies: dict[str, Reply] = baseline["replies"]
-    assert {case: reply.status for case, reply in replies.items()} == STATUS
+    streamed = {case: 200 for case in streams(baseline["tree"])}
+    assert {case: reply.status for case, reply in replies.items()} == {**STATUS, **streamed}
     completion = replies["completion"].json()
     prompt = json.loads(CASES["completion"].body)["prompt"]
     assert completion["object"] == "text_completion"
@@ -134,6 +151,16 @@ def test_pristine_server_answers_each_case(baseline):
     )
     assert chat["usage"]["prompt_tokens"] == len(chat_prompt_ids(messages))
     assert b"Inference request(s) failed" in replies["engine-failed"].body
+
+
+def test_pristine_main_streams_a_chat_answer(baseline):
+    if baseline["tree"] != "main":
+        pytest.skip("megatron-core 0.19.2's chat endpoint does not stream (main's does)")
+    reply = baseline["replies"]["chat-stream"]
+    messages = json.loads(STREAM_CASES["chat-stream"].body)["messages"]
+    assert reply.content_type.startswith("text/event-stream")
+    assert reply.body.endswith(b"data: [DONE]\n\n")
+    assert sse_content(reply) == bytes(expected_tokens(chat_prompt_ids(messages), 5)).decode()
 
 
 def test_pristine_server_keeps_concurrent_requests_apart(baseline):
@@ -185,7 +212,8 @@ def instrumented(instrumented_tree, tmp_path_factory) -> dict[str, dict[str, Any
     runs = {}
     for run, groups in RUNS.items():
         env = None if groups is None else {"MEGATRON_OTEL_ENABLED": "1", "MEGATRON_OTEL_SPAN_GROUPS": groups}
-        runs[run] = serve(root, tmp_path_factory.mktemp(f"serve-{name}-{run}"), env)
+        runs[run] = serve(root, tmp_path_factory.mktemp(f"serve-{name}-{run}"), name, env)
+        runs[run]["tree"] = name
     return runs
 
 
@@ -304,9 +332,10 @@ def test_a_client_that_goes_away_ends_its_span_once_marked(instrumented):
 def test_the_default_preset_keeps_the_server_span_alone(instrumented):
     spans = instrumented["default"]["spans"]
     assert {s["name"] for s in spans} == SERVER_SPANS
-    requests = (
-        len(CASES) + len(concurrent_cases()) + 2
-    )  # the cases, the 32, the one that went away, one after
+    streamed = streams(instrumented["default"]["tree"])
+    # the cases, the 32, the one that went away, one after; main: the streamed ones and the stream
+    # the client went away from
+    requests = len(CASES) + len(concurrent_cases()) + 2 + (len(streamed) + 1 if streamed else 0)
     assert len(spans) == requests
 
 
@@ -321,7 +350,50 @@ def test_the_metrics_carry_the_conventions_buckets(instrumented):
     answered = sum(
         int(p["count"]) for p in metrics["gen_ai.server.request.duration"]["histogram"]["dataPoints"]
     )
-    assert answered == len(CASES) + len(concurrent_cases()) + 1  # the one that went away has no response
+    # the ones that went away have no response; a streamed one is answered when its stream ends
+    streamed = streams(instrumented["all"]["tree"])
+    assert answered == len(CASES) + len(concurrent_cases()) + 1 + len(streamed)
+
+
+def test_time_to_first_token_per_engine_request_and_per_stream(instrumented):
+    """From the engine's events for each answered engine request (n of them for a chat with n
+    choices), from the first chunk for a streamed answer (main): one more than without it."""
+    metrics = {m["name"]: m for m in instrumented["all"]["metrics"]}
+    points = metrics["gen_ai.server.time_to_first_token"]["histogram"]["dataPoints"]
+
+    def engine_requests(case: str) -> int:  # a batch of prompts, or n choices
+        payload = json.loads(CASES[case].body)
+        prompt = payload.get("prompt")
+        batch = isinstance(prompt, list) and all(isinstance(p, str) for p in prompt)
+        return len(prompt) if batch else payload.get("n", 1)
+
+    answered = [case for case, status in STATUS.items() if status == 200]
+    # the cases, the 32 and the one after the disconnect
+    expected = sum(map(engine_requests, answered)) + len(concurrent_cases()) + 1
+    streamed = streams(instrumented["all"]["tree"])
+    assert sum(int(p["count"]) for p in points) == expected + len(streamed)
+
+
+def test_a_streamed_chat_span_ends_once_when_its_stream_ends(instrumented):
+    if instrumented["all"]["tree"] != "main":
+        pytest.skip("megatron-core 0.19.2's chat endpoint does not stream (main's does)")
+    spans = instrumented["all"]["spans"]
+    trace = by_trace(spans, CASE_TRACE["chat-stream"])
+    servers = [s for s in trace if s["name"] in SERVER_SPANS]
+    assert len(servers) == 1, [s["name"] for s in trace]  # ended once
+    (server,) = servers
+    assert server["name"] == "chat" and server["status"].get("code", 0) != 2
+    assert int(server["parentSpanId"], 16) == CASE_TRACE["chat-stream"]
+    assert server["attrs"]["gen_ai.request.stream"] is True
+    assert server["attrs"]["gen_ai.operation.name"] == "chat"
+    # the template rendered under it; no engine wait (the stream is the wait), the span outlives it
+    (template,) = [s for s in trace if s is not server]
+    assert template["name"] == "megatron.inference.chat_template"
+    assert template["parentSpanId"] == server["spanId"]
+    assert int(server["endTimeUnixNano"]) > int(template["endTimeUnixNano"])
+    # the client that went away from a stream: its span ends once, marked
+    gone = [s for s in by_trace(spans, STREAM_SLOW_TRACE) if s["name"] in SERVER_SPANS]
+    assert len(gone) == 1 and gone[0]["status"]["code"] == 2, gone
 
 
 @pytest.mark.parametrize("run", ["default", "all"])
