@@ -11,6 +11,9 @@ each while the ``inference`` group records:
 - ``serve_span()`` at the top of an endpoint (its span is current): the operation's attributes;
 - ``serve_attributes(body)`` once the JSON body is parsed: the ``gen_ai.request.*`` attributes;
 - ``serve_error(error_type)`` on an error path: ``error.type`` on the request's span;
+- ``serve_body(key, body)`` around the endpoint's ``request.get_json()``: the awaited body as it
+  is; when reading it raises (a body that is not JSON: Quart's 400), ``key`` (``error.type``) is
+  the HTTP status on the request's span before the exception goes on;
 - ``serve_response(results, choices, input_tokens, output_tokens)`` before the
   answer is sent: the ``gen_ai.response.*`` and ``gen_ai.usage.*`` attributes, token usage, and
   time to first token and per output token from the engine's own request events.
@@ -261,6 +264,24 @@ def serve_error(error_type: object) -> None:
             span.set_status(Status(StatusCode.ERROR, value))
     except Exception:
         log_once("serve_error", "setting error.type failed", exc_info=True)
+
+
+def serve_body(key: str, body: Any) -> Any:
+    """``body`` (the awaitable ``request.get_json()`` returns) as it is while nothing records, else
+    an awaitable of the same result that sets ``key`` (``error.type``) on the current span when
+    awaiting it raises: the exception's HTTP status (Quart's BadRequest: 400), or its class."""
+    if PROCESS.run.tracer is None:
+        return body
+    return _body(key, body)
+
+
+async def _body(key: str, body: Any) -> Any:
+    try:
+        return await body
+    except Exception as error:
+        code = getattr(error, "code", None)
+        serve_error(code if isinstance(code, int) else type(error).__qualname__)
+        raise
 
 
 def _events(result: Any) -> list[tuple[str, float]]:

@@ -49,7 +49,7 @@ def traced(*args, **kwargs):
 
 
 def _as_is(*args):
-    """The last argument as it is: in_context's function, stamp's value, stream's iterable."""
+    """The last argument as it is: in_context's function, stamp's value, stream's iterable..."""
     return args[-1]
 
 
@@ -57,7 +57,7 @@ def _nothing(*args, **kwargs):
     """Nothing: telemetry is off."""
 
 
-in_context = in_worker = stamp = stream = _as_is
+in_context = in_worker = serve_body = stamp = stream = _as_is
 begin_training = disable = enable = enabled_groups = end_training = first_time = _nothing
 in_training = interval_loss = max_memory_allocated_gb = record_metrics = reset = _nothing
 resolve = resource_attributes = set_current_attributes = setup_worker = shutdown = _nothing

@@ -307,6 +307,7 @@ def test_error_paths_set_error_type(instrumented):
         assert failed["status"].get("code") == 2, case
     bad = server("bad-json")  # Quart raises BadRequest from get_json: the span records it
     assert bad["status"] == {"code": 2, "message": "BadRequest"}
+    assert bad["attrs"]["error.type"] == "400"  # the HTTP status, as on the engine's failures
     assert [e["name"] for e in bad.get("events", ())] == ["exception"]
     durations: dict[int, int] = {}
     for metric in instrumented["all"]["metrics"]:
