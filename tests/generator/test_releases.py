@@ -428,3 +428,77 @@ def test_notes_name_the_spec_file_as_seen_from_where_the_command_ran(
         (note,) = [line for line in capsys.readouterr().out.splitlines() if ": note: " in line]
         path = note.split(":", 1)[0]
         assert path == f"{given}case.yaml" and (cwd / path).is_file(), note
+
+
+# -- a development tree (Megatron-LM main): `upstream: development:` -------------------------
+
+MAIN_ONLY = """\
+  - name: demo.main_only
+    group: step
+    function: work
+    releases: {versions: ">=0.1", reason: only the development tree streams}
+"""
+
+
+def _with_development(specs: Path, version: str) -> str:
+    """The fixture's telemetry.yaml declaring ``development: version``; the line it is on."""
+    telemetry = (specs / "telemetry.yaml").read_text()
+    start = telemetry.index("runtime:")
+    (specs / "telemetry.yaml").write_text(
+        telemetry[:start] + f"  development: {version}\n" + telemetry[start:]
+    )
+    return str(telemetry[:start].count("\n") + 1)
+
+
+def test_an_entry_may_name_the_development_tree_alone(tmp_path: Path, capsys) -> None:
+    """An entry for the development tree's version only is an error without `development:` (it
+    would never apply) and applies to a tree of that version with it; the releases leave it out."""
+    specs, root = make_project(tmp_path, SPEC + MAIN_ONLY, SOURCE)
+    assert main(["validate", str(specs), "--source", str(root)]) == 2
+    assert (
+        "releases '>=0.1' includes none of the supported releases (0.0.0, 0.0.1)" in capsys.readouterr().err
+    )
+    _with_development(specs, "0.1.0")
+    assert main(["validate", str(specs), "--source", str(root)]) == 0
+    main_tree = tmp_path / "main"
+    shutil.copytree(root, main_tree)
+    (main_tree / PACKAGE_INFO).write_text(package_info("0.1.0"))
+    (main_tree / DEMO).write_text(NEWER)
+    generation = generate(specs, source=main_tree)
+    assert "demo.main_only" not in [s.name for s in generation.excluded]
+    assert '_otel.start_span("demo.main_only")' in generation.changes[DEMO][1]
+    assert "demo.main_only" in [s.name for s in generate(specs, source=root).excluded]
+
+
+@pytest.mark.parametrize("version", ["0.0.1", "0.1.0.1", "main"])
+def test_the_development_version_is_a_newer_release(tmp_path: Path, capsys, version: str) -> None:
+    specs, root = make_project(tmp_path, SPEC, SOURCE)
+    line = _with_development(specs, version)
+    assert main(["validate", str(specs), "--source", str(root)]) == 2
+    err = capsys.readouterr().err
+    if version == "0.0.1":
+        assert (
+            f"telemetry.yaml:{line}:16: error: development 0.0.1 must be newer than every supported release"
+            in err
+        )
+    else:
+        assert f"telemetry.yaml:{line}:16: error: development '{version}' must be a version X.Y.Z" in err
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "duplicate"),
+    [("<0.0.1", ">=0.0.1", False), (">=0.0.0", ">=0.0.1", True), ("<0.0.1", None, True)],
+)
+def test_one_place_twice_is_a_duplicate_only_where_the_releases_meet(
+    tmp_path: Path, capsys, first: str, second: str | None, duplicate: bool
+) -> None:
+    """Two entries for the same place are one span per release when their `releases:` share no
+    release (0.19.2's chat span and main's streamed one)."""
+
+    def entry(releases: str | None) -> str:
+        where = f"    releases: '{releases}'\n" if releases else ""
+        return f"  - name: demo.twice\n    group: step\n    function: work\n{where}"
+
+    specs, root = make_project(tmp_path, WORK_SPEC + entry(first) + entry(second), SOURCE)
+    assert main(["validate", str(specs), "--source", str(root)]) == (2 if duplicate else 0)
+    assert ("duplicate span 'demo.twice'" in capsys.readouterr().err) == duplicate

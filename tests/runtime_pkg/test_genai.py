@@ -308,3 +308,86 @@ def test_off_the_calls_do_nothing(otel):
     from opentelemetry import trace
 
     assert not trace.get_current_span().get_span_context().is_valid
+
+
+class BadRequest(Exception):
+    """What Quart's request.get_json() raises on a body that is not JSON (its code: 400)."""
+
+    code = 400
+
+
+def test_a_body_that_is_not_json_sets_error_type_to_its_status(served):
+    import asyncio
+
+    otel = served.otel
+
+    async def get_json(fails: BaseException | None) -> Any:
+        if fails is not None:
+            raise fails
+        return {"prompt": "x"}
+
+    async def endpoint(fails: BaseException | None) -> Any:
+        span = otel.start_span("text_completion")
+        try:
+            return await otel.serve_body("error.type", get_json(fails))
+        finally:
+            span.end()
+
+    arrive(served, "/v1/completions", {})
+    assert asyncio.run(endpoint(None)) == {"prompt": "x"}
+    respond(served, 200)
+    for error, status in ((BadRequest("not JSON"), 400), (ValueError("no code"), 500)):
+        arrive(served, "/v1/completions", {})
+        with pytest.raises(type(error)):  # the exception goes on as it is
+            asyncio.run(endpoint(error))
+        respond(served, status)
+    found = [s.attributes.get("error.type") for s in served.spans.get_finished_spans()]
+    assert found == [None, "400", "ValueError"]
+    durations = points(served.reader)["gen_ai.server.request.duration"]
+    assert sorted(p.attributes.get("error.type", "") for p in durations) == ["", "400", "ValueError"]
+
+
+def test_a_streamed_answer_records_first_token_and_duration_at_its_end(served):
+    """The span handed over to the stream (``otel.stream``): time to first token at its first
+    chunk, the request's duration when it is exhausted (not when the handler returned); a stream
+    the client leaves has neither a duration nor a second end."""
+    import asyncio
+
+    otel = served.otel
+
+    async def chunks(count: int) -> Any:
+        for i in range(count):
+            await asyncio.sleep(0)
+            yield f"data: {i}\n\n"
+
+    def handler(count: int) -> Any:
+        arrive(served, "/v1/chat/completions", {})
+        span = otel.start_span("chat")
+        try:
+            return otel.stream(span, chunks(count))
+        finally:
+            span.end()
+
+    async def read(stream: Any, leave_after: int | None = None) -> list[str]:
+        got = []
+        async for chunk in stream:
+            got.append(chunk)
+            if leave_after is not None and len(got) == leave_after:
+                await stream.aclose()
+                break
+        return got
+
+    stream = handler(3)
+    respond(served, 200)  # the response exists before its body is streamed
+    assert "gen_ai.server.request.duration" not in points(served.reader)
+    assert served.spans.get_finished_spans() == ()
+    assert asyncio.run(read(stream)) == ["data: 0\n\n", "data: 1\n\n", "data: 2\n\n"]
+    left = handler(3)
+    respond(served, 200)
+    assert asyncio.run(read(left, leave_after=1)) == ["data: 0\n\n"]
+    recorded = points(served.reader)
+    assert [p.count for p in recorded["gen_ai.server.time_to_first_token"]] == [2]
+    (duration,) = recorded["gen_ai.server.request.duration"]
+    assert duration.count == 1 and "error.type" not in duration.attributes
+    spans = served.spans.get_finished_spans()
+    assert [(s.name, s.status.status_code.name) for s in spans] == [("chat", "UNSET"), ("chat", "ERROR")]
