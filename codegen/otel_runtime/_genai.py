@@ -86,7 +86,7 @@ _TRACE_HEADERS = ("traceparent", "tracestate")
 class _Request:
     """One request's bookkeeping, kept in its task's context."""
 
-    __slots__ = ("error_type", "model", "operation", "start", "streamed", "token")
+    __slots__ = ("error_type", "model", "operation", "span", "start", "streamed", "token")
 
     def __init__(self, operation: str, start: float) -> None:
         self.operation = operation
@@ -95,6 +95,7 @@ class _Request:
         self.error_type: str | None = None
         self.token: Any = None  # the client's context, attached for the request
         self.streamed = False  # answered by a stream: its end records the duration
+        self.span: Any = None  # the endpoint's span (serve_span), whatever child is current later
 
     def attributes(self) -> dict[str, Any]:
         """The attributes every metric of the request carries."""
@@ -128,6 +129,14 @@ def _current_span() -> Any:
 
     span = trace.get_current_span()
     return span if span.is_recording() else None
+
+
+def _request_span() -> Any:
+    """The request's span (the endpoint's, noted by ``serve_span``) while it records, though a
+    child span (the response's formatting) is current; else the current span."""
+    state = _CURRENT.get()
+    span = state.span if state is not None else None
+    return span if span is not None and span.is_recording() else _current_span()
 
 
 # the endpoints' routes -> their GenAI operation
@@ -220,13 +229,14 @@ def serve_span() -> None:
         state = _CURRENT.get()
         span = _current_span()
         if state is not None and span is not None:
+            state.span = span
             span.set_attributes(state.attributes())
     except Exception:
         log_once("serve_span", "setting the operation attributes failed", exc_info=True)
 
 
 def serve_attributes(body: Any) -> None:
-    """Set the ``gen_ai.request.*`` attributes of the request body on the current span."""
+    """Set the ``gen_ai.request.*`` attributes of the request body on the request's span."""
     if not isinstance(body, Mapping):
         return
     try:
@@ -242,7 +252,7 @@ def serve_attributes(body: Any) -> None:
         state = _CURRENT.get()
         if state is not None and "gen_ai.request.model" in found:
             state.model = found["gen_ai.request.model"]
-        span = _current_span()
+        span = _request_span()
         if span is not None and found:
             span.set_attributes(found)
     except Exception:
@@ -250,13 +260,13 @@ def serve_attributes(body: Any) -> None:
 
 
 def serve_error(error_type: object) -> None:
-    """``error.type`` on the current span (and the request's duration) for an error answer."""
+    """``error.type`` on the request's span (and the request's duration) for an error answer."""
     try:
         value = str(error_type)
         state = _CURRENT.get()
         if state is not None:
             state.error_type = value
-        span = _current_span()
+        span = _request_span()
         if span is not None:
             from opentelemetry.trace import Status, StatusCode
 
@@ -268,7 +278,7 @@ def serve_error(error_type: object) -> None:
 
 def serve_body(key: str, body: Any) -> Any:
     """``body`` (the awaitable ``request.get_json()`` returns) as it is while nothing records, else
-    an awaitable of the same result that sets ``key`` (``error.type``) on the current span when
+    an awaitable of the same result that sets ``key`` (``error.type``) on the request's span when
     awaiting it raises: the exception's HTTP status (Quart's BadRequest: 400), or its class."""
     if PROCESS.run.tracer is None:
         return body
@@ -323,7 +333,7 @@ def _token_times(results: Iterable[Any], attributes: Mapping[str, Any]) -> None:
 
 
 def serve_response(results: Any, choices: Any, input_tokens: Any, output_tokens: Any) -> None:
-    """The response's attributes on the current span; token usage and token times recorded. The
+    """The response's attributes on the request's span; token usage and token times recorded. The
     response id is the first engine request's ``uid`` (what the endpoints answer with from
     megatron-core 0.20 on; 0.19.2's records carry none and its endpoints make the id at return)."""
     try:
@@ -339,7 +349,7 @@ def serve_response(results: Any, choices: Any, input_tokens: Any, output_tokens:
             found["gen_ai.usage.input_tokens"] = input_tokens
         if isinstance(output_tokens, int):
             found["gen_ai.usage.output_tokens"] = output_tokens
-        span = _current_span()
+        span = _request_span()
         if span is not None and found:
             span.set_attributes(found)
         state = _CURRENT.get()

@@ -186,10 +186,19 @@ def test_pristine_server_survives_a_client_that_goes_away(baseline):
 
 SERVER_SPANS = {"text_completion", "chat"}
 CHILDREN = {
-    # a string prompt's tokenization (the other prompt forms are not covered), the wait on the engine
-    "text_completion": {"megatron.inference.tokenize", "megatron.inference.engine"},
-    # the chat template rendered and tokenized, the wait on the engine
-    "chat": {"megatron.inference.chat_template", "megatron.inference.chat_engine"},
+    # a string prompt's tokenization (the other prompt forms are not covered), the wait on the
+    # engine, the response's formatting
+    "text_completion": {
+        "megatron.inference.tokenize",
+        "megatron.inference.engine",
+        "megatron.inference.format",
+    },
+    # the chat template rendered and tokenized, the wait on the engine, the response's formatting
+    "chat": {
+        "megatron.inference.chat_template",
+        "megatron.inference.chat_engine",
+        "megatron.inference.chat_format",
+    },
 }
 RUNS = {"off": None, "default": "default", "all": "all"}
 
@@ -252,7 +261,11 @@ def test_32_concurrent_requests_are_32_server_spans_each_with_its_own_children(i
         assert int(server["parentSpanId"], 16) == CONCURRENT_TRACE + i  # the client's span
         children = [s for s in trace if s is not server]
         assert all(s["parentSpanId"] == server["spanId"] for s in children)
-        assert {s["name"] for s in children} == CHILDREN[server["name"]] and len(children) == 2
+        assert {s["name"] for s in children} == CHILDREN[server["name"]] and len(children) == 3
+        (formatting,) = [s for s in children if s["name"].endswith("format")]
+        (engine,) = [s for s in children if s["name"].endswith("engine")]
+        assert int(formatting["startTimeUnixNano"]) >= int(engine["endTimeUnixNano"])
+        assert formatting.get("status", {}).get("code", 0) != 2
         attrs = server["attrs"]
         prompt = (
             chat_prompt_ids(payload["messages"])

@@ -391,3 +391,22 @@ def test_a_streamed_answer_records_first_token_and_duration_at_its_end(served):
     assert duration.count == 1 and "error.type" not in duration.attributes
     spans = served.spans.get_finished_spans()
     assert [(s.name, s.status.status_code.name) for s in spans] == [("chat", "UNSET"), ("chat", "ERROR")]
+
+
+def test_the_response_goes_on_the_request_span_while_a_child_is_current(served):
+    """The response's formatting is a child span of the request's: serve_response, called inside
+    it, still sets the response's attributes on the request's span (noted by serve_span)."""
+    otel = served.otel
+    arrive(served, "/v1/completions", {})
+    span = otel.start_span("text_completion")
+    otel.serve_span()
+    formatting = otel.start_span("megatron.inference.format")
+    otel.serve_response([{"uid": "cmpl-1"}], [{"finish_reason": "stop"}], 3, 2)
+    formatting.end()
+    span.end()
+    respond(served, 200)
+    child, parent = served.spans.get_finished_spans()
+    assert parent.name == "text_completion" and child.parent.span_id == parent.context.span_id
+    assert parent.attributes["gen_ai.usage.input_tokens"] == 3
+    assert parent.attributes["gen_ai.response.id"] == "cmpl-1"
+    assert "gen_ai.usage.input_tokens" not in child.attributes

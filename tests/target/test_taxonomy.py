@@ -599,9 +599,11 @@ SERVING = (
     "text_completion",
     "megatron.inference.tokenize",
     "megatron.inference.engine",
+    "megatron.inference.format",
     "chat",
     "megatron.inference.chat_template",
     "megatron.inference.chat_engine",
+    "megatron.inference.chat_format",
 )
 
 
