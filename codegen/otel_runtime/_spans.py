@@ -257,23 +257,25 @@ TRACED: contextvars.ContextVar[Any] = contextvars.ContextVar("megatron_otel_trac
 
 
 def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
+    import asyncio.coroutines
     import inspect  # only when a function is decorated
 
-    return inspect.iscoroutinefunction(fn)
+    marker = getattr(asyncio.coroutines, "_is_coroutine", None)  # a traced coroutine (3.11)
+    return inspect.iscoroutinefunction(fn) or (
+        marker is not None and getattr(fn, "_is_coroutine", None) is marker
+    )
 
 
 def _coroutine_wrapper(
     fn: Callable[..., Any], name: str, flag: str, parameters: _Parameters
 ) -> Callable[..., Any]:
-    """``traced`` for a coroutine function (``async def``): a coroutine function itself (a server
-    awaits it as it would ``fn``), whose span covers ``fn``'s run to its return, exception or
-    cancellation, not the call that makes the coroutine."""
+    """``traced`` for a coroutine function (``async def``): a function marked as a coroutine
+    function (a server awaits what it returns as it would ``fn``'s coroutine), whose span covers
+    ``fn``'s run to its return, exception or cancellation, not the call that makes the coroutine.
+    While the group is off it returns ``fn``'s own coroutine: no coroutine frame of its own."""
     namespace = NAMESPACE
 
-    @functools.wraps(fn)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not namespace[flag]:
-            return await fn(*args, **kwargs)
+    async def run(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         span = start_span(
             name, (lambda: _arguments(parameters, args, kwargs)) if parameters else None
         )
@@ -285,6 +287,28 @@ def _coroutine_wrapper(
             if span is not None:
                 span.end()
 
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not namespace[flag]:
+            return fn(*args, **kwargs)
+        return run(args, kwargs)
+
+    return _mark_coroutine_function(wrapper)
+
+
+def _mark_coroutine_function(wrapper: Callable[..., Any]) -> Callable[..., Any]:
+    """``wrapper`` as ``inspect.iscoroutinefunction`` (Python 3.12+) and
+    ``asyncio.iscoroutinefunction`` (what Quart asks on Python 3.11 to 3.13) see a coroutine
+    function: a server awaits its result rather than running it in a thread."""
+    import asyncio.coroutines
+    import inspect
+
+    mark = getattr(inspect, "markcoroutinefunction", None)
+    if mark is not None:
+        wrapper = mark(wrapper)
+    marker = getattr(asyncio.coroutines, "_is_coroutine", None)
+    if marker is not None:
+        wrapper._is_coroutine = marker  # type: ignore[attr-defined]
     return wrapper
 
 

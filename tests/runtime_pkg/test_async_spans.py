@@ -351,3 +351,25 @@ def test_sigterm_ends_the_spans_of_suspended_tasks_once(recording: Any) -> None:
     aborted = [s for s in spans if s.status.description == "terminated by SIGTERM"]
     assert {s.name for s in aborted} >= {"megatron.train.iteration"}
     assert len([s for s in spans if s.name == "megatron.train.iteration"]) == 4
+
+
+def test_a_traced_coroutine_off_is_the_coroutine_itself(otel: ModuleType) -> None:
+    """Its group off, a traced coroutine function's call returns the function's own coroutine (no
+    frame of the wrapper's: the disabled async span's cost, benchmarks/README.md); frameworks
+    that ask whether it is a coroutine function (Quart: asyncio's on 3.11, inspect's on 3.14)
+    are told so, and a second traced on it wraps it as a coroutine function too."""
+    import inspect
+    import sys
+
+    async def handle(number: int) -> int:
+        return number
+
+    traced = otel.traced("megatron.train.iteration")(handle)
+    coroutine = traced(3)
+    assert inspect.iscoroutine(coroutine) and coroutine.cr_code is handle.__code__
+    assert asyncio.run(coroutine) == 3
+    assert asyncio.iscoroutinefunction(traced)
+    if sys.version_info >= (3, 12):
+        assert inspect.iscoroutinefunction(traced)
+    twice = otel.traced("megatron.train.iteration")(traced)
+    assert asyncio.iscoroutinefunction(twice) and asyncio.run(twice(4)) == 4
