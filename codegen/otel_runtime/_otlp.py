@@ -33,10 +33,10 @@ ENABLED = True
 
 _pack_d = struct.Struct("<d").pack
 _pack_i = struct.Struct("<I").pack
-# A Span's trace id and span id fields (tag, length, the id big-endian; the trace id in two halves),
-# with its parent's span id field or without; its start and end time fields (fixed64).
-_pack_parented = struct.Struct(">BBQQBBQBBQ").pack
-_pack_ids = struct.Struct(">BBQQBBQ").pack
+# A Span's trace id field (written once per trace) and span id field (tag, length, the id
+# big-endian), with its parent's span id field or without; its start and end time fields (fixed64).
+_pack_parented = struct.Struct(">18sBBQBBQ").pack
+_pack_ids = struct.Struct(">18sBBQ").pack
 _pack_times = struct.Struct("<BQBQ").pack
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MASK64 = 2**64 - 1
@@ -119,10 +119,11 @@ class SpanEncoder:
         self._names: dict[str, tuple[bytes, bytes | None, int, frozenset[str]]] = {}
         self._keys: dict[str, bytes] = {}
         self._tails: dict[tuple[Any, ...], bytes | None] = {}
+        self.by_sdk = 0  # lean spans written by the SDK's encoder (``encode``)
         self._span_heads: dict[int, bytes] = {}  # a Span field's tag and length, by the length
-        # the last trace written, its id's halves (a batch's spans share one trace tuple)
+        # the last trace written and its trace id field (a batch's spans share one trace tuple)
         self._trace: Any = None
-        self._high = self._low = 0
+        self._trace_field = b""
         # the resource's and the scope's bytes, as the SDK encodes them
         probe = ReadableSpan(
             name="probe",
@@ -148,33 +149,76 @@ class SpanEncoder:
         """The request's bytes, the number of spans in it and the number that could not be
         encoded (left out).
 
-        One pass, one join: each span's ``Span`` field is written as five pieces (its tag and
+        One pass, one join: a lean span's ``Span`` field is written as five pieces (its tag and
         length, the ids packed at once, the name's fields, the times packed at once, the
         attributes, status and flags remembered per span name and call-site attribute set) into
-        one list, whose head is written last, when the lengths are known."""
-        lean_type, field = self.lean_type, self._span_field
+        one list, whose head is written last, when the lengths are known. A span this does not
+        write (events, links, a status, a trace state, attributes the SDK's validation must see)
+        is made a ``ReadableSpan`` and written by the SDK's encoder (counted in ``by_sdk``)."""
+        lean_type, plain = self.lean_type, self.plain_limits
+        names, tails, heads = self._names, self._tails, self._span_heads
         parts: list[bytes] = [b""]  # [0]: the request's head, written last
         extend = parts.extend
         others: list[Any] = []  # SDK spans of another resource or scope
         failed = count = 0
         for span in batch:
             try:
-                if type(span) is lean_type:
-                    pieces = field(span)
-                    if pieces is None:
-                        pieces = (_field(b"\x12", self._by_sdk(self.materialize(span))),)
-                    extend(pieces)
+                if type(span) is not lean_type:
+                    if span.resource is self.resource or (
+                        span.resource == self.resource and span.instrumentation_scope == self.scope
+                    ):
+                        extend((_field(b"\x12", self._by_sdk(span)),))
+                        count += 1
+                    else:
+                        others.append(span)
+                    continue
+                trace = span._trace
+                tail: bytes | None = None
+                if not (span._events or span._links or trace[2]) and span._status is None and plain:
+                    name = span._name
+                    entry = names.get(name) or self._name(name)
+                    extra = span._extra
+                    if extra:
+                        try:  # the values' types too: 1, True and 1.0 are equal keys
+                            key = (name, tuple(extra.items()), tuple(map(type, extra.values())))
+                            tail = tails.get(key, _MISSING)
+                        except TypeError:  # an unhashable value
+                            key, tail = None, _MISSING
+                        if tail is _MISSING:
+                            tail = self._tail(key, name, extra, entry)
+                    else:
+                        tail = entry[1]
+                if tail is None:
+                    self.by_sdk += 1
+                    extend((_field(b"\x12", self._by_sdk(self.materialize(span))),))
                     count += 1
-                elif span.resource is self.resource or (
-                    span.resource == self.resource and span.instrumentation_scope == self.scope
-                ):
-                    extend((_field(b"\x12", self._by_sdk(span)),))
-                    count += 1
+                    continue
+                if trace is not self._trace:
+                    self._trace_field = b"\x0a\x10" + trace[0].to_bytes(16, "big")
+                    self._trace = trace
+                parent = span._parent
+                if parent is None:
+                    ids = _pack_ids(self._trace_field, 0x12, 8, span._id or span.span_id)
+                    size = entry[2] + len(tail)
                 else:
-                    others.append(span)
+                    if type(parent) is lean_type:  # its id drawn with the batch's (draw_ids)
+                        parent_id = parent._id or parent.span_id
+                    else:  # a SpanContext: a foreign parent
+                        parent_id = parent.span_id
+                        if parent.is_remote:
+                            tail = tail[: -len(_LOCAL_FLAGS)] + _REMOTE_FLAGS
+                    ids = _pack_parented(
+                        self._trace_field, 0x12, 8, span._id or span.span_id, 0x22, 8, parent_id
+                    )
+                    size = entry[2] + 10 + len(tail)
+                head = heads.get(size)
+                if head is None:
+                    head = heads[size] = b"\x12" + _varint(size)
+                extend((head, ids, entry[0], _pack_times(0x39, span._start, 0x41, span._end), tail))
+                count += 1
             except Exception:
                 failed += 1
-        if count:
+        if count:  # spans of this resource and scope (the others come next)
             scope_size = len(self.scope_head) + sum(map(len, parts))
             resource_size = len(self.resource_head) + 1 + len(_varint(scope_size)) + scope_size
             parts[0] = b"".join(
@@ -198,61 +242,12 @@ class SpanEncoder:
                 failed += len(others)
         return data, count, failed
 
-    def _span_field(self, span: Any) -> tuple[bytes, ...] | None:
-        """A lean span's ``Span`` field (tag, length, message) in pieces, or None when the SDK's
-        encoder must write it."""
-        if span._events or span._links or span._status is not None or not self.plain_limits:
-            return None
-        trace = span._trace
-        if trace[2]:  # a trace state
-            return None
-        name = span._name
-        entry = self._names.get(name)
-        if entry is None:
-            entry = self._name(name)
-        extra = span._extra
-        if extra:
-            try:  # the values' types too: 1, True and 1.0 are equal keys
-                key = (name, tuple(extra.items()), tuple(map(type, extra.values())))
-                tail = self._tails.get(key, _MISSING)
-            except TypeError:  # an unhashable value
-                key, tail = None, _MISSING
-            if tail is _MISSING:
-                tail = self._tail(key, name, extra, entry)
-        else:
-            tail = entry[1]
-        if tail is None:
-            return None
-        if trace is not self._trace:
-            trace_id = trace[0]
-            self._trace, self._high, self._low = trace, trace_id >> 64, trace_id & _MASK64
-        parent = span._parent
-        if parent is None:
-            ids = _pack_ids(0x0A, 0x10, self._high, self._low, 0x12, 8, span._id or span.span_id)
-            size = entry[2] + len(tail)
-        else:
-            if type(parent) is self.lean_type:  # its id drawn with the batch's (draw_ids)
-                parent_id = parent._id or parent.span_id
-            else:  # a SpanContext: a foreign parent
-                parent_id = parent.span_id
-                if parent.is_remote:
-                    tail = tail[: -len(_LOCAL_FLAGS)] + _REMOTE_FLAGS
-            ids = _pack_parented(
-                0x0A, 0x10, self._high, self._low, 0x12, 8, span._id or span.span_id,
-                0x22, 8, parent_id,
-            )  # fmt: skip
-            size = entry[2] + 10 + len(tail)
-        head = self._span_heads.get(size)
-        if head is None:
-            head = self._span_heads[size] = b"\x12" + _varint(size)
-        return head, ids, entry[0], _pack_times(0x39, span._start, 0x41, span._end), tail
-
     def _fast(self, span: Any) -> bytes | None:
-        """A lean span's ``Span`` message bytes, or None when the SDK's encoder must write it."""
-        pieces = self._span_field(span)
-        if pieces is None:
-            return None
-        return b"".join(pieces[1:])
+        """A request with the lean span ``span`` alone, written by ``encode`` itself; None when
+        the SDK's encoder must write it."""
+        by_sdk = self.by_sdk
+        data, count, _failed = self.encode([span])
+        return data if count and self.by_sdk == by_sdk else None
 
     def _by_sdk(self, readable: Any) -> bytes:
         """One ``Span`` message's bytes, by the SDK's encoder."""

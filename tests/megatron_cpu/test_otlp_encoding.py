@@ -197,3 +197,36 @@ def test_the_sender_reads_the_environment_once_and_sends_as_requests_would(
     if "NETRC" in environ:
         assert before[2] is not None  # the netrc's credentials, kept
     exporter.shutdown()
+
+
+def test_a_batch_with_spans_of_another_resource_keeps_its_own_spans_too(otel: ModuleType) -> None:
+    """A batch holding lean spans and an SDK span of another resource: one request with both
+    resources, every span in it (counted once)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import SpanLimits
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    resource = Resource.create({"service.name": "own"})
+    provider = TracerProvider(resource=Resource.create({"service.name": "other"}))
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    for name in ("other.a", "other.b"):
+        provider.get_tracer("other").start_span(name).end()
+    foreign = list(exporter.get_finished_spans())
+    lean = otel._lean_span
+    parent = lean.new_span(None, "parent", None, (5, 1, None), None, 10, span_id=3)
+    child = lean.new_span(None, "child", parent, (5, 1, None), {"n": 1}, 11, span_id=4)
+    parent._end, child._end = 20, 19
+    encoder = otel._otlp.SpanEncoder(
+        resource, InstrumentationScope("s"), {}, SpanLimits(), lean.LeanSpan, lambda s: None
+    )
+    data, count, failed = encoder.encode([child, foreign[0], parent, foreign[1]])
+    assert (count, failed) == (4, 0)
+    request = ExportTraceServiceRequest.FromString(data)
+    services = {
+        next(a.value.string_value for a in r.resource.attributes if a.key == "service.name"): sorted(
+            s.name for ss in r.scope_spans for s in ss.spans
+        )
+        for r in request.resource_spans
+    }
+    assert services == {"own": ["child", "parent"], "other": ["other.a", "other.b"]}
