@@ -126,11 +126,15 @@ def main() -> None:
     record = per["record"] - per["off"]
     export = per["take"] + per["encode"] + per["send"] + per["free"]
     lines = [
-        f"instructions per span (callgrind, one thread, {options.steps} steps of 786 spans, "
-        f"arm {options.arm}; requests sent: {result['sent']})",
+        (
+            f"instructions per span (callgrind, one thread, {options.steps} steps of 786 spans, "
+            f"arm {options.arm}; requests sent: {result['sent']})"
+        ),
         f"record (training thread, arm - off): {record:,.0f}",
-        f"export: take + ids {per['take']:,.0f}, encode {per['encode']:,.0f}, send {per['send']:,.0f}, "
-        f"free {per['free']:,.0f}; in all {export:,.0f}",
+        (
+            f"export: take + ids {per['take']:,.0f}, encode {per['encode']:,.0f}, "
+            f"send {per['send']:,.0f}, free {per['free']:,.0f}; in all {export:,.0f}"
+        ),
     ]
     text = "\n".join(lines) + "\n"
     print(text, end="")
