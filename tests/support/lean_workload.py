@@ -21,14 +21,14 @@ def set_env(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
 
 
 def enable_env(monkeypatch: pytest.MonkeyPatch, groups: str = "all", **extra: str) -> None:
-    """Telemetry on through the environment: ``groups`` recorded, metrics off, ``extra`` set too."""
-    set_env(
-        monkeypatch,
-        MEGATRON_OTEL_ENABLED="1",
-        MEGATRON_OTEL_SPAN_GROUPS=groups,
-        MEGATRON_OTEL_METRICS_ENABLED="0",
-        **extra,
-    )
+    """Telemetry on through the environment: ``groups`` recorded, metrics off, ``extra`` set too
+    (over those)."""
+    on = {
+        "MEGATRON_OTEL_ENABLED": "1",
+        "MEGATRON_OTEL_SPAN_GROUPS": groups,
+        "MEGATRON_OTEL_METRICS_ENABLED": "0",
+    }
+    set_env(monkeypatch, **{**on, **extra})  # ``extra`` may override
 
 
 def own_provider_exporting_to(
