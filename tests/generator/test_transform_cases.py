@@ -70,6 +70,10 @@ def test_a_diff_that_does_not_fit_its_input_is_refused() -> None:
             apply_diff(source, diff)
     with pytest.raises(ValueError, match="not a diff"):
         apply_diff(read(CHANGED[0], "input.py"), "")
+    case = next(c for c in CHANGED if c.name == "recursion_inline")  # two hunks
+    head, first, second = re.split(r"(?m)^(?=@@)", read(case, "expected.diff"))
+    with pytest.raises(ValueError, match="out of order"):
+        apply_diff(read(case, "input.py"), head + second + first)
 
 
 @pytest.mark.parametrize("case", UNCHANGED, ids=lambda p: p.name)

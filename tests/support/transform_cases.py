@@ -19,10 +19,12 @@ UNCHANGED = [p for p in ALL_CASES if (p / "unchanged").is_file()]
 REFUSED = [p for p in ALL_CASES if (p / "error.txt").is_file()]
 CHECKED = [p for p in ALL_CASES if (p / "check.py").is_file()]
 EXPECTATIONS = ("expected.diff", "unchanged", "error.txt")
+CONTEXT = 3  # lines of context around each change, as git and the generator's own patches show
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@\n")
 
 
 def read(case: Path, name: str) -> str:
+    """The text of the case's file ``name``."""
     return (case / name).read_text(encoding="utf-8")
 
 
@@ -30,7 +32,9 @@ def case_diff(source: str, output: str) -> str:
     """The unified diff ``input.py`` -> ``output.py`` (both end in a newline): for one input,
     equal diffs are equal outputs."""
     assert source.endswith("\n") and output.endswith("\n"), "a case's files end in a newline"
-    return "".join(difflib.unified_diff(split_lines(source), split_lines(output), "input.py", "output.py"))
+    return "".join(
+        difflib.unified_diff(split_lines(source), split_lines(output), "input.py", "output.py", n=CONTEXT)
+    )
 
 
 def apply_diff(source: str, diff: str) -> str:
