@@ -61,22 +61,14 @@ def more_spans(otel: ModuleType) -> None:
     span and span.end()
     span = otel.LAYER and otel.start_span("megatron.layer.mlp", lambda: {"huge": 2**70})
     span and span.end()
-    remote = SpanContext(
-        0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1), trace_state=TraceState([("k", "v")])
-    )
-    token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(remote)))
-    try:
-        span = otel.LAYER and otel.start_span("megatron.layer.forward")
-        span and span.end()
-    finally:
-        context.detach(token)
-    remote = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1))
-    token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(remote)))
-    try:
-        span = otel.LAYER and otel.start_span("megatron.layer.forward")
-        span and span.end()
-    finally:
-        context.detach(token)
+    for state in (TraceState([("k", "v")]), None):  # a remote parent with a trace state, one without
+        remote = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1), trace_state=state)
+        token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(remote)))
+        try:
+            span = otel.LAYER and otel.start_span("megatron.layer.forward")
+            span and span.end()
+        finally:
+            context.detach(token)
 
 
 def test_the_runtime_encodes_a_batch_as_the_sdk_exporter_does(
