@@ -387,7 +387,7 @@ def settle_environment(client: Any) -> None:
     request read the environment about 200 times and looked for a ``.netrc`` twice (two fifths of
     the HTTP client's instructions per request, counted by callgrind). Only a plain
     ``requests.Session`` of the exporter's HTTP transport is touched."""
-    session = getattr(getattr(client, "_transport", None), "_session", None)
+    session: Any = getattr(getattr(client, "_transport", None), "_session", None)
     endpoint = getattr(client, "_endpoint", None)
     if not isinstance(endpoint, str) or getattr(session, "trust_env", None) is not True:
         return
