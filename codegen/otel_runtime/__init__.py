@@ -36,7 +36,14 @@ if _taxonomy.FORMAT not in TAXONOMY_FORMATS:
 
 from . import _registry
 from ._config import resolve
-from ._genai import engine_step, serve_app, serve_attributes, serve_error, serve_response, serve_span
+from ._genai import (
+    engine_step,
+    serve_app,
+    serve_attributes,
+    serve_error,
+    serve_response,
+    serve_span,
+)
 from ._lifecycle import (
     begin_training,
     end_training,

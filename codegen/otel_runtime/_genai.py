@@ -15,7 +15,7 @@ each while the ``inference`` group records:
   answer is sent: the ``gen_ai.response.*`` and ``gen_ai.usage.*`` attributes, token usage, and
   time to first token and per output token from the engine's own request events.
 
-and, while the ``inference_engine`` group records, from the dynamic inference engine's step
+and, while the ``inference_steps`` group records, from the dynamic inference engine's step
 (``DynamicInferenceEngine.async_forward``, once the step's forward has run):
 
 - ``engine_step(context)``: the step's batch (prefill and decode tokens, active requests) and the

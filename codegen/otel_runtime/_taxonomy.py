@@ -7,7 +7,7 @@ FORMAT = 1
 # The group flags: package attributes, False until enable() sets them.
 JOB = CHECKPOINT = EVALUATE = MODEL_INIT = LOAD_CHECKPOINT = STEP = FORWARD_BACKWARD = False
 OPTIMIZER = MICROBATCH = LAYER = COMMUNICATION = ACTIVATION_OFFLOAD = DATA_LOADING = False
-FIRST_ITERATION = TRACE_REGION = INFERENCE = INFERENCE_STEPS = INFERENCE_ENGINE = False
+FIRST_ITERATION = TRACE_REGION = INFERENCE = INFERENCE_STEPS = False
 CHOICES: tuple[str, ...] = ("0", "1", "false", "true", "no", "yes", "off", "on")
 FLAGS: dict[str, str] = {
     "job": "JOB",
@@ -27,7 +27,6 @@ FLAGS: dict[str, str] = {
     "trace_region": "TRACE_REGION",
     "inference": "INFERENCE",
     "inference_steps": "INFERENCE_STEPS",
-    "inference_engine": "INFERENCE_ENGINE",
 }
 GROUPS: tuple[str, ...] = tuple(FLAGS)
 PRESETS: dict[str, frozenset[str]] = {
@@ -70,7 +69,7 @@ SPANS: dict[str, Span] = {
     "chat": Span("inference", False),
     "megatron.inference.chat_template": Span("inference_steps", False),
     "megatron.inference.chat_engine": Span("inference_steps", False),
-    "megatron.inference.step": Span("inference_engine", False),
+    "megatron.inference.step": Span("inference_steps", False),
     "megatron.layer.forward": Span("layer", False),
     "megatron.layer.mamba": Span("layer", False),
     "megatron.layer.self_attention": Span("layer", False),

@@ -619,7 +619,7 @@ def test_the_engine_step_is_placed_on_async_step_with_its_hook_after_the_forward
     generation: Generation, found: dict[str, list[FoundSpan]]
 ) -> None:
     """One span per engine step, the whole of ``async_step`` (every way the engine steps awaits
-    it), in the inference_engine group; ``engine_step(self.context)`` right after the forward's
+    it), in the inference_steps group; ``engine_step(self.context)`` right after the forward's
     ``result = controller_result.output``, guarded by the same group; nothing else in the file."""
     (span,) = found[ENGINE]
     assert (span.name, span.function, span.form) == (
@@ -628,13 +628,13 @@ def test_the_engine_step_is_placed_on_async_step_with_its_hook_after_the_forward
         "decorator",
     )
     # a decorator span reads its group from the taxonomy table
-    assert '"megatron.inference.step": Span("inference_engine", False)' in _runtime_source(generation)
+    assert '"megatron.inference.step": Span("inference_steps", False)' in _runtime_source(generation)
     old, new = generation.changes[ENGINE]
     (engine,) = [n for n in ast.parse(new).body if getattr(n, "name", "") == "DynamicInferenceEngine"]
     (forward,) = [n for n in engine.body if getattr(n, "name", "") == "async_forward"]  # type: ignore[attr-defined]
     lines = [ast.unparse(stmt) for stmt in forward.body]
     at = lines.index("result = controller_result.output")
-    assert lines[at + 1] == f"{ALIAS}.INFERENCE_ENGINE and {ALIAS}.engine_step(self.context)"
+    assert lines[at + 1] == f"{ALIAS}.INFERENCE_STEPS and {ALIAS}.engine_step(self.context)"
     import difflib
 
     added = [
@@ -644,7 +644,7 @@ def test_the_engine_step_is_placed_on_async_step_with_its_hook_after_the_forward
     ]
     assert added == [
         f"import megatron.core.otel as {ALIAS}",
-        f"{ALIAS}.INFERENCE_ENGINE and {ALIAS}.engine_step(self.context)",
+        f"{ALIAS}.INFERENCE_STEPS and {ALIAS}.engine_step(self.context)",
         f'@{ALIAS}.traced("megatron.inference.step")',
     ]
 

@@ -53,12 +53,8 @@ REASONS: dict[str, str] = {
     "groups/presets: '*'": "`*` (every group) is accepted besides upstream's names.",
     "group inference_steps": "Added (issue 40): the inference server's steps within a request "
     "(tokenization, chat template, the wait on the engine); upstream reserves `inference` only.",
-    "group inference_engine": "Added (issue 40): the dynamic inference engine's steps (prefill "
-    "and decode tokens, active requests, KV-cache blocks in use; needs CUDA to run).",
-    "preset all": "Also `inference_steps` and `inference_engine`, the groups added here: `all` "
-    "is every group.",
-    "preset profiling": "Also `inference_steps` and `inference_engine`, the groups added here: "
-    "`profiling` is every group.",
+    "preset all": "Also `inference_steps`, the group added here: `all` is every group.",
+    "preset profiling": "Also `inference_steps`, the group added here: `profiling` is every group.",
     "span group registry": "None: the runtime resolves --otel-span-groups against the tree's "
     "own MegatronSpanGroup (its groups and presets), so the two cannot drift.",
 }

@@ -28,7 +28,7 @@ TRAINING = "megatron/training/training.py"
 SERVER = "megatron/core/inference/"
 
 
-SERVING_GROUPS = ("inference", "inference_steps", "inference_engine")
+SERVING_GROUPS = ("inference", "inference_steps")
 SERVING_METRICS = ("gen_ai.", "megatron.inference.")
 
 

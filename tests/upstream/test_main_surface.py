@@ -31,7 +31,7 @@ def test_the_groups_and_presets_are_the_base_layers() -> None:
     """The base layer's groups and presets, besides the groups added here with their reason."""
     upstream, ours = _surfaces()
     added = {group for group in ours.groups - upstream.groups if f"group {group}" in surface.REASONS}
-    assert added == {"inference_steps", "inference_engine"}
+    assert added == {"inference_steps"}
     assert upstream.groups == ours.groups - added
     assert upstream.presets == {name: members - added for name, members in ours.presets.items()}
 
