@@ -221,8 +221,6 @@ INSTRUMENTS: dict[str, Instrument] = {
         "gauge", "{request}", "Requests in the engine step's batch (prefill and decode)."
     ),
     "megatron.inference.kv_cache.blocks_used": Instrument(
-        "gauge",
-        "{block}",
-        "KV-cache blocks outside the free pool after the engine step (active, paused and prefix-cached).",
+        "gauge", "{block}", "KV-cache blocks in use after the engine step (outside the free pool)."
     ),
 }
