@@ -37,14 +37,20 @@ def _find_all(finder: Any, root: Path, table: dict[str, Any]) -> list[Any]:
     return [find_spec_in(finder, root, path) for path in table["files"] if (root / path).is_file()]
 
 
-def test_a_tree_with_6438_is_left_alone_with_one_warning(finder_module: Any, unpacked: Path) -> None:
-    with_6438 = snapshot("with")
+def _warned(finder_module: Any, unpacked: Path, root: Path, times: int = 1) -> tuple[list[Any], list[Any]]:
+    """The specs the wheel's finder gives for every module under ``root`` it knows, looked up
+    ``times`` times, and the warnings it gave."""
     table = package_table(unpacked)
     finder = finder_module.MegatronFinder(table)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        specs = _find_all(finder, with_6438, table)
-        specs += _find_all(finder, with_6438, table)  # imported again: still one warning
+        specs = [spec for _ in range(times) for spec in _find_all(finder, root, table)]
+    return specs, caught
+
+
+def test_a_tree_with_6438_is_left_alone_with_one_warning(finder_module: Any, unpacked: Path) -> None:
+    with_6438 = snapshot("with")
+    specs, caught = _warned(finder_module, unpacked, with_6438, times=2)  # imported again: still one warning
     assert len(specs) > 10
     assert all(isinstance(s.loader, importlib.machinery.SourceFileLoader) for s in specs), "nothing woven"
     assert len(caught) == 1, [str(w.message) for w in caught]
@@ -69,11 +75,7 @@ def test_the_hand_written_warnings_command_runs_as_printed(
     env |= {"GIT_COMMITTER_NAME": "A", "GIT_COMMITTER_EMAIL": "a@example.com"}
     for git in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "main"]):
         subprocess.run(["git", *git], cwd=checkout, env=env, check=True)
-    table = package_table(unpacked)
-    finder = finder_module.MegatronFinder(table)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        _find_all(finder, checkout, table)
+    _, caught = _warned(finder_module, unpacked, checkout)
     (warning,) = caught
     (command,) = re.findall(r"`([^`]+)`", str(warning.message))
     words = shlex.split(command)
@@ -90,11 +92,7 @@ def test_the_hand_written_warnings_command_runs_as_printed(
 
 def test_the_tree_without_6438_gets_no_hand_written_warning(finder_module: Any, unpacked: Path) -> None:
     minus = snapshot("minus")
-    table = package_table(unpacked)
-    finder = finder_module.MegatronFinder(table)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        _find_all(finder, minus, table)
+    _, caught = _warned(finder_module, unpacked, minus)
     assert not [w for w in caught if issubclass(w.category, finder_module.HandWrittenTelemetryWarning)]
 
 
