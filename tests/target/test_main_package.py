@@ -29,6 +29,7 @@ from tests.support.instrumentation_wheel import (
     unpack,
 )
 from tests.support.paths import SPECS
+from tests.support.serving_files import SERVING_FILES, instrumented
 from tests.support.upstream_main import snapshot
 
 
@@ -137,6 +138,7 @@ def test_the_wheel_over_main_serves_the_replaced_text(main_finder_module: Any, m
         runtime = finder.find_spec("megatron.core.otel", [str(with_6438 / "megatron" / "core")])
     assert not caught, [str(w.message) for w in caught]
     assert len(specs) > 10 and "megatron/training/training.py" in specs
+    assert set(SERVING_FILES) <= set(specs)  # the inference server and the engine (issue 40)
     hand_written = main_finder_module._HAND_WRITTEN
     for path, spec in specs.items():
         assert isinstance(spec.loader, main_finder_module.WovenLoader), path
@@ -146,6 +148,8 @@ def test_the_wheel_over_main_serves_the_replaced_text(main_finder_module: Any, m
         text = spec.loader.get_source(spec.name)
         assert hashlib.sha256(text.encode()).hexdigest() == entry["woven"]
         assert not hand_written.search(text.encode()), f"{path}: #6438's spans are still there"
+    for path in SERVING_FILES:
+        assert instrumented(path, specs[path].loader.get_source(specs[path].name)), path
     training = specs["megatron/training/training.py"].loader.get_source("megatron.training.training")
     assert "nemo_lens" not in training
     assert "import megatron.core.otel as _otel" in training
