@@ -2,6 +2,7 @@
 
     python -m benchmarks.gpu_step --megatron-lm DIR [--iters 40] [--warmup 10] [--out DIR]
                                   [--arms off,default,all_sdk,all_lean] [--no-fusions]
+                                  [--serving-steps N]
 
 ``DIR`` is a checkout of the Megatron-LM release that matches the pinned megatron-core (its
 ``pretrain_gpt.py``, ``gpt_builders.py`` and ``model_provider.py`` are copied into the work
@@ -24,7 +25,9 @@ Per arm: the median of Megatron's own "elapsed time per iteration (ms)" log line
 spans of the run, startup included, over the iterations). ``--cpu-worker`` runs the same arms with
 the runtime tests' CPU pretrain worker (``tests/megatron_cpu/megatron_pretrain_worker.py``: Megatron's
 ``pretrain()`` on a tiny GPT, CPU redirects) instead of ``torchrun pretrain_gpt.py``: what
-``tests/megatron_cpu/test_gpu_step_bench.py`` runs. See benchmarks/README.md ("GPU step").
+``tests/megatron_cpu/test_gpu_step_bench.py`` runs. ``--serving-steps N`` adds the serving step
+arm on the same fork: the dynamic inference engine's step, off, ``default`` and ``all``
+(``benchmarks/engine_step.py``; on CPU with ``--cpu-worker``). See benchmarks/README.md ("GPU step").
 """
 
 from __future__ import annotations
@@ -207,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         "--fork", type=Path, help="an instrumented megatron-core tree (default: built from specs/)"
     )
     parser.add_argument(
+        "--serving-steps", type=int, default=0, metavar="N",
+        help="also the serving step arm: N dynamic-engine steps per arm (benchmarks/engine_step.py)",
+    )  # fmt: skip
+    parser.add_argument(
         "--cpu-worker", type=Path, metavar="HELPERS",
         help="CPU: the tests' pretrain worker on a tiny GPT (HELPERS: the built dataset helpers)",
     )  # fmt: skip
@@ -290,6 +297,17 @@ def main(argv: list[str] | None = None) -> int:
     print(text, end="")
     if options.json:
         options.json.write_text(json.dumps(rows, indent=1))
+    if options.serving_steps:
+        from benchmarks import engine_step
+
+        serving = [
+            "--fork", str(fork), "--steps", str(options.serving_steps),
+            "--warmup", str(options.serving_steps // 10), "--out", str(work / "serving"),
+            "--device", "cpu" if options.cpu_worker else "cuda",
+        ]  # fmt: skip
+        if options.json:
+            serving += ["--json", str(options.json.with_name(options.json.stem + "-serving.json"))]
+        return engine_step.main(serving)
     return 0
 
 

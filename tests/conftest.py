@@ -33,12 +33,39 @@ def pytest_configure(config) -> None:
 SLOW_DIRS = ("target", "megatron_cpu", "gpu")
 
 
+# Session fixtures too costly to build on both xdist workers (a minute of pretrain() runs, the
+# replaced main tree): the files that use one run on the same worker (tox passes --dist loadgroup).
+SHARED_SESSION_FIXTURES = ("pretrain_runs", "main_root", "main_helpers")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
     tests = Path(__file__).resolve().parent
     slow = [tests / name for name in SLOW_DIRS]
     for item in items:
         if any(directory in item.path.parents for directory in slow):
             item.add_marker(pytest.mark.slow)
+    for item, group in _worker_groups(items).items():
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _worker_groups(items) -> dict[pytest.Item, str]:
+    """Each test's xdist group: its file, or the first of the files joined by a shared fixture."""
+    group: dict[Path, Path] = {}
+
+    def find(path: Path) -> Path:
+        while group.setdefault(path, path) != path:
+            path = group[path]
+        return path
+
+    first_user: dict[str, Path] = {}
+    for item in items:
+        for name in SHARED_SESSION_FIXTURES:
+            if name in getattr(item, "fixturenames", ()):
+                other = first_user.setdefault(name, item.path)
+                group[find(item.path)] = find(other)
+    tests = Path(__file__).resolve().parent
+    return {item: find(item.path).relative_to(tests).as_posix() for item in items}
 
 
 @pytest.fixture

@@ -36,7 +36,15 @@ if _taxonomy.FORMAT not in TAXONOMY_FORMATS:
 
 from . import _registry
 from ._config import resolve
-from ._genai import serve_app, serve_attributes, serve_body, serve_error, serve_response, serve_span
+from ._genai import (
+    engine_step,
+    serve_app,
+    serve_attributes,
+    serve_body,
+    serve_error,
+    serve_response,
+    serve_span,
+)
 from ._lifecycle import (
     begin_training,
     end_training,
@@ -66,6 +74,7 @@ __all__ = [
     "enable",
     "enabled_groups",
     "end_training",
+    "engine_step",
     "first_time",
     "in_context",
     "in_training",

@@ -21,6 +21,7 @@ import os
 import threading
 import time
 import weakref
+from itertools import repeat, starmap
 from typing import Any
 
 from ._state import LOG, log_once
@@ -209,11 +210,14 @@ class BatchQueue:
             self.export_lock.release()
 
     def _take(self) -> list[Any]:
+        """Up to ``batch_size`` spans, oldest first, buffer by buffer. A buffer only grows while
+        this runs (its own thread appends; spans leave it here alone): the spans counted in it
+        are there to pop, by ``popleft`` calls in C (``starmap``)."""
         batch: list[Any] = []
         for spans in list(self.buffers):
-            pop = spans.popleft
-            while spans and len(batch) < self.batch_size:
-                batch.append(pop())
+            take = min(len(spans), self.batch_size - len(batch))
+            if take > 0:
+                batch.extend(starmap(spans.popleft, repeat((), take)))
             if len(batch) >= self.batch_size:
                 break
         return batch

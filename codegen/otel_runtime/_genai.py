@@ -18,6 +18,13 @@ each while the ``inference`` group records:
   answer is sent: the ``gen_ai.response.*`` and ``gen_ai.usage.*`` attributes, token usage, and
   time to first token and per output token from the engine's own request events.
 
+and, while the ``inference_steps`` group records, from the dynamic inference engine's step
+(``DynamicInferenceEngine.async_forward``, once the step's forward has run):
+
+- ``engine_step(context)``: the step's batch (prefill and decode tokens, active requests) and the
+  KV-cache blocks in use, as attributes of the step's span and as ``megatron.inference.*`` metrics
+  (the GenAI conventions name no engine metric). Host-side counters only: no device sync.
+
 A streamed response (the endpoint's span handed over to its stream, ``_streams.stream``) is
 answered once its stream ends: the stream asks ``stream_request()`` for the request's bookkeeping
 when it takes the span, records time to first token at its first chunk (``stream_chunk``) and the
@@ -389,3 +396,53 @@ def stream_end(state: _Request, error: BaseException | None = None) -> None:
         _record(REQUEST_DURATION, time.perf_counter() - state.start, attributes)
     except Exception:
         log_once("stream_end", "recording the streamed request's duration failed", exc_info=True)
+
+
+# the dynamic engine's step (specs/inference_engine.yaml); the GenAI conventions name none of these
+STEP_TOKENS = "megatron.inference.step.tokens"
+ACTIVE_REQUESTS = "megatron.inference.active_requests"
+KV_BLOCKS_USED = "megatron.inference.kv_cache.blocks_used"
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def engine_step(context: Any) -> None:
+    """The engine step's batch, read from its ``DynamicInferenceContext`` once the forward has run:
+    ``batch_dimensions`` (the step's tokens, prefill and decode requests; a decode request runs
+    ``1 + num_speculative_tokens`` tokens, the rest are prefill tokens) and the KV-cache blocks
+    outside the free pool (``kv_block_allocator.get_total_used()``: host-side arithmetic).
+    Attributes on the current span (the step's), metrics recorded. Never raises."""
+    try:
+        batch = getattr(context, "batch_dimensions", None)
+        tokens = _int(getattr(batch, "token_count", None))
+        prefill_requests = _int(getattr(batch, "prefill_req_count", None))
+        decode_requests = _int(getattr(batch, "decode_req_count", None))
+        found: dict[str, int] = {}
+        if tokens is not None and prefill_requests is not None and decode_requests is not None:
+            per_decode = 1 + (_int(getattr(context, "num_speculative_tokens", 0)) or 0)
+            decode = min(tokens, decode_requests * per_decode)
+            found["megatron.inference.prefill_tokens"] = tokens - decode
+            found["megatron.inference.decode_tokens"] = decode
+            found["megatron.inference.active_requests"] = prefill_requests + decode_requests
+        allocator = getattr(context, "kv_block_allocator", None)
+        used = _int(allocator.get_total_used()) if allocator is not None else None
+        if used is not None:
+            found["megatron.inference.kv_cache.blocks_used"] = used
+        span = _current_span()
+        if span is not None and found:
+            span.set_attributes(found)
+        for kind in ("prefill", "decode"):
+            count = found.get(f"megatron.inference.{kind}_tokens")
+            if count:
+                _record(STEP_TOKENS, count, {"megatron.inference.token.type": kind})
+        for name, key in (
+            (ACTIVE_REQUESTS, "megatron.inference.active_requests"),
+            (KV_BLOCKS_USED, "megatron.inference.kv_cache.blocks_used"),
+        ):
+            recorder = PROCESS.run.recorders.get(name)
+            if recorder is not None and key in found and flag("METRICS"):
+                recorder(found[key])  # a gauge's set(value)
+    except Exception:
+        log_once("engine_step", "recording the engine step failed", exc_info=True)

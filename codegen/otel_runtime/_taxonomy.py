@@ -71,6 +71,7 @@ SPANS: dict[str, Span] = {
     "megatron.inference.chat_template": Span("inference_steps", False),
     "megatron.inference.chat_engine": Span("inference_steps", False),
     "megatron.inference.chat_format": Span("inference_steps", False),
+    "megatron.inference.step": Span("inference_steps", False),
     "megatron.layer.forward": Span("layer", False),
     "megatron.layer.mamba": Span("layer", False),
     "megatron.layer.self_attention": Span("layer", False),
@@ -212,5 +213,16 @@ INSTRUMENTS: dict[str, Instrument] = {
         "histogram",
         "{token}",
         "Input and output tokens per request, by gen_ai.token.type (GenAI semconv 1.37.0).",
+    ),
+    "megatron.inference.step.tokens": Instrument(
+        "histogram",
+        "{token}",
+        "Tokens per engine step, by megatron.inference.token.type (prefill or decode).",
+    ),
+    "megatron.inference.active_requests": Instrument(
+        "gauge", "{request}", "Requests in the engine step's batch (prefill and decode)."
+    ),
+    "megatron.inference.kv_cache.blocks_used": Instrument(
+        "gauge", "{block}", "KV-cache blocks in use after the engine step (outside the free pool)."
     ),
 }

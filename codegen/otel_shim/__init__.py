@@ -58,8 +58,8 @@ def _nothing(*args, **kwargs):
 
 
 in_context = in_worker = serve_body = stamp = stream = _as_is
-begin_training = disable = enable = enabled_groups = end_training = first_time = _nothing
-in_training = interval_loss = max_memory_allocated_gb = record_metrics = reset = _nothing
-resolve = resource_attributes = set_current_attributes = setup_worker = shutdown = _nothing
+begin_training = disable = enable = enabled_groups = end_training = engine_step = _nothing
+first_time = in_training = interval_loss = max_memory_allocated_gb = record_metrics = _nothing
+reset = resolve = resource_attributes = set_current_attributes = setup_worker = shutdown = _nothing
 serve_app = serve_attributes = serve_error = serve_response = serve_span = _nothing
 start_span = startup = train_iteration = worker_bootstrap = _nothing

@@ -12,7 +12,6 @@ from types import ModuleType
 from tests.support.modules import with_pythonpath
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-CASES = Path(__file__).resolve().parents[1] / "transform_cases"
 DEMO = "megatron/demo.py"
 PACKAGE_INFO = "megatron/core/package_info.py"
 # One span on ``work`` of megatron/demo.py: the smallest spec, which tests extend with their own entries.

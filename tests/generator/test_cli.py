@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from codegen.cli import main
 from tests.generator.support import DEMO, make_project, pin_fixture_tree
+from tests.support.cli import apply, codegen
 
 SPEC = """\
 file: megatron/demo.py
@@ -27,24 +27,17 @@ def project(tmp_path: Path) -> tuple[Path, Path]:
     return make_project(tmp_path, SPEC, SOURCE)
 
 
+def _apply(project: tuple[Path, Path], *options: str, out: Path | None = None) -> int:
+    """``codegen apply SPECS --source ROOT --generated GENERATED OPTIONS`` on the project, its
+    generated/ beside its specs."""
+    specs, root = project
+    return apply(specs, *options, source=root, generated=specs.parent / "generated", out=out)
+
+
 def test_apply_writes_patches_docs_and_fork(project: tuple[Path, Path], tmp_path: Path) -> None:
     specs, root = project
     fork = tmp_path / "fork"
-    assert (
-        main(
-            [
-                "apply",
-                str(specs),
-                "--source",
-                str(root),
-                "--generated",
-                str(specs.parent / "generated"),
-                "--out",
-                str(fork),
-            ]
-        )
-        == 0
-    )
+    assert _apply(project, out=fork) == 0
     generated = specs.parent / "generated"
     patches = sorted(p.name for p in (generated / "patches").iterdir())
     assert patches[0] == "0001-megatron-demo.py.patch" and patches[-1] == "series"
@@ -62,106 +55,55 @@ def test_apply_writes_patches_docs_and_fork(project: tuple[Path, Path], tmp_path
 def test_check_reports_staleness_and_writes_nothing(
     project: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    specs, root = project
+    specs, _ = project
     generated = specs.parent / "generated"
-    assert (
-        main(
-            [
-                "apply",
-                str(specs),
-                "--source",
-                str(root),
-                "--generated",
-                str(specs.parent / "generated"),
-                "--check",
-            ]
-        )
-        == 1
-    )
+    assert _apply(project, "--check") == 1
     assert not generated.exists()
     assert "+++ " in capsys.readouterr().out
 
-    assert (
-        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")])
-        == 0
-    )
-    assert (
-        main(
-            [
-                "apply",
-                str(specs),
-                "--source",
-                str(root),
-                "--generated",
-                str(specs.parent / "generated"),
-                "--check",
-            ]
-        )
-        == 0
-    )
+    assert _apply(project) == 0
+    assert _apply(project, "--check") == 0
 
     (generated / "docs" / "spans.md").write_text("edited by hand\n")
-    assert (
-        main(
-            [
-                "apply",
-                str(specs),
-                "--source",
-                str(root),
-                "--generated",
-                str(specs.parent / "generated"),
-                "--check",
-            ]
-        )
-        == 1
-    )
+    assert _apply(project, "--check") == 1
     out = capsys.readouterr().out
     assert "-edited by hand" in out and (generated / "docs" / "spans.md").read_text() == "edited by hand\n"
 
 
 def test_failed_run_leaves_previous_output_untouched(project: tuple[Path, Path]) -> None:
-    specs, root = project
-    assert (
-        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")])
-        == 0
-    )
+    specs, _ = project
+    assert _apply(project) == 0
     generated = specs.parent / "generated"
     before = {p: p.read_bytes() for p in generated.rglob("*") if p.is_file()}
     (specs / "case.yaml").write_text(SPEC.replace("function: work", "function: missing"))
-    assert (
-        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")])
-        == 3
-    ), "a spec that does not fit the tree"
+    assert _apply(project) == 3, "a spec that does not fit the tree"
     (specs / "case.yaml").write_text(SPEC.replace("group: step", "group: nope"))
-    assert (
-        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")])
-        == 2
-    ), "a malformed spec"
+    assert _apply(project) == 2, "a malformed spec"
     assert {p: p.read_bytes() for p in generated.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in generated.parent.iterdir() if p.name.startswith(".")) == []
 
 
 def test_missing_source_is_exit_3(project: tuple[Path, Path], tmp_path: Path, capsys) -> None:
     specs, _ = project
-    assert main(["validate", str(specs), "--source", str(tmp_path / "nowhere")]) == 3
+    assert codegen("validate", specs, "--source", tmp_path / "nowhere") == 3
     assert "no such directory" in capsys.readouterr().err
 
 
 def test_missing_specs_is_exit_2(tmp_path: Path, capsys) -> None:
-    assert main(["validate", str(tmp_path / "nope")]) == 2
+    assert codegen("validate", tmp_path / "nope") == 2
     assert "no such spec directory" in capsys.readouterr().err
 
 
 def test_validate_reports_counts(project: tuple[Path, Path], capsys) -> None:
     specs, root = project
-    assert main(["validate", str(specs), "--source", str(root)]) == 0
+    assert codegen("validate", specs, "--source", root) == 0
     assert "1 spans in 1 files" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("command", ["apply", "validate"])
 def test_help(command: str, capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
-        main([command, "--help"])
+        codegen(command, "--help")
     assert exit_.value.code == 0
     assert "--source DIR" in capsys.readouterr().out
 
@@ -171,10 +113,7 @@ def test_unchanged_second_run_reuses_the_result_cache(
 ) -> None:
     monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
     specs, root = project
-    assert (
-        main(["apply", str(specs), "--source", str(root), "--generated", str(specs.parent / "generated")])
-        == 0
-    )
+    assert _apply(project) == 0
     assert len(list((tmp_path / "cache" / "results").glob("*.json"))) == 1
 
     import codegen.pipeline
@@ -186,92 +125,21 @@ def test_unchanged_second_run_reuses_the_result_cache(
         raise Generated("the cache should have answered")
 
     monkeypatch.setattr(codegen.pipeline, "generate", fail)
-    assert (
-        main(
-            [
-                "apply",
-                str(specs),
-                "--source",
-                str(root),
-                "--generated",
-                str(specs.parent / "generated"),
-                "--check",
-            ]
-        )
-        == 0
-    )
+    assert _apply(project, "--check") == 0
     fork = tmp_path / "fork"
-    assert (
-        main(
-            [
-                "apply",
-                str(specs),
-                "--source",
-                str(root),
-                "--generated",
-                str(specs.parent / "generated"),
-                "--out",
-                str(fork),
-            ]
-        )
-        == 0
-    )
+    assert _apply(project, out=fork) == 0
     assert 'otel.start_span("demo.work")' in (fork / DEMO).read_text()
     with pytest.raises(Generated):
-        main(
-            [
-                "apply",
-                str(specs),
-                "--source",
-                str(root),
-                "--generated",
-                str(specs.parent / "generated"),
-                "--check",
-                "--no-cache",
-            ]
-        )
+        _apply(project, "--check", "--no-cache")
 
     # Any input that changes is a different key: here the spec, then the source.
     (specs / "case.yaml").write_text(SPEC.replace("demo.work", "demo.renamed"))
     with pytest.raises(Generated):
-        main(
-            [
-                "apply",
-                str(specs),
-                "--source",
-                str(root),
-                "--generated",
-                str(specs.parent / "generated"),
-                "--check",
-            ]
-        )
+        _apply(project, "--check")
     (specs / "case.yaml").write_text(SPEC)
     (root / DEMO).write_text(SOURCE + "\n\ndef more():\n    pass\n")
     with pytest.raises(Generated):
-        main(
-            [
-                "apply",
-                str(specs),
-                "--source",
-                str(root),
-                "--generated",
-                str(specs.parent / "generated"),
-                "--check",
-            ]
-        )
-
-
-def test_cache_sees_named_files_outside_megatron(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
-) -> None:
-    """A Megatron-LM checkout's top-level scripts are targets too; editing one is a new key."""
-    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
-    spec = SPEC.replace("megatron/demo.py", "tools/demo.py")
-    specs, root = make_project(tmp_path, spec, None, {"tools/demo.py": SOURCE})
-    assert main(["validate", str(specs), "--source", str(root)]) == 0
-    (root / "tools/demo.py").write_text(SOURCE.replace("def work", "def renamed"))
-    assert main(["validate", str(specs), "--source", str(root)]) == 3
-    assert "function 'work' not found in tools/demo.py" in capsys.readouterr().err
+        _apply(project, "--check")
 
 
 def test_output_directories_that_hold_other_files_are_refused(
@@ -281,29 +149,40 @@ def test_output_directories_that_hold_other_files_are_refused(
     precious = tmp_path / "precious"
     precious.mkdir()
     (precious / "notes.txt").write_text("mine\n")
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(precious)]) == 2
+    assert apply(specs, source=root, generated=precious) == 2
     assert "holds notes.txt" in capsys.readouterr().err
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(precious)]) == 2
+    assert apply(specs, source=root, out=precious) == 2
     assert (precious / "notes.txt").read_text() == "mine\n"
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(tmp_path)]) == 2
+    assert apply(specs, source=root, out=tmp_path) == 2
     assert "which would be replaced" in capsys.readouterr().err
 
     fork = tmp_path / "fork"
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0, (
-        "its own fork is replaced"
-    )
+    assert apply(specs, source=root, out=fork) == 0
+    assert apply(specs, source=root, out=fork) == 0, "its own fork is replaced"
 
 
-def test_cache_rechecks_the_files_a_run_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    """Even a file the key cannot see (named in a flow-style mapping) invalidates the result."""
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        # a Megatron-LM checkout's top-level scripts are targets too; editing one is a new key
+        (SPEC.replace("megatron/demo.py", "tools/demo.py"), "function 'work' not found in tools/demo.py"),
+        # even a file the key cannot see (named in a flow-style mapping) invalidates the result
+        (
+            "spans: [{name: demo.work, group: step, file: tools/demo.py, function: work}]\n",
+            "function 'work' not found",
+        ),
+    ],
+    ids=["named_file_outside_megatron", "file_in_a_flow_mapping"],
+)
+def test_cache_rechecks_the_files_a_run_read(
+    spec: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
-    spec = "spans: [{name: demo.work, group: step, file: tools/demo.py, function: work}]\n"
     specs, root = make_project(tmp_path, spec, None, {"tools/demo.py": SOURCE})
-    assert main(["validate", str(specs), "--source", str(root)]) == 0
+    assert codegen("validate", specs, "--source", root) == 0
     (root / "tools/demo.py").write_text(SOURCE.replace("def work", "def renamed"))
-    assert main(["validate", str(specs), "--source", str(root)]) == 3
-    assert "function 'work' not found" in capsys.readouterr().err
+    assert codegen("validate", specs, "--source", root) == 3
+    assert message in capsys.readouterr().err
 
 
 def test_generated_and_out_guards(project: tuple[Path, Path], tmp_path: Path, capsys) -> None:
@@ -311,21 +190,21 @@ def test_generated_and_out_guards(project: tuple[Path, Path], tmp_path: Path, ca
     site = tmp_path / "site"
     (site / "docs").mkdir(parents=True)
     (site / "docs" / "index.md").write_text("mine\n")
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(site)]) == 2
+    assert apply(specs, source=root, generated=site) == 2
     assert "holds docs/index.md" in capsys.readouterr().err
     assert (site / "docs" / "index.md").read_text() == "mine\n"
 
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(root / "fork")]) == 2
+    assert apply(specs, source=root, out=root / "fork") == 2
     assert "inside --source or --generated" in capsys.readouterr().err
     generated = specs.parent / "generated"
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(generated)]) == 2
+    assert apply(specs, source=root, out=generated) == 2
     assert not (root / "fork").exists()
 
 
 def test_specs_naming_a_file_that_is_not_a_spec_is_exit_2(tmp_path: Path, capsys) -> None:
     readme = tmp_path / "README.md"
     readme.write_text("# Title\n\nText: with a colon\n- and a list\n")
-    assert main(["apply", str(readme)]) == 2
+    assert apply(readme) == 2
     err = capsys.readouterr().err
     assert "README.md:1:1: error: not a spec file" in err
     assert "Traceback" not in err
@@ -337,7 +216,7 @@ def test_a_directory_where_no_spec_file_loads_is_exit_2(tmp_path: Path, capsys) 
     specs.mkdir()
     (specs / "a.yaml").write_text("a: [\n")
     (specs / "b.yaml").write_text("- a list\n")
-    assert main(["validate", str(specs)]) == 2
+    assert codegen("validate", specs) == 2
     err = capsys.readouterr().err
     assert (
         "a.yaml:2:1: error: invalid YAML" in err and "b.yaml:1:1: error: a spec file must be a mapping" in err
@@ -355,11 +234,11 @@ def test_out_inside_the_cache_is_refused(
     monkeypatch.setenv("CODEGEN_CACHE_DIR", str(cache))
     specs, root = project
     for out in (pristine / "fork", pristine / "megatron", cache):
-        assert main(["apply", str(specs), "--source", str(root), "--out", str(out)]) == 2
+        assert apply(specs, source=root, out=out) == 2
         assert "inside the cache" in capsys.readouterr().err or out == cache
     assert sorted(p.name for p in pristine.iterdir()) == ["megatron"]
     assert not any((pristine / "megatron").iterdir())
-    assert main(["apply", str(specs), "--source", str(root), "--generated", str(cache / "gen")]) == 2
+    assert apply(specs, source=root, generated=cache / "gen") == 2
     assert "inside the cache" in capsys.readouterr().err
 
 
@@ -375,7 +254,7 @@ def test_multi_line_help_is_folded_and_escaped(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
     pin_fixture_tree(tmp_path / "cache", root)  # the pinned release: generated/ is written too
     fork = tmp_path / "fork"
-    assert main(["apply", str(specs), "--out", str(fork)]) == 0
+    assert apply(specs, out=fork) == 0
     text = (fork / DEMO).read_text()
     assert 'help="Line one, \\"quoted\\" \\\\ back. Line two."' in text
     compile(text, DEMO, "exec")

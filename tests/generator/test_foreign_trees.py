@@ -8,36 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from codegen.cli import main
 from tests.generator.support import make_project
+from tests.support.cli import apply, codegen
 
 SPEC = """\
 spans:
-  - name: demo.core.forward
-    group: layer
-    file: megatron/core/model.py
-    function: forward
-  - name: demo.core.backward
-    group: layer
-    file: megatron/core/model.py
-    function: backward
-  - name: demo.train.step
-    group: step
-    file: megatron/training/training.py
-    function: train_step
-  - name: demo.train.save
-    group: io
-    file: megatron/training/checkpointing.py
-    function: save_checkpoint
-  - name: demo.train.eval
-    group: step
-    file: megatron/training/training.py
-    function: evaluate
+  - {name: demo.core.forward, group: layer, file: megatron/core/model.py, function: forward}
+  - {name: demo.core.backward, group: layer, file: megatron/core/model.py, function: backward}
+  - {name: demo.train.step, group: step, file: megatron/training/training.py, function: train_step}
+  - {name: demo.train.save, group: io, file: megatron/training/checkpointing.py, function: save_checkpoint}
+  - {name: demo.train.eval, group: step, file: megatron/training/training.py, function: evaluate}
 hooks:
-  - file: megatron/training/training.py
-    function: train_step
-    after: {assign: loss}
-    call: otel.reset()
+  - {file: megatron/training/training.py, function: train_step, after: {assign: loss}, call: otel.reset()}
 """
 CORE = "def forward(x):\n    return x + 1\n\n\ndef backward(x):\n    return x - 1\n"
 TRAINING = (
@@ -60,26 +42,27 @@ def _errors(err: str) -> list[str]:
 
 def test_the_full_tree_resolves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     specs, root = _tree(tmp_path, training=True)
-    assert main(["validate", str(specs), "--source", str(root)]) == 0, capsys.readouterr().err
+    assert codegen("validate", specs, "--source", root) == 0, capsys.readouterr().err
     assert "5 spans in 3 files" in capsys.readouterr().out
 
 
 def test_core_only_tree_is_one_message_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     specs, root = _tree(tmp_path, training=False)
-    assert main(["validate", str(specs), "--source", str(root)]) == 3
+    assert codegen("validate", specs, "--source", root) == 3
     err = capsys.readouterr().err
     assert len(_errors(err)) == 1, err  # not one error per entry
     assert "Traceback" not in err
     (line,) = _errors(err)
     assert line.startswith(f"error: {root} (megatron-core 0.0.0, read from megatron/core/package_info.py): ")
-    assert "the tree has megatron/core but no training package" in line
-    assert "0.16 and older ship megatron/core alone" in line
-    assert (
+    for said in (
+        "the tree has megatron/core but no training package",
+        "0.16 and older ship megatron/core alone",
         "megatron/training/ is missing, which leaves out 3 spans and 1 hook "
-        "(demo.train.eval, demo.train.save, demo.train.step)"
-    ) in line
-    assert "Pass --allow-missing to instrument the 2 megatron/core spans alone" in line
-    assert "give --source a Megatron-LM checkout for the training spans" in line
+        "(demo.train.eval, demo.train.save, demo.train.step)",
+        "Pass --allow-missing to instrument the 2 megatron/core spans alone",
+        "give --source a Megatron-LM checkout for the training spans",
+    ):
+        assert said in line, line
 
 
 def test_core_only_tree_with_allow_missing_instruments_the_core_spans(
@@ -87,8 +70,7 @@ def test_core_only_tree_with_allow_missing_instruments_the_core_spans(
 ) -> None:
     specs, root = _tree(tmp_path, training=False)
     fork = tmp_path / "fork"
-    argv = ["apply", str(specs), "--source", str(root), "--out", str(fork), "--allow-missing"]
-    assert main(argv) == 0
+    assert apply(specs, "--allow-missing", source=root, out=fork) == 0
     err = capsys.readouterr().err
     warnings = [line for line in err.splitlines() if "warning:" in line]
     assert len(warnings) == 1, err  # one warning, not one per entry
@@ -111,7 +93,7 @@ def test_verify_against_a_core_only_tree_says_the_same(
     specs, root = _tree(tmp_path, training=False)
     capture = tmp_path / "capture.json"
     capture.write_text("", encoding="utf-8")
-    assert main(["verify", str(specs), str(capture), "--source", str(root)]) == 3
+    assert codegen("verify", specs, capture, "--source", root) == 3
     err = capsys.readouterr().err
     assert len(_errors(err)) == 1 and "megatron/training/ is missing" in err
 
@@ -141,7 +123,7 @@ def test_tree_with_megatrons_own_opentelemetry_is_refused_before_resolving(
     # what would otherwise be a mismatch: the refusal comes first, before any entry is resolved
     (root / "megatron/training/checkpointing.py").write_text("def renamed(path):\n    return path\n")
     fork = tmp_path / "fork"
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 3
+    assert apply(specs, source=root, out=fork) == 3
     err = capsys.readouterr().err
     assert len(_errors(err)) == 1, err
     (line,) = _errors(err)
@@ -157,7 +139,7 @@ def test_tree_with_megatrons_own_opentelemetry_is_refused_before_resolving(
     assert "save_checkpoint" not in err, "nothing was resolved"
     assert not fork.exists()
     # --allow-missing does not make it instrument the tree twice either
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork), "--allow-missing"]) == 3
+    assert apply(specs, "--allow-missing", source=root, out=fork) == 3
     assert not fork.exists()
 
 
@@ -168,9 +150,7 @@ def test_the_base_layer_alone_is_not_instrumentation(
     specs, root = _tree(tmp_path, training=True)
     _with_megatron_telemetry(root, package=True, helpers=False)
     fork = tmp_path / "fork"
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0, (
-        capsys.readouterr().err
-    )
+    assert apply(specs, source=root, out=fork) == 0, capsys.readouterr().err
     assert (fork / "megatron/core/telemetry/span_groups.py").is_file()
 
 
@@ -180,9 +160,9 @@ def test_a_fork_written_by_this_generator_is_still_a_source(
     """Not foreign instrumentation: the generator strips its own constructs and re-instruments."""
     specs, root = _tree(tmp_path, training=True)
     fork = tmp_path / "fork"
-    assert main(["apply", str(specs), "--source", str(root), "--out", str(fork)]) == 0
+    assert apply(specs, source=root, out=fork) == 0
     capsys.readouterr()
-    assert main(["validate", str(specs), "--source", str(fork)]) == 0, capsys.readouterr().err
+    assert codegen("validate", specs, "--source", fork) == 0, capsys.readouterr().err
 
 
 def test_a_word_containing_otel_in_a_comment_is_not_instrumentation(
@@ -191,18 +171,14 @@ def test_a_word_containing_otel_in_a_comment_is_not_instrumentation(
     specs, root = _tree(tmp_path, training=True)
     training = root / "megatron/training/training.py"
     training.write_text(TRAINING + "# def _otel_later(): planned\nhotel_name = 'x'\n")
-    assert main(["validate", str(specs), "--source", str(root)]) == 0, capsys.readouterr().err
+    assert codegen("validate", specs, "--source", root) == 0, capsys.readouterr().err
 
 
 REFUSED_SPEC = """\
 file: megatron/demo.py
 spans:
-  - name: demo.stream
-    group: step
-    function: stream
-  - name: demo.gone
-    group: step
-    function: renamed_upstream
+  - {name: demo.stream, group: step, function: stream}
+  - {name: demo.gone, group: step, function: renamed_upstream}
 """
 REFUSED_SOURCE = "def stream(items):\n    for item in items:\n        yield item\n"
 
@@ -212,9 +188,9 @@ def test_mismatch_advice_fits_the_failures(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], unmatched: bool
 ) -> None:
     """'releases:'/'any:' helps an entry the tree does not match, never a refused one."""
-    spec = REFUSED_SPEC if unmatched else REFUSED_SPEC.split("  - name: demo.gone")[0]
+    spec = REFUSED_SPEC if unmatched else REFUSED_SPEC.split("  - {name: demo.gone")[0]
     specs, root = make_project(tmp_path, spec, REFUSED_SOURCE)
-    assert main(["validate", str(specs), "--source", str(root)]) == 3
+    assert codegen("validate", specs, "--source", root) == 3
     err = capsys.readouterr().err
     assert (
         "span 'demo.stream' (megatron/demo.py: stream): cannot instrument stream in megatron/demo.py: " in err

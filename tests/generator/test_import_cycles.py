@@ -15,7 +15,9 @@ from codegen.spec.load import load_project
 from tests.generator.support import make_project
 
 REPO = Path(__file__).resolve().parents[2]
-THIRD_PARTY = {"opentelemetry", "pynvml"}  # the optional SDK, NVML for the resource attributes
+# the optional SDK, NVML for the resource attributes, requests where the OTLP/HTTP exporter (which
+# depends on it) hands the runtime its session (_otlp.settle_environment)
+THIRD_PARTY = {"opentelemetry", "pynvml", "requests"}
 
 
 def test_the_runtime_imports_only_the_standard_library_the_sdk_and_itself() -> None:

@@ -14,7 +14,9 @@ from codegen.pipeline import generate
 from codegen.spec.load import load_project
 from codegen.strip.equivalence import equivalent
 from codegen.strip.ours import hook_codes
-from tests.generator.support import CASES, DEMO, make_project
+from tests.generator.support import DEMO, make_project
+from tests.support.paths import CASES
+from tests.support.transform_cases import CHANGED, expected_output, read
 
 ALIAS, PARENT = "otel", "megatron"  # tests/fixtures/telemetry.yaml
 IMPORT = "import megatron.otel as _otel\n"
@@ -22,14 +24,13 @@ IMPORT = "import megatron.otel as _otel\n"
 # source has a name 'otel' of its own (releases before the private name refused to instrument it)
 # or spells '_otel' itself (an attribute, a keyword, a lambda's or comprehension's own name: the
 # old form's renaming would reach those too)
-CASE_DIRS = sorted(
+CASE_DIRS = [
     p
-    for p in CASES.iterdir()
-    if (p / "output.py").is_file()
-    and IMPORT in (p / "output.py").read_text(encoding="utf-8")
-    and not re.search(r"(?<![\w.])otel\b", (p / "input.py").read_text(encoding="utf-8"))
-    and not re.search(r"\b_otel(?!_span)\b", (p / "input.py").read_text(encoding="utf-8"))
-)
+    for p in CHANGED
+    if IMPORT in expected_output(p)
+    and not re.search(r"(?<![\w.])otel\b", read(p, "input.py"))
+    and not re.search(r"\b_otel(?!_span)\b", read(p, "input.py"))
+]
 
 
 def legacy(output: str) -> str:
@@ -41,9 +42,9 @@ def legacy(output: str) -> str:
 
 @pytest.mark.parametrize("case", CASE_DIRS, ids=lambda p: p.name)
 def test_an_old_form_case_is_pristine_once_deinstrumented(case: Path, tmp_path: Path) -> None:
-    pristine = (case / "input.py").read_text(encoding="utf-8")
-    output = (case / "output.py").read_text(encoding="utf-8")
-    specs, _ = make_project(tmp_path, (case / "spec.yaml").read_text(encoding="utf-8"), None)
+    pristine = read(case, "input.py")
+    output = expected_output(case)
+    specs, _ = make_project(tmp_path, read(case, "spec.yaml"), None)
     codes = hook_codes(list(load_project(specs, Diagnostics()).hooks), ALIAS)
     old = legacy(output)
     assert "_otel." not in old and "from megatron import otel\n" in old
@@ -52,8 +53,8 @@ def test_an_old_form_case_is_pristine_once_deinstrumented(case: Path, tmp_path: 
 
 @pytest.mark.parametrize("case", ["hooks", "wrap_argument_and_result", "flat_and_decorator_forms"])
 def test_reapplying_to_an_old_fork_equals_a_fresh_application(case: str, tmp_path: Path) -> None:
-    spec = (CASES / case / "spec.yaml").read_text(encoding="utf-8")
-    output = (CASES / case / "output.py").read_text(encoding="utf-8")
+    spec = read(CASES / case, "spec.yaml")
+    output = expected_output(CASES / case)
     specs, root = make_project(tmp_path, spec, legacy(output))
     again = generate(specs, root)
     assert again.changes[DEMO][1] == output  # the old import goes, the new one comes

@@ -9,21 +9,21 @@ from pathlib import Path
 import pytest
 
 from codegen.pipeline import generate
-from tests.generator.support import CASES, DEMO, make_project
-
-CASE_DIRS = sorted(p for p in CASES.iterdir() if (p / "output.py").is_file())  # not refusals, no-ops
+from tests.generator.support import DEMO, make_project
+from tests.support.paths import CASES
+from tests.support.transform_cases import CHANGED, expected_output, read
 
 
 def _generate(tmp_path: Path, case: Path, source: bytes) -> str:
-    specs, root = make_project(tmp_path, (case / "spec.yaml").read_text(encoding="utf-8"), None)
+    specs, root = make_project(tmp_path, read(case, "spec.yaml"), None)
     (root / DEMO).write_bytes(source)
     return generate(specs, root).changes[DEMO][1]
 
 
-@pytest.mark.parametrize("case", CASE_DIRS, ids=lambda p: p.name)
+@pytest.mark.parametrize("case", CHANGED, ids=lambda p: p.name)  # not refusals, no-ops
 def test_crlf_and_bom_are_kept(case: Path, tmp_path: Path) -> None:
-    source = (case / "input.py").read_text(encoding="utf-8")
-    expected = (case / "output.py").read_text(encoding="utf-8")
+    source = read(case, "input.py")
+    expected = expected_output(case)
     crlf = source.replace("\n", "\r\n").encode("utf-8")
     assert _generate(tmp_path / "crlf", case, crlf) == expected.replace("\n", "\r\n")
     assert _generate(tmp_path / "bom", case, b"\xef\xbb\xbf" + source.encode()) == "\ufeff" + expected

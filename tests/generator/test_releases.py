@@ -13,7 +13,6 @@ from codegen.instrumentation._package_info import tree_release
 from codegen.pipeline import generate
 from codegen.spec.load import load_project
 from tests.generator.support import (
-    CASES,
     DEMO,
     FIXTURES,
     PACKAGE_INFO,
@@ -22,6 +21,7 @@ from tests.generator.support import (
     package_info,
     pin_fixture_tree,
 )
+from tests.support.paths import CASES
 
 SPEC = (
     WORK_SPEC

@@ -2,9 +2,10 @@
 
 The expectation is one of:
 
-- ``output.py``: the instrumented file. The case also proves a stable second pass (applying the
-  specs to the output changes nothing) and that the output compiles. Regenerate an expected file
-  after a deliberate change with ``pytest tests/generator --snapshot-update``.
+- ``expected.diff``: the unified diff from ``input.py`` to the instrumented file (the changes
+  alone, as a reviewer reads them). The case also proves a stable second pass (applying the specs
+  to the output changes nothing) and that the output compiles. Rewrite the diffs after a
+  deliberate change with ``pytest tests/generator --snapshot-update``.
 - ``unchanged``: a no-op case; the file must come out byte for byte as it went in.
 - ``error.txt``: a refusal; generating fails (exit 2) and every line of the file is part of one
   reported diagnostic line, in order.
@@ -29,46 +30,70 @@ import pytest
 from codegen.atomic import write_tree
 from codegen.diagnostics import SpecError
 from codegen.pipeline import generate
-from tests.generator.support import CASES, DEMO, make_project, pin_fixture_tree
+from tests.generator.support import DEMO, make_project, pin_fixture_tree
 from tests.support.modules import import_fresh
+from tests.support.transform_cases import (
+    ALL_CASES,
+    CHANGED,
+    CHECKED,
+    EXPECTATIONS,
+    REFUSED,
+    UNCHANGED,
+    apply_diff,
+    case_diff,
+    expected_output,
+    read,
+)
 
-ALL_CASES = sorted(p for p in CASES.iterdir() if p.is_dir())
-CASE_DIRS = [p for p in ALL_CASES if (p / "output.py").is_file()]
-UNCHANGED = [p for p in ALL_CASES if (p / "unchanged").is_file()]
-REFUSED = [p for p in ALL_CASES if (p / "error.txt").is_file()]
-CHECKED = [p for p in ALL_CASES if (p / "check.py").is_file()]
+
+def _project(tmp_path: Path, case: Path) -> tuple[Path, Path]:
+    return make_project(tmp_path, read(case, "spec.yaml"), read(case, "input.py"))
 
 
 def test_every_case_has_one_expectation() -> None:
     for case in ALL_CASES:
-        kinds = [name for name in ("output.py", "unchanged", "error.txt") if (case / name).is_file()]
+        kinds = [name for name in EXPECTATIONS if (case / name).is_file()]
         assert len(kinds) == 1, f"{case.name}: {kinds or 'no expectation'}"
     assert UNCHANGED and REFUSED and CHECKED
 
 
+@pytest.mark.parametrize("case", CHANGED, ids=lambda p: p.name)
+def test_expected_diff_is_the_diff_of_its_output(case: Path) -> None:
+    """Applying a case's diff to its input rebuilds the text whose diff it is."""
+    assert case_diff(read(case, "input.py"), expected_output(case)) == read(case, "expected.diff")
+
+
+def test_a_diff_that_does_not_fit_its_input_is_refused() -> None:
+    diff = read(CHANGED[0], "expected.diff")
+    for source in ("", "x = 1\n" + read(CHANGED[0], "input.py")):
+        with pytest.raises(ValueError, match="does not apply"):
+            apply_diff(source, diff)
+    with pytest.raises(ValueError, match="not a diff"):
+        apply_diff(read(CHANGED[0], "input.py"), "")
+    case = next(c for c in CHANGED if c.name == "recursion_inline")  # two hunks
+    head, first, second = re.split(r"(?m)^(?=@@)", read(case, "expected.diff"))
+    with pytest.raises(ValueError, match="out of order"):
+        apply_diff(read(case, "input.py"), head + second + first)
+
+
 @pytest.mark.parametrize("case", UNCHANGED, ids=lambda p: p.name)
 def test_unchanged_case(case: Path, tmp_path: Path) -> None:
-    source = (case / "input.py").read_text(encoding="utf-8")
-    specs, root = make_project(tmp_path, (case / "spec.yaml").read_text(encoding="utf-8"), source)
+    specs, root = _project(tmp_path, case)
     generation = generate(specs, root)
     assert DEMO not in generation.changes
-    assert (root / DEMO).read_text(encoding="utf-8") == source
+    assert (root / DEMO).read_text(encoding="utf-8") == read(case, "input.py")
 
 
 @pytest.mark.parametrize("case", REFUSED, ids=lambda p: p.name)
 def test_refused_case(case: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    specs, root = make_project(
-        tmp_path,
-        (case / "spec.yaml").read_text(encoding="utf-8"),
-        (case / "input.py").read_text(encoding="utf-8"),
-    )
+    specs, root = _project(tmp_path, case)
     # the fixture tree as the pinned release: what does not resolve there is the spec's fault (exit 2)
     monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
     pin_fixture_tree(tmp_path / "cache", root)
     with pytest.raises(SpecError) as raised:
         generate(specs)
     reported = raised.value.diagnostics.render()
-    for expected in (case / "error.txt").read_text(encoding="utf-8").splitlines():
+    for expected in read(case, "error.txt").splitlines():
         if expected.strip():
             assert expected in reported, f"{case.name}: {expected!r} not in:\n{reported}"
 
@@ -82,11 +107,7 @@ def fresh_megatron() -> Iterator[None]:
 
 @pytest.mark.parametrize("case", CHECKED, ids=lambda p: p.name)
 def test_execution_check(case: Path, tmp_path: Path, fresh_megatron: None, exporter, provider) -> None:
-    specs, root = make_project(
-        tmp_path,
-        (case / "spec.yaml").read_text(encoding="utf-8"),
-        (case / "input.py").read_text(encoding="utf-8"),
-    )
+    specs, root = _project(tmp_path, case)
     generation = generate(specs, root)
     fork = tmp_path / "fork"
     write_tree(fork, {p: new for p, (_, new) in generation.changes.items()}, base=root)
@@ -104,14 +125,13 @@ def test_execution_check(case: Path, tmp_path: Path, fresh_megatron: None, expor
         otel.disable()
 
 
-@pytest.mark.parametrize("case", CASE_DIRS, ids=lambda p: p.name)
+@pytest.mark.parametrize("case", CHANGED, ids=lambda p: p.name)
 def test_case(case: Path, tmp_path: Path, snapshot) -> None:
-    spec = (case / "spec.yaml").read_text(encoding="utf-8")
-    specs, root = make_project(tmp_path, spec, (case / "input.py").read_text(encoding="utf-8"))
+    specs, root = _project(tmp_path, case)
     generation = generate(specs, root)
     output = generation.changes[DEMO][1]
     snapshot.snapshot_dir = case
-    snapshot.assert_match(output, "output.py")
+    snapshot.assert_match(case_diff(read(case, "input.py"), output), "expected.diff")
     compile(output, DEMO, "exec")
 
     # Second pass over the instrumented tree, runtime package included: nothing left to do.
@@ -130,12 +150,12 @@ def test_untouched_lines_are_byte_identical() -> None:
     """Lines the diff removes come back unchanged but for added indentation; only the import
     line the runtime alias is merged into may change, a call a wrap hook or a stream span rewrites
     keeps its text inside the wrapper, and hugged arguments may go one per line."""
-    for case in CASE_DIRS:
-        source = (case / "input.py").read_text(encoding="utf-8").splitlines()
-        output = (case / "output.py").read_text(encoding="utf-8").splitlines()
+    for case in CHANGED:
+        source = read(case, "input.py").splitlines()
+        output = expected_output(case).splitlines()
         removed = [l[2:] for l in difflib.ndiff(source, output) if l.startswith("- ")]
         added = [l[2:] for l in difflib.ndiff(source, output) if l.startswith("+ ")]
-        spec = (case / "spec.yaml").read_text(encoding="utf-8")
+        spec = read(case, "spec.yaml")
         wraps = "wrap:" in spec or "stream:" in spec  # a wrapped call keeps its text inside the wrapper
         for line in removed:
             if line.startswith("from megatron import "):

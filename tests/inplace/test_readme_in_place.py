@@ -23,6 +23,7 @@ from tests.support.doc_blocks import IN_REPO, env_redirecting_clone, workspace
 from tests.support.doc_blocks import blocks as page_blocks
 from tests.support.git_repo import IDENTITY, clone, git
 from tests.support.paths import REPO
+from tests.support.serving_files import SERVING_FILES, instrumented
 
 MANIFEST = "megatron/core/otel/_in_place.json"
 
@@ -76,6 +77,10 @@ def test_in_place_block_commits_the_instrumented_checkout(applied: tuple[Path, s
     assert "+126 -15  megatron/training/training.py" in output
     committed = set(git(checkout, "diff", "--name-only", "HEAD~1", "HEAD").split())
     assert MANIFEST in committed and "docs/otel/spans.md" in committed and "specs/training.yaml" in committed
+    # issue 40: the inference server's and the dynamic engine's modules too
+    assert set(SERVING_FILES) <= committed
+    for path in SERVING_FILES:
+        assert instrumented(path, (checkout / path).read_text(encoding="utf-8")), path
 
 
 def test_the_change_is_the_patch_set_byte_for_byte(

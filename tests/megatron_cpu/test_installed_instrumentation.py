@@ -162,6 +162,20 @@ def test_training_is_woven_from_site_packages(runs: dict[str, Any], site: Path) 
     )
 
 
+def test_the_installed_wheel_weaves_the_server_and_the_engine(site: Path) -> None:
+    """Issue 40: the pip-installed wheel's table has the inference server's and the dynamic
+    engine's modules for 0.19.2, woven with their spans (no serving run here: test_serving.py)."""
+    from tests.support.instrumentation_wheel import MODULE, package_table
+    from tests.support.serving_files import SERVING_FILES, instrumented
+
+    (packages,) = {p.parent for p in site.glob(f"lib/python*/site-packages/{MODULE}")}
+    table = package_table(packages)
+    for path in SERVING_FILES:
+        (entry,) = [e for e in table["files"].get(path, ()) if e["release"] == "0.19.2"]
+        woven = (packages / MODULE / "woven" / f"{entry['woven']}.pysrc").read_text()
+        assert instrumented(path, woven), path
+
+
 def test_span_names_equal_the_fork_run(runs: dict[str, Any]) -> None:
     woven = _names(runs["woven"]["capture"])
     fork = _names(runs["fork"].capture)

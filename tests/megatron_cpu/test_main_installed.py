@@ -143,6 +143,20 @@ def _scopes(document: dict[str, Any]) -> set[str]:
     return {s.get("scope", {}).get("name", "") for rs in document["resourceSpans"] for s in rs["scopeSpans"]}
 
 
+def test_the_installed_wheel_weaves_the_server_and_the_engine(wheel_site: Path) -> None:
+    """Issue 40: the wheel installed from the guide's block has main's inference server modules
+    and dynamic engine, woven with their spans (the #6438 tree's text replaced)."""
+    from tests.support.instrumentation_wheel import MODULE, package_table
+    from tests.support.serving_files import SERVING_FILES, instrumented
+
+    table = package_table(wheel_site)
+    (label,) = table["replaced"]
+    for path in SERVING_FILES:
+        (entry,) = [e for e in table["files"].get(path, ()) if e["release"] == label]
+        woven = (wheel_site / MODULE / "woven" / f"{entry['woven']}.pysrc").read_text()
+        assert instrumented(path, woven), path
+
+
 def test_the_snapshot_is_served_replaced(runs: dict[str, Any]) -> None:
     _out, _doc, result, output = runs["installed"]
     assert result["megatron_file"].startswith(str(snapshot("with")))  # the tree as it is, unchanged

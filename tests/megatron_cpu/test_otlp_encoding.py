@@ -61,22 +61,14 @@ def more_spans(otel: ModuleType) -> None:
     span and span.end()
     span = otel.LAYER and otel.start_span("megatron.layer.mlp", lambda: {"huge": 2**70})
     span and span.end()
-    remote = SpanContext(
-        0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1), trace_state=TraceState([("k", "v")])
-    )
-    token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(remote)))
-    try:
-        span = otel.LAYER and otel.start_span("megatron.layer.forward")
-        span and span.end()
-    finally:
-        context.detach(token)
-    remote = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1))
-    token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(remote)))
-    try:
-        span = otel.LAYER and otel.start_span("megatron.layer.forward")
-        span and span.end()
-    finally:
-        context.detach(token)
+    for state in (TraceState([("k", "v")]), None):  # a remote parent with a trace state, one without
+        remote = SpanContext(0xABC, 0xDEF, is_remote=True, trace_flags=TraceFlags(1), trace_state=state)
+        token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(remote)))
+        try:
+            span = otel.LAYER and otel.start_span("megatron.layer.forward")
+            span and span.end()
+        finally:
+            context.detach(token)
 
 
 def test_the_runtime_encodes_a_batch_as_the_sdk_exporter_does(
@@ -144,3 +136,89 @@ def test_the_lean_recorder_sends_its_own_encoding_only_through_the_otlp_http_exp
     exporter.shutdown()
     send = otel._otlp.sender(exporter)
     assert send is not None and send(b"") is False  # a shut-down exporter sends nothing
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {},
+        {"HTTP_PROXY": "http://proxy.example:3128", "ALL_PROXY": "http://all.example:1"},
+        {"HTTP_PROXY": "http://proxy.example:3128", "NO_PROXY": "127.0.0.1"},
+        {"REQUESTS_CA_BUNDLE": "/etc/bundle.pem"},
+        {"CURL_CA_BUNDLE": "/etc/curl.pem", "NETRC": "{netrc}"},
+    ],
+)
+def test_the_sender_reads_the_environment_once_and_sends_as_requests_would(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Any, environ: dict[str, str]
+) -> None:
+    """requests reads proxies, a .netrc and a CA bundle from the environment on every request;
+    the sender reads them once: each request's settings are those requests would have merged."""
+    import requests
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login user password secret\n")
+    for name in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+    ):
+        for variant in (name, name.lower()):
+            monkeypatch.delenv(variant, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "absent"))
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value.format(netrc=netrc))
+    endpoint = "http://127.0.0.1:9/v1/traces"
+    exporter = OTLPSpanExporter(endpoint=endpoint, timeout=0.1)
+    session = exporter._client._transport._session
+
+    def merged() -> tuple[Any, ...]:
+        request = session.prepare_request(requests.Request("POST", endpoint, data=b"x"))
+        settings = session.merge_environment_settings(endpoint, {}, None, None, None)
+        return settings["proxies"], settings["verify"], request.headers.get("Authorization")
+
+    before = merged()
+    assert otel._otlp.sender(exporter) is not None
+    assert session.trust_env is False
+    for name in environ:  # read once: a change afterwards is not seen
+        monkeypatch.setenv(name, "http://changed.example:1")
+    assert merged() == before
+    if "NETRC" in environ:
+        assert before[2] is not None  # the netrc's credentials, kept
+    exporter.shutdown()
+
+
+def test_a_batch_with_spans_of_another_resource_keeps_its_own_spans_too(otel: ModuleType) -> None:
+    """A batch holding lean spans and an SDK span of another resource: one request with both
+    resources, every span in it (counted once)."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import SpanLimits
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    resource = Resource.create({"service.name": "own"})
+    provider = TracerProvider(resource=Resource.create({"service.name": "other"}))
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    for name in ("other.a", "other.b"):
+        provider.get_tracer("other").start_span(name).end()
+    foreign = list(exporter.get_finished_spans())
+    lean = otel._lean_span
+    parent = lean.new_span(None, "parent", None, (5, 1, None), None, 10, span_id=3)
+    child = lean.new_span(None, "child", parent, (5, 1, None), {"n": 1}, 11, span_id=4)
+    parent._end, child._end = 20, 19
+    encoder = otel._otlp.SpanEncoder(
+        resource, InstrumentationScope("s"), {}, SpanLimits(), lean.LeanSpan, lambda s: None
+    )
+    data, count, failed = encoder.encode([child, foreign[0], parent, foreign[1]])
+    assert (count, failed) == (4, 0)
+    request = ExportTraceServiceRequest.FromString(data)
+    services = {
+        next(a.value.string_value for a in r.resource.attributes if a.key == "service.name"): sorted(
+            s.name for ss in r.scope_spans for s in ss.spans
+        )
+        for r in request.resource_spans
+    }
+    assert services == {"own": ["child", "parent"], "other": ["other.a", "other.b"]}

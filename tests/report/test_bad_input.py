@@ -85,32 +85,28 @@ def test_two_jobs_mixed_same_rank_twice(capsys, tmp_path):
     _refused(capsys, tmp_path, tmp_path / "a.json", tmp_path / "b.json", match="two processes of rank 0")
 
 
-def test_negative_duration(capsys, tmp_path):
-    spans = _good(tmp_path)
-    spans.spans[3]["endTimeUnixNano"] = str(int(spans.spans[3]["startTimeUnixNano"]) - 5_000_000)
-    spans.write(tmp_path / "neg.json")
-    err = _refused(
-        capsys,
-        tmp_path,
-        tmp_path / "neg.json",
-        match="span 'megatron.startup.model_init' ends before it starts",
-    )
-    assert err.startswith(f"{tmp_path / 'neg.json'}:1:1: error: record 4 ")
+def _negative_duration(spans: list[dict]) -> None:
+    spans[3]["endTimeUnixNano"] = str(int(spans[3]["startTimeUnixNano"]) - 5_000_000)
 
 
-def test_missing_end(capsys, tmp_path):
+@pytest.mark.parametrize(
+    ("mutate", "match", "place"),
+    [
+        (_negative_duration, "span 'megatron.startup.model_init' ends before it starts", "record 4 "),
+        (
+            lambda spans: spans[2].pop("endTimeUnixNano"),
+            "span 'megatron.startup.imports' has a start time and no end time",
+            "record 3 (resourceSpans[0].scopeSpans[0].spans[2].endTimeUnixNano): ",
+        ),
+    ],
+    ids=["negative_duration", "missing_end"],
+)
+def test_span_times_that_cannot_be(capsys, tmp_path, mutate, match: str, place: str):
     spans = _good(tmp_path)
-    del spans.spans[2]["endTimeUnixNano"]
-    spans.write(tmp_path / "open.json")
-    err = _refused(
-        capsys,
-        tmp_path,
-        tmp_path / "open.json",
-        match="span 'megatron.startup.imports' has a start time and no end time",
-    )
-    assert err.startswith(
-        f"{tmp_path / 'open.json'}:1:1: error: record 3 (resourceSpans[0].scopeSpans[0].spans[2].endTimeUnixNano): "
-    ), err
+    mutate(spans.spans)
+    spans.write(tmp_path / "bad.json")
+    err = _refused(capsys, tmp_path, tmp_path / "bad.json", match=match)
+    assert err.startswith(f"{tmp_path / 'bad.json'}:1:1: error: {place}"), err
 
 
 def test_not_a_capture(capsys, tmp_path):

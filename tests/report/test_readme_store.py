@@ -42,6 +42,17 @@ def _run(command: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str
     )
 
 
+def _run_on_the_fresh_capture(block: str, tmp_path: Path) -> Path:
+    """The page's block ``block`` run in a workspace (returned) whose run/capture.jsonl is the
+    shipped fresh capture; it must succeed."""
+    work = _workspace(tmp_path)
+    (work / "run").mkdir()
+    shutil.copy2(DATA / "fresh.jsonl", work / "run" / "capture.jsonl")
+    result = _run(blocks(PAGE)[block], work)
+    assert result.returncode == 0, result.stderr
+    return work
+
+
 def test_collector_configuration():
     config = yaml.safe_load(blocks(PAGE)["file otel-collector.yaml"])
     exporter = config["exporters"]["clickhouse"]
@@ -73,11 +84,7 @@ def test_store_command_runs_as_written(project, tmp_path):
 
 def test_engine_chdb_command_runs_as_written(project, tmp_path):
     pytest.importorskip("chdb", reason="the report-store extra (chdb) is not installed")
-    work = _workspace(tmp_path)
-    (work / "run").mkdir()
-    shutil.copy2(DATA / "fresh.jsonl", work / "run" / "capture.jsonl")
-    result = _run(blocks(PAGE)["report-engine-chdb"], work)
-    assert result.returncode == 0, result.stderr
+    work = _run_on_the_fresh_capture("report-engine-chdb", tmp_path)
     assert (work / "report" / "report.txt").read_text() == build(project, [DATA / "fresh.jsonl"]).text
 
 
@@ -85,11 +92,7 @@ def test_save_store_commands_run_as_written(project, tmp_path):
     """The page's recipe for a chdb store made from captures: the store it saves reports again,
     selected by the service the shipped captures carry, to the file report's text."""
     pytest.importorskip("chdb", reason="the report-store extra (chdb) is not installed")
-    work = _workspace(tmp_path)
-    (work / "run").mkdir()
-    shutil.copy2(DATA / "fresh.jsonl", work / "run" / "capture.jsonl")
-    result = _run(blocks(PAGE)["report-save-store"], work)
-    assert result.returncode == 0, result.stderr
+    work = _run_on_the_fresh_capture("report-save-store", tmp_path)
     want = build(project, [DATA / "fresh.jsonl"]).text
     assert (work / "report" / "report.txt").read_text() == want
     assert (work / "report-again" / "report.txt").read_text() == want

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,11 +90,13 @@ def tree(tmp_path: Path) -> Path:
     return root
 
 
-def _probe(tree: Path, site: Path | None, env: dict[str, str] | None = None) -> dict[str, object]:
+def _run(tree: Path, code: str, site: Path | None = None, env: dict[str, str] | None = None) -> Any:
+    """What ``code`` prints last, as JSON: run in a fresh interpreter on ``tree`` (and ``site``),
+    no telemetry variables from the machine but ``env``."""
     path = [str(tree)] + ([str(site)] if site else [])
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
     result = subprocess.run(
-        [sys.executable, "-c", PROBE],
+        [sys.executable, "-c", code],
         env={**clean, "PYTHONPATH": os.pathsep.join(path), **(env or {})},
         capture_output=True,
         text=True,
@@ -101,6 +104,10 @@ def _probe(tree: Path, site: Path | None, env: dict[str, str] | None = None) -> 
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.splitlines()[-1])
+
+
+def _probe(tree: Path, site: Path | None, env: dict[str, str] | None = None) -> dict[str, Any]:
+    return _run(tree, PROBE, site, env)
 
 
 def _set_format(path: Path, old: str, new: str) -> None:
@@ -147,12 +154,7 @@ def test_package_absent_every_runtime_function_is_a_named_no_op(tree: Path) -> N
         "import json, megatron.core.otel as o; "
         "print(json.dumps([sorted(n for n in vars(o) if callable(vars(o)[n])), '__getattr__' in vars(o)]))"
     )
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
-    result = subprocess.run(
-        [sys.executable, "-c", probe], env={**clean, "PYTHONPATH": str(tree)}, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    names, has_getattr = json.loads(result.stdout.splitlines()[-1])
+    names, has_getattr = _run(tree, probe)
     functions = {n for n in runtime.__all__ if callable(getattr(runtime, n))}
     assert functions <= set(names), sorted(functions - set(names))
     assert has_getattr is False
@@ -165,12 +167,7 @@ def test_package_absent_leaves_no_runtime_module_behind(tree: Path) -> None:
         "import json, sys, megatron.core.otel; "
         "print(json.dumps(sorted(n for n in sys.modules if n.startswith(('megatron.core.otel', 'megatron_otel')))))"
     )
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
-    result = subprocess.run(
-        [sys.executable, "-c", probe], env={**clean, "PYTHONPATH": str(tree)}, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    modules = json.loads(result.stdout.splitlines()[-1])
+    modules = _run(tree, probe)
     assert modules == ["megatron.core.otel", "megatron.core.otel._records", "megatron.core.otel._taxonomy"]
 
 
@@ -182,12 +179,7 @@ def test_package_absent_stream_and_stamp_return_what_they_are_handed(tree: Path)
         "import json, megatron.core.otel as o; "
         "print(json.dumps([list(o.stream(False, iter([1, 2]))), list(o.stream(iter([3]))), o.stamp('k', 4)]))"
     )
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
-    result = subprocess.run(
-        [sys.executable, "-c", probe], env={**clean, "PYTHONPATH": str(tree)}, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.splitlines()[-1]) == [[1, 2], [3], 4]
+    assert _run(tree, probe) == [[1, 2], [3], 4]
 
 
 def test_the_shims_record_types_have_the_runtimes_fields(tree: Path) -> None:
@@ -200,12 +192,7 @@ def test_the_shims_record_types_have_the_runtimes_fields(tree: Path) -> None:
         "import json, sys, megatron.core.otel; r = sys.modules['megatron.core.otel._records']; "
         f"print(json.dumps({{n: getattr(r, n)._fields for n in {list(RECORDS)!r}}}))"
     )
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
-    result = subprocess.run(
-        [sys.executable, "-c", probe], env={**clean, "PYTHONPATH": str(tree)}, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    fields = json.loads(result.stdout.splitlines()[-1])
+    fields = _run(tree, probe)
     assert fields == {name: list(getattr(_records, name)._fields) for name in RECORDS}
 
 
@@ -220,12 +207,7 @@ def test_the_shim_reads_without_tricks(tree: Path) -> None:
 
 def test_package_absent_and_telemetry_off_says_nothing(tree: Path) -> None:
     probe = PROBE.replace("otel_enabled=True", "otel_enabled=False")
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
-    result = subprocess.run(
-        [sys.executable, "-c", probe], env={**clean, "PYTHONPATH": str(tree)}, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.splitlines()[-1])["warnings"] == []
+    assert _run(tree, probe)["warnings"] == []
     # the variable switches it on as the flag does
     assert _probe(tree, None, {"MEGATRON_OTEL_ENABLED": "1"})["warnings"] == [
         f"telemetry stays off: {INSTALL}"

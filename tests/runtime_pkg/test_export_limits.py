@@ -21,6 +21,8 @@ import pytest
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from tests.support.lean_workload import set_env
+
 MODULE = "opentelemetry.exporter.otlp.proto.http.{signal}_exporter"
 
 
@@ -88,14 +90,14 @@ def stuck(monkeypatch: pytest.MonkeyPatch) -> list[StuckExporter]:
         module = ModuleType(MODULE.format(signal=signal))
         setattr(module, f"OTLP{kind}Exporter", exporter)
         monkeypatch.setitem(sys.modules, module.__name__, module)
-    for name, value in {
-        "MEGATRON_OTEL_ENABLED": "1",
-        "MEGATRON_OTEL_EXPORTER": "otlp",
-        "MEGATRON_OTEL_SPAN_GROUPS": "all",
-        "MEGATRON_OTEL_METRICS_ENABLED": "0",
-        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-    }.items():
-        monkeypatch.setenv(name, value)
+    set_env(
+        monkeypatch,
+        MEGATRON_OTEL_ENABLED="1",
+        MEGATRON_OTEL_EXPORTER="otlp",
+        MEGATRON_OTEL_SPAN_GROUPS="all",
+        MEGATRON_OTEL_METRICS_ENABLED="0",
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+    )
     return StuckExporter.made
 
 
@@ -123,15 +125,20 @@ def test_defaults_come_from_the_specs(otel: ModuleType) -> None:
     assert (limits.span_schedule_delay_ms, limits.metric_export_interval_ms) == (5000, 60000)
 
 
+# every limit a run sets, each away from its default
+LIMITS = {
+    "MEGATRON_OTEL_EXPORT_TIMEOUT_S": "2.5",
+    "OTEL_BSP_MAX_QUEUE_SIZE": "64",
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "16",
+    "OTEL_BSP_SCHEDULE_DELAY": "250",
+    "OTEL_METRIC_EXPORT_INTERVAL": "1500",
+}
+
+
 def test_processor_reader_and_exporters_built_with_the_configured_limits(
     otel: ModuleType, stuck: list[StuckExporter], monkeypatch: pytest.MonkeyPatch, recording_path: str
 ) -> None:
-    monkeypatch.setenv("MEGATRON_OTEL_METRICS_ENABLED", "1")
-    monkeypatch.setenv("MEGATRON_OTEL_EXPORT_TIMEOUT_S", "2.5")
-    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "64")
-    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "16")
-    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "250")
-    monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "1500")
+    set_env(monkeypatch, MEGATRON_OTEL_METRICS_ENABLED="1", **LIMITS)
     otel.configure()
     bounded = processor(otel)  # the lean recorder or the runtime's BoundedBatchSpanProcessor (_batch.py)
     tracer = type(otel._state.PROCESS.run.tracer).__name__
@@ -174,8 +181,7 @@ def test_a_standard_otlp_timeout_is_honoured_unless_ours_is_set(
 def test_invalid_limits_fail_fast_naming_the_variable(
     otel: ModuleType, monkeypatch: pytest.MonkeyPatch, settings: dict[str, str], expected: list[str]
 ) -> None:
-    for name, value in settings.items():
-        monkeypatch.setenv(name, value)
+    set_env(monkeypatch, **settings)
     with pytest.raises(ValueError) as info:
         otel.configure()
     for text in expected:
@@ -191,8 +197,7 @@ def test_shutdown_is_bounded_by_the_flush_timeout_and_counts_what_was_lost(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setenv("MEGATRON_OTEL_FLUSH_TIMEOUT_S", "0.5")
-    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000")
+    set_env(monkeypatch, MEGATRON_OTEL_FLUSH_TIMEOUT_S="0.5", OTEL_BSP_SCHEDULE_DELAY="3600000")
     otel.configure()
     record(otel, 300)
     caplog.set_level(logging.WARNING)
@@ -213,9 +218,12 @@ def test_a_full_queue_drops_new_spans_counts_them_and_logs_once(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8")
-    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4")
-    monkeypatch.setenv("MEGATRON_OTEL_FLUSH_TIMEOUT_S", "0.2")
+    set_env(
+        monkeypatch,
+        OTEL_BSP_MAX_QUEUE_SIZE="8",
+        OTEL_BSP_MAX_EXPORT_BATCH_SIZE="4",
+        MEGATRON_OTEL_FLUSH_TIMEOUT_S="0.2",
+    )
     otel.configure()
     caplog.set_level(logging.WARNING)
     record(otel, 100)
@@ -270,9 +278,12 @@ def test_spans_recorded_a_few_at_a_time_are_exported_in_full_batches(
     module = sys.modules[MODULE.format(signal="trace")]
     monkeypatch.setattr(module, "OTLPSpanExporter", CountingExporter)
     CountingExporter.sizes = []
-    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "64")
-    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "100000")
-    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000")
+    set_env(
+        monkeypatch,
+        OTEL_BSP_MAX_EXPORT_BATCH_SIZE="64",
+        OTEL_BSP_MAX_QUEUE_SIZE="100000",
+        OTEL_BSP_SCHEDULE_DELAY="3600000",
+    )
     otel.configure()
     for _ in range(129):  # 1,290 spans, ten at a time, the export thread free in between
         record(otel, 10)

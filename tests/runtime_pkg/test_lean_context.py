@@ -48,6 +48,12 @@ def finished(
     return {s.name: s for s in spans}
 
 
+def open_nested(otel: ModuleType) -> tuple[Any, Any]:
+    """An iteration span and, opened inside it, a layer's forward span; both left open."""
+    outer = otel.start_span("megatron.train.iteration")
+    return outer, otel.start_span("megatron.layer.forward")
+
+
 def parent_name(spans: dict[str, ReadableSpan], name: str) -> str | None:
     span = spans[name]
     if span.parent is None:
@@ -78,8 +84,7 @@ def test_foreign_spans_parent_to_the_innermost_and_back(
     otel: ModuleType, lean: InMemorySpanExporter, foreign: tuple[trace.Tracer, InMemorySpanExporter]
 ) -> None:
     tracer, foreign_exporter = foreign
-    outer = otel.start_span("megatron.train.iteration")
-    inner = otel.start_span("megatron.layer.forward")
+    outer, inner = open_nested(otel)
     with tracer.start_as_current_span("foreign.op"):
         nested = otel.start_span("megatron.layer.mlp")  # inside the foreign span
         with tracer.start_as_current_span("foreign.inner"):
@@ -100,8 +105,7 @@ def test_foreign_spans_parent_to_the_innermost_and_back(
 
 
 def test_set_value_keeps_the_current_span(otel: ModuleType, lean: InMemorySpanExporter) -> None:
-    outer = otel.start_span("megatron.train.iteration")
-    inner = otel.start_span("megatron.layer.forward")
+    outer, inner = open_nested(otel)
     token = context.attach(baggage.set_baggage("k", "v"))  # the API copies the current context
     assert trace.get_current_span() is inner and baggage.get_baggage("k") == "v"
     context.detach(token)
@@ -113,8 +117,7 @@ def test_set_value_keeps_the_current_span(otel: ModuleType, lean: InMemorySpanEx
 def test_a_context_captured_in_a_span_read_later_on_its_thread(
     otel: ModuleType, lean: InMemorySpanExporter
 ) -> None:
-    outer = otel.start_span("megatron.train.iteration")
-    inner = otel.start_span("megatron.layer.forward")
+    outer, inner = open_nested(otel)
     captured = context.get_current()
     inner.end()
     # the innermost span of the nesting still open
@@ -127,8 +130,7 @@ def test_a_context_carried_to_another_thread_parents_to_the_outermost_span(
     otel: ModuleType, lean: InMemorySpanExporter, foreign: tuple[trace.Tracer, InMemorySpanExporter]
 ) -> None:
     tracer, foreign_exporter = foreign
-    outer = otel.start_span("megatron.train.iteration")
-    inner = otel.start_span("megatron.layer.forward")
+    outer, inner = open_nested(otel)
     captured = context.get_current()
     seen: dict[str, Any] = {}
 

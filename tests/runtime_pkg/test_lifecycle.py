@@ -46,6 +46,14 @@ def sites(rendered: Rendered) -> ModuleType:
     return rendered.import_call_sites()
 
 
+@pytest.fixture
+def telemetry_on(otel: ModuleType, provider: TracerProvider, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``otel`` on through the environment (every group), configured with ``provider`` (its spans go
+    to ``exporter``)."""
+    enable_env(monkeypatch)
+    otel.configure(tracer_provider=provider)
+
+
 def named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
     return [s for s in spans if s.name == name]
 
@@ -139,14 +147,10 @@ def test_startup_phases_are_backdated_children_and_pre_startup_a_root(
     assert (pre.start_time, pre.end_time) == (ns(T0 - 40), ns(T0 - 20))
 
 
+@pytest.mark.usefixtures("telemetry_on")
 def test_startup_without_program_start_is_backdated_to_process_start(
-    otel: ModuleType,
-    provider: TracerProvider,
-    exporter: InMemorySpanExporter,
-    monkeypatch: pytest.MonkeyPatch,
+    otel: ModuleType, exporter: InMemorySpanExporter
 ) -> None:
-    enable_env(monkeypatch)
-    otel.configure(tracer_provider=provider)
     otel.startup({})
     otel.shutdown()
     startup = one(exporter.get_finished_spans(), "megatron.startup")
@@ -154,15 +158,10 @@ def test_startup_without_program_start_is_backdated_to_process_start(
     assert startup.start_time > ns(time.time() - 7 * 24 * 3600)
 
 
+@pytest.mark.usefixtures("telemetry_on")
 def test_startup_attributes_that_raise_are_logged_once(
-    otel: ModuleType,
-    provider: TracerProvider,
-    exporter: InMemorySpanExporter,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
+    otel: ModuleType, exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
 ) -> None:
-    enable_env(monkeypatch)
-    otel.configure(tracer_provider=provider)
     with caplog.at_level(logging.WARNING, logger=otel.__name__):
         otel.startup(TIMESTAMPS, lambda: {"megatron.model_type": 1 // 0})
         otel.set_current_attributes(lambda: {"x": [].pop()})
@@ -190,18 +189,15 @@ def test_startup_attributes_that_raise_are_logged_once(
         (0, 3, 1, [0, 1, 2]),
     ],
 )
+@pytest.mark.usefixtures("telemetry_on")
 def test_reroots_exactly_at_save_interval_boundaries(
     otel: ModuleType,
-    provider: TracerProvider,
     exporter: InMemorySpanExporter,
-    monkeypatch: pytest.MonkeyPatch,
     start: int,
     stop: int,
     save_interval: int | None,
     interval_starts: list[int],
 ) -> None:
-    enable_env(monkeypatch)
-    otel.configure(tracer_provider=provider)
     otel.startup(TIMESTAMPS)
     assert not otel.in_training()
     run_training(otel, start, stop, save_interval)
@@ -229,14 +225,10 @@ def test_reroots_exactly_at_save_interval_boundaries(
     assert trace.get_current_span() is trace.INVALID_SPAN
 
 
+@pytest.mark.usefixtures("telemetry_on")
 def test_interval_without_startup_has_no_link_and_train_iteration_outside_training_is_ignored(
-    otel: ModuleType,
-    provider: TracerProvider,
-    exporter: InMemorySpanExporter,
-    monkeypatch: pytest.MonkeyPatch,
+    otel: ModuleType, exporter: InMemorySpanExporter
 ) -> None:
-    enable_env(monkeypatch)
-    otel.configure(tracer_provider=provider)
     otel.train_iteration(5)
     otel.end_training()
     assert exporter.get_finished_spans() == ()
@@ -249,9 +241,8 @@ def test_interval_without_startup_has_no_link_and_train_iteration_outside_traini
 # --- exit paths --------------------------------------------------------------------------------
 
 
-def pretrain_like(otel: ModuleType, provider: TracerProvider, failure: BaseException | None) -> None:
-    """configure, startup, a training loop that may fail, as the generated pretrain()/train() do."""
-    otel.configure(tracer_provider=provider)
+def pretrain_like(otel: ModuleType, failure: BaseException | None) -> None:
+    """startup, a training loop that may fail, as the generated pretrain()/train() do."""
     otel.startup(TIMESTAMPS)
     otel.begin_training(0, 2)
     try:
@@ -263,15 +254,12 @@ def pretrain_like(otel: ModuleType, provider: TracerProvider, failure: BaseExcep
         otel.end_training()
 
 
+@pytest.mark.usefixtures("telemetry_on")
 def test_exception_escaping_training_ends_and_exports_spans(
-    otel: ModuleType,
-    provider: TracerProvider,
-    exporter: InMemorySpanExporter,
-    monkeypatch: pytest.MonkeyPatch,
+    otel: ModuleType, exporter: InMemorySpanExporter
 ) -> None:
-    enable_env(monkeypatch)
     with pytest.raises(RuntimeError, match="diverged"):
-        pretrain_like(otel, provider, RuntimeError("diverged"))
+        pretrain_like(otel, RuntimeError("diverged"))
     spans = exporter.get_finished_spans()
     assert one(spans, "megatron.startup").status.status_code is StatusCode.UNSET
     intervals = sorted(named(spans, "megatron.train"), key=lambda s: s.start_time)
@@ -284,18 +272,13 @@ def test_exception_escaping_training_ends_and_exports_spans(
     assert trace.get_current_span() is trace.INVALID_SPAN
 
 
+@pytest.mark.usefixtures("telemetry_on")
 @pytest.mark.parametrize(("code", "error"), [(0, False), (None, False), (3, True)])
 def test_early_exit_through_generated_finally_ends_spans(
-    otel: ModuleType,
-    provider: TracerProvider,
-    exporter: InMemorySpanExporter,
-    monkeypatch: pytest.MonkeyPatch,
-    code: int | None,
-    error: bool,
+    otel: ModuleType, exporter: InMemorySpanExporter, code: int | None, error: bool
 ) -> None:
-    enable_env(monkeypatch)
     with pytest.raises(SystemExit):
-        pretrain_like(otel, provider, SystemExit(code))
+        pretrain_like(otel, SystemExit(code))
     intervals = named(exporter.get_finished_spans(), "megatron.train")
     assert len(intervals) == 2 and all(s.end_time for s in intervals)
     last = max(intervals, key=lambda s: s.start_time)
@@ -303,16 +286,15 @@ def test_early_exit_through_generated_finally_ends_spans(
     assert trace.get_current_span() is trace.INVALID_SPAN
 
 
+@pytest.mark.usefixtures("telemetry_on")
 def test_shutdown_ends_open_spans_and_happens_once(
     otel: ModuleType,
     provider: TracerProvider,
     exporter: InMemorySpanExporter,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    enable_env(monkeypatch)
     flushes: list[int] = []
     monkeypatch.setattr(provider, "force_flush", lambda *a: flushes.append(1) or True)
-    otel.configure(tracer_provider=provider)
     otel.startup(TIMESTAMPS)
     otel.begin_training(0, None)
     otel.shutdown()

@@ -239,9 +239,8 @@ def test_a_global_provider_set_by_the_application_is_used_and_flushed_not_replac
     otel: ModuleType, monkeypatch: pytest.MonkeyPatch, global_providers: tuple
 ) -> None:
     exporter, reader = global_providers
-    enable_env(monkeypatch)
-    monkeypatch.setenv("MEGATRON_OTEL_METRICS_ENABLED", "1")
-    monkeypatch.setenv("MEGATRON_OTEL_EXPORTER", "console")  # would print if it were used
+    # the console exporter would print if it were used
+    enable_env(monkeypatch, MEGATRON_OTEL_METRICS_ENABLED="1", MEGATRON_OTEL_EXPORTER="console")
     otel.configure()
     otel.startup(STAMPS)
     otel.begin_training(0, None)
@@ -259,9 +258,7 @@ def test_own_providers_switch_forces_the_runtimes_providers(
     otel: ModuleType, monkeypatch: pytest.MonkeyPatch, global_providers: tuple
 ) -> None:
     exporter, _ = global_providers
-    enable_env(monkeypatch)
-    monkeypatch.setenv("MEGATRON_OTEL_EXPORTER", "none")
-    monkeypatch.setenv("MEGATRON_OTEL_OWN_PROVIDERS", "1")
+    enable_env(monkeypatch, MEGATRON_OTEL_EXPORTER="none", MEGATRON_OTEL_OWN_PROVIDERS="1")
     otel.configure()
     otel.startup(STAMPS)
     otel.begin_training(0, None)

@@ -210,13 +210,19 @@ def test_start_span_before_enable_returns_none(otel: ModuleType) -> None:
 # --- call sites --------------------------------------------------------------------------------
 
 
+def _attributes_evaluated_by_save(sites: ModuleType) -> list[str]:
+    """The checkpoint call site run: what its attribute callback recorded (nothing when it did not
+    run)."""
+    calls: list[str] = []
+    assert sites.save(calls) == "saved"
+    return calls
+
+
 def test_call_site_emits_span_with_attributes(
     otel: ModuleType, sites: ModuleType, provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
     otel.enable("checkpoint", tracer_provider=provider)
-    calls: list[str] = []
-    assert sites.save(calls) == "saved"
-    assert calls == ["attributes"]
+    assert _attributes_evaluated_by_save(sites) == ["attributes"]
     span = finished(exporter)["megatron.checkpoint.save"]
     assert dict(span.attributes or {}) == {
         "megatron.span_group": "checkpoint",
@@ -251,9 +257,7 @@ def test_disabled_group_emits_nothing_and_skips_attributes(
     otel: ModuleType, sites: ModuleType, provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
     otel.enable("layer", tracer_provider=provider)
-    calls: list[str] = []
-    assert sites.save(calls) == "saved"
-    assert calls == []
+    assert _attributes_evaluated_by_save(sites) == []
     assert exporter.get_finished_spans() == ()
     otel.disable()
     assert sites.Layer().forward(1) == 2

@@ -20,6 +20,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.support.lean_workload import set_env
+
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME = REPO / "codegen" / "otel_runtime"
 
@@ -41,8 +43,7 @@ def test_exporter_per_signal(
 ) -> None:
     for name in ("MEGATRON_OTEL_EXPORTER", "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER"):
         monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
+    set_env(monkeypatch, **env)
     settings = otel._config.read_settings()
     assert (settings.exporter_for("trace"), settings.exporter_for("metric")) == (traces, metrics)
 
@@ -53,11 +54,14 @@ def test_own_providers_use_the_chosen_exporters(
 ) -> None:
     monkeypatch.setattr(otel._lean_install, "ALLOWED", lean)
     monkeypatch.delenv("MEGATRON_OTEL_EXPORTER", raising=False)
-    monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
-    monkeypatch.setenv("MEGATRON_OTEL_OWN_PROVIDERS", "1")
-    monkeypatch.setenv("MEGATRON_OTEL_METRICS_ENABLED", "1")
-    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
-    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    set_env(
+        monkeypatch,
+        MEGATRON_OTEL_ENABLED="1",
+        MEGATRON_OTEL_OWN_PROVIDERS="1",
+        MEGATRON_OTEL_METRICS_ENABLED="1",
+        OTEL_TRACES_EXPORTER="console",
+        OTEL_METRICS_EXPORTER="none",
+    )
     otel.configure()
     tracer_provider, meter_provider = otel._state.PROCESS.run.owned
     assert isinstance(tracer_provider, TracerProvider) and isinstance(meter_provider, MeterProvider)

@@ -14,13 +14,21 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 
-def enable_env(monkeypatch: pytest.MonkeyPatch, groups: str = "all", **extra: str) -> None:
-    """Telemetry on through the environment: ``groups`` recorded, metrics off, ``extra`` set too."""
-    monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
-    monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", groups)
-    monkeypatch.setenv("MEGATRON_OTEL_METRICS_ENABLED", "0")
-    for name, value in extra.items():
+def set_env(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
+    """Each ``NAME=value`` set in the environment for the test."""
+    for name, value in values.items():
         monkeypatch.setenv(name, value)
+
+
+def enable_env(monkeypatch: pytest.MonkeyPatch, groups: str = "all", **extra: str) -> None:
+    """Telemetry on through the environment: ``groups`` recorded, metrics off, ``extra`` set too
+    (over those)."""
+    on = {
+        "MEGATRON_OTEL_ENABLED": "1",
+        "MEGATRON_OTEL_SPAN_GROUPS": groups,
+        "MEGATRON_OTEL_METRICS_ENABLED": "0",
+    }
+    set_env(monkeypatch, **{**on, **extra})  # ``extra`` may override
 
 
 def own_provider_exporting_to(

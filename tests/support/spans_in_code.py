@@ -78,6 +78,14 @@ def _is_end(stmt: ast.stmt, var: str) -> bool:
     return ast.unparse(stmt) == f"{var} and {var}.end()"
 
 
+def _guarding_try(stmts: list[ast.stmt], i: int, var: str) -> ast.Try | None:
+    """The ``try:`` after ``stmts[i]`` whose ``finally:`` ends with ending span ``var``, if any."""
+    after = stmts[i + 1] if i + 1 < len(stmts) else None
+    if isinstance(after, ast.Try) and after.finalbody and _is_end(after.finalbody[-1], var):
+        return after
+    return None
+
+
 def _setter(stmt: ast.stmt, var: str) -> dict[str, str] | None:
     if isinstance(stmt, ast.Expr) and ast.unparse(stmt).startswith(f"{var} and {var}.set_attributes("):
         call = stmt.value.values[1]  # type: ignore[attr-defined]
@@ -106,13 +114,9 @@ def find_spans(source: str, alias: str) -> list[FoundSpan]:
             if start is None:
                 continue
             var, flag, call, condition = start
-            if (
-                i + 1 < len(stmts)
-                and isinstance(stmts[i + 1], ast.Try)
-                and stmts[i + 1].finalbody
-                and _is_end(stmts[i + 1].finalbody[-1], var)
-            ):  # type: ignore[attr-defined]
-                body = stmts[i + 1].body  # type: ignore[attr-defined]
+            guarded = _guarding_try(stmts, i, var)
+            if guarded is not None:
+                body = guarded.body
                 setters = [s for s in (_setter(x, var) for x in body) if s is not None]
                 out.append((i, i + 2, call, var, flag, condition, "try", setters[0] if setters else {}))
                 continue
@@ -211,13 +215,9 @@ def deinstrument(stmts: list[ast.stmt], alias: str) -> list[ast.stmt]:
             start = _start(stmt, alias)
             if start is not None:
                 var = start[0]
-                if (
-                    i + 1 < len(items)
-                    and isinstance(items[i + 1], ast.Try)
-                    and items[i + 1].finalbody
-                    and _is_end(items[i + 1].finalbody[-1], var)
-                ):  # type: ignore[attr-defined]
-                    out.extend(block(items[i + 1].body))  # type: ignore[attr-defined]
+                guarded = _guarding_try(items, i, var)
+                if guarded is not None:
+                    out.extend(block(guarded.body))
                     i += 2
                     continue
                 i += 1

@@ -11,6 +11,7 @@ import pytest
 
 from codegen.pipeline import Generation, generate
 from tests.support.paths import REPO, SPECS
+from tests.support.serving_files import SERVING_FILES, instrumented
 
 
 def _as_dir(tree: dict[str, str]) -> dict[str, object]:
@@ -33,6 +34,25 @@ def test_generated_matches_specs(generation: Generation, snapshot) -> None:
 def _series(generation: Generation) -> list[Path]:
     patches = REPO / "generated" / "patches"
     return [patches / name for name in (patches / "series").read_text().split()]
+
+
+def test_the_patch_set_covers_the_server_and_the_engine(generation: Generation) -> None:
+    """Issue 40: the inference server's modules and the dynamic engine's have their patches in the
+    series, each the file's instrumented text."""
+    patched = {}
+    for patch in _series(generation):
+        for line in patch.read_text(encoding="utf-8").splitlines():
+            if line.startswith("+++ b/"):
+                patched[line[6:]] = patch
+    assert set(SERVING_FILES) <= set(patched), sorted(set(SERVING_FILES) - set(patched))
+    for path in SERVING_FILES:
+        added = "\n".join(
+            line[1:]
+            for line in patched[path].read_text(encoding="utf-8").splitlines()
+            if line.startswith("+")
+        )
+        assert instrumented(path, added), path
+        assert instrumented(path, generation.changes[path][1]), path  # the fork's text (--out)
 
 
 def test_patches_apply_with_git_and_compile(generation: Generation, patched_tree: Path) -> None:

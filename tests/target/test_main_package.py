@@ -29,6 +29,7 @@ from tests.support.instrumentation_wheel import (
     unpack,
 )
 from tests.support.paths import SPECS
+from tests.support.serving_files import SERVING_FILES, instrumented
 from tests.support.upstream_main import snapshot
 
 
@@ -36,14 +37,20 @@ def _find_all(finder: Any, root: Path, table: dict[str, Any]) -> list[Any]:
     return [find_spec_in(finder, root, path) for path in table["files"] if (root / path).is_file()]
 
 
-def test_a_tree_with_6438_is_left_alone_with_one_warning(finder_module: Any, unpacked: Path) -> None:
-    with_6438 = snapshot("with")
+def _warned(finder_module: Any, unpacked: Path, root: Path, times: int = 1) -> tuple[list[Any], list[Any]]:
+    """The specs the wheel's finder gives for every module under ``root`` it knows, looked up
+    ``times`` times, and the warnings it gave."""
     table = package_table(unpacked)
     finder = finder_module.MegatronFinder(table)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        specs = _find_all(finder, with_6438, table)
-        specs += _find_all(finder, with_6438, table)  # imported again: still one warning
+        specs = [spec for _ in range(times) for spec in _find_all(finder, root, table)]
+    return specs, caught
+
+
+def test_a_tree_with_6438_is_left_alone_with_one_warning(finder_module: Any, unpacked: Path) -> None:
+    with_6438 = snapshot("with")
+    specs, caught = _warned(finder_module, unpacked, with_6438, times=2)  # imported again: still one warning
     assert len(specs) > 10
     assert all(isinstance(s.loader, importlib.machinery.SourceFileLoader) for s in specs), "nothing woven"
     assert len(caught) == 1, [str(w.message) for w in caught]
@@ -68,11 +75,7 @@ def test_the_hand_written_warnings_command_runs_as_printed(
     env |= {"GIT_COMMITTER_NAME": "A", "GIT_COMMITTER_EMAIL": "a@example.com"}
     for git in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "main"]):
         subprocess.run(["git", *git], cwd=checkout, env=env, check=True)
-    table = package_table(unpacked)
-    finder = finder_module.MegatronFinder(table)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        _find_all(finder, checkout, table)
+    _, caught = _warned(finder_module, unpacked, checkout)
     (warning,) = caught
     (command,) = re.findall(r"`([^`]+)`", str(warning.message))
     words = shlex.split(command)
@@ -89,11 +92,7 @@ def test_the_hand_written_warnings_command_runs_as_printed(
 
 def test_the_tree_without_6438_gets_no_hand_written_warning(finder_module: Any, unpacked: Path) -> None:
     minus = snapshot("minus")
-    table = package_table(unpacked)
-    finder = finder_module.MegatronFinder(table)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        _find_all(finder, minus, table)
+    _, caught = _warned(finder_module, unpacked, minus)
     assert not [w for w in caught if issubclass(w.category, finder_module.HandWrittenTelemetryWarning)]
 
 
@@ -139,6 +138,7 @@ def test_the_wheel_over_main_serves_the_replaced_text(main_finder_module: Any, m
         runtime = finder.find_spec("megatron.core.otel", [str(with_6438 / "megatron" / "core")])
     assert not caught, [str(w.message) for w in caught]
     assert len(specs) > 10 and "megatron/training/training.py" in specs
+    assert set(SERVING_FILES) <= set(specs)  # the inference server and the engine (issue 40)
     hand_written = main_finder_module._HAND_WRITTEN
     for path, spec in specs.items():
         assert isinstance(spec.loader, main_finder_module.WovenLoader), path
@@ -148,6 +148,8 @@ def test_the_wheel_over_main_serves_the_replaced_text(main_finder_module: Any, m
         text = spec.loader.get_source(spec.name)
         assert hashlib.sha256(text.encode()).hexdigest() == entry["woven"]
         assert not hand_written.search(text.encode()), f"{path}: #6438's spans are still there"
+    for path in SERVING_FILES:
+        assert instrumented(path, specs[path].loader.get_source(specs[path].name)), path
     training = specs["megatron/training/training.py"].loader.get_source("megatron.training.training")
     assert "nemo_lens" not in training
     assert "import megatron.core.otel as _otel" in training

@@ -24,6 +24,7 @@ from codegen.spec.load import load_project
 from codegen.spec.model import Project
 from codegen.upstream import REPLACE_FLAG, TELEMETRY_DIR, hand_written_sites
 from tests.support.paths import REPO, SPECS
+from tests.support.serving_files import SERVING_FILES, instrumented
 from tests.support.upstream_main import WITH_6438, snapshot
 
 RELEASES_PAGE = REPO / "generated" / "docs" / "releases.md"
@@ -67,13 +68,16 @@ def test_main_without_6438_instruments_every_taxonomy_row(
     assert generation.tree is not None and generation.tree.release == "0.20.0"
     placed, total = _rows(generation.project), _rows(load_project(SPECS))
     print(f"Megatron-LM main without #6438: {placed}/{total} taxonomy rows placed")
-    # 56 of training, 8 of the inference server; the chat span is two entries (rows): 0.19.2's
-    # and main's, which follows the streamed answer
-    assert placed == total - 1 == _table_rows() - 1 == 64
+    # 56 of training, 8 of the inference server, 1 of the dynamic engine; the chat span is two
+    # entries (rows): 0.19.2's and main's, which follows the streamed answer
+    assert placed == total - 1 == _table_rows() - 1 == 65
     assert not generation.missing and not generation.absent
     ((excluded,),) = [generation.excluded]  # 0.19.2's chat entry: main has its own
     assert excluded.name == "chat" and excluded.stream is None
     assert [s.name for s in generation.project.spans if s.stream is not None] == ["chat"]
+    # the fork (--out) carries the inference server's and the dynamic engine's modules (issue 40)
+    for path in SERVING_FILES:
+        assert instrumented(path, (out / path).read_text(encoding="utf-8")), path
     # the releases page has a column for main, and it says what this run placed
     ((label, version),) = SOURCE_TREES
     assert version == generation.tree.release and label.split()[2] in WITH_6438
@@ -114,8 +118,12 @@ def test_main_with_6438_replaced_instruments_like_main_without_it(
     assert main([*argv, "--generated", str(patches)]) == 0, capsys.readouterr().err
     assert main(["apply", str(SPECS), "--source", str(minus), "--out", str(plain)]) == 0
     capsys.readouterr()
-    assert "Placed: 52 spans" in (replaced / FORK_REPORT).read_text()  # 44 of training, 8 serving
+    # 44 of training, 8 of the inference server, 1 of the dynamic engine
+    assert "Placed: 53 spans" in (replaced / FORK_REPORT).read_text()
     assert hand_written_sites(replaced) == [], "nothing hand-written is left, nothing emits twice"
+    for path in SERVING_FILES:  # replace mode covers the server and the engine too (issue 40)
+        assert instrumented(path, (replaced / path).read_text(encoding="utf-8")), path
+        assert not instrumented(path, (with_6438 / path).read_text(encoding="utf-8")), path
     differing = []
     compared = 0
     for path in sorted(plain.rglob("*.py")):

@@ -29,6 +29,7 @@ import pytest
 from codegen.cli import main
 from tests.support.instrumentation_wheel import MODULE, RELEASES, find_spec_in, package_table
 from tests.support.paths import SPECS
+from tests.support.serving_files import SERVING_FILES, instrumented
 
 
 def test_wheel_metadata_and_entry_point(wheel: Path) -> None:
@@ -60,6 +61,11 @@ def test_table_holds_every_release_keyed_by_pristine_sha(unpacked: Path, trees: 
     for release in RELEASES:
         files = {p: e for p, entries in table["files"].items() for e in entries if e["release"] == release}
         assert "megatron/training/training.py" in files, release
+        if release == "0.19.2":  # the serving spans' release (issue 40): the server and the engine
+            assert set(SERVING_FILES) <= set(files), sorted(set(SERVING_FILES) - set(files))
+            for path in SERVING_FILES:
+                woven = (unpacked / MODULE / "woven" / f"{files[path]['woven']}.pysrc").read_text()
+                assert instrumented(path, woven), path
         for path, entry in files.items():
             pristine = (trees[release] / path).read_bytes()
             assert hashlib.sha256(pristine).hexdigest() == entry["pristine"]

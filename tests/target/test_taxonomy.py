@@ -605,12 +605,50 @@ SERVING = (
     "megatron.inference.chat_engine",
     "megatron.inference.chat_format",
 )
+# The dynamic engine's step (specs/inference_engine.yaml, issue 40 item 3): CUDA to run, so its
+# placement is what CPU can check.
+ENGINE = "megatron/core/inference/engines/dynamic_engine.py"
+ENGINE_SPANS = ("megatron.inference.step",)
 
 
 def test_each_name_is_emitted_only_where_the_taxonomy_puts_it(found: dict[str, list[FoundSpan]]) -> None:
     emitted = Counter(name for spans in found.values() for s in spans for name in s.names)
     expected = Counter(r.name for r in ROWS) + Counter({"megatron.train.sniff_test": 1}) + Counter(SERVING)
-    assert emitted == expected
+    assert emitted == expected + Counter(ENGINE_SPANS)
+
+
+def test_the_engine_step_is_placed_on_async_step_with_its_hook_after_the_forward(
+    generation: Generation, found: dict[str, list[FoundSpan]]
+) -> None:
+    """One span per engine step, the whole of ``async_step`` (every way the engine steps awaits
+    it), in the inference_steps group; ``engine_step(self.context)`` right after the forward's
+    ``result = controller_result.output``, guarded by the same group; nothing else in the file."""
+    (span,) = found[ENGINE]
+    assert (span.name, span.function, span.form) == (
+        "megatron.inference.step",
+        "DynamicInferenceEngine.async_step",
+        "decorator",
+    )
+    # a decorator span reads its group from the taxonomy table
+    assert '"megatron.inference.step": Span("inference_steps", False)' in _runtime_source(generation)
+    old, new = generation.changes[ENGINE]
+    (engine,) = [n for n in ast.parse(new).body if getattr(n, "name", "") == "DynamicInferenceEngine"]
+    (forward,) = [n for n in engine.body if getattr(n, "name", "") == "async_forward"]  # type: ignore[attr-defined]
+    lines = [ast.unparse(stmt) for stmt in forward.body]
+    at = lines.index("result = controller_result.output")
+    assert lines[at + 1] == f"{ALIAS}.INFERENCE_STEPS and {ALIAS}.engine_step(self.context)"
+    import difflib
+
+    added = [
+        line[1:].strip()
+        for line in difflib.unified_diff((old or "").splitlines(), new.splitlines(), lineterm="", n=0)
+        if line.startswith("+") and not line.startswith("+++")
+    ]
+    assert added == [
+        f"import megatron.core.otel as {ALIAS}",
+        f"{ALIAS}.INFERENCE_STEPS and {ALIAS}.engine_step(self.context)",
+        f'@{ALIAS}.traced("megatron.inference.step")',
+    ]
 
 
 def test_training_py_footprint(generation: Generation) -> None:

@@ -23,12 +23,13 @@ RUNTIME = "megatron/core/otel/"
 TAXONOMY = RUNTIME + "_taxonomy.py"
 SHIM = RUNTIME + "__init__.py"
 TRAINING = "megatron/training/training.py"
-# The inference server's call sites (issue 40): #6438 reverted its own serving spans, so they are
-# counted on their own row, outside the comparison with #6438.
+# The inference server's and the dynamic engine's call sites (issue 40): #6438 reverted its own
+# serving spans, so they are counted on their own row, outside the comparison with #6438.
 SERVER = "megatron/core/inference/"
 
 
 SERVING_GROUPS = ("inference", "inference_steps")
+SERVING_METRICS = ("gen_ai.", "megatron.inference.")
 
 
 def _training_scope(relative: str) -> bool:
@@ -36,9 +37,9 @@ def _training_scope(relative: str) -> bool:
 
 
 def serving_lines(taxonomy: str, shim: str) -> int:
-    """The taxonomy module's lines that name only the server's groups, spans and ``gen_ai.``
-    metrics (its entries, and its lines that list a server group alone), and the shim's lines that
-    bind only the server's no-ops (``serve_*``)."""
+    """The taxonomy module's lines that name only the server's and the engine's groups, spans and
+    metrics (``gen_ai.``, ``megatron.inference.``: its entries, and its lines that list such a group
+    alone), and the shim's lines that bind only the server's no-ops (``serve_*``)."""
     lines: set[int] = set()
     for node in ast.walk(ast.parse(taxonomy)):
         if isinstance(node, ast.Dict):
@@ -48,7 +49,7 @@ def serving_lines(taxonomy: str, shim: str) -> int:
                 group = value.args[0] if isinstance(value, ast.Call) and value.args else None
                 if (
                     key.value in SERVING_GROUPS
-                    or key.value.startswith("gen_ai.")
+                    or key.value.startswith(SERVING_METRICS)
                     or (isinstance(group, ast.Constant) and group.value in SERVING_GROUPS)
                 ):
                     lines.update(range(key.lineno, (value.end_lineno or key.lineno) + 1))
@@ -127,7 +128,7 @@ def figures(tmp: Path) -> dict[str, tuple[int, int]]:
         "generated, training.py": _sum(ours, lambda k: k == TRAINING),
         "dependency mode, all": _sum(dependency, lambda k: True),
         "dependency mode, #6438's scope": (outside[0] - serving, outside[1] - serving),
-        "dependency mode, inference server": (server[0] + serving, server[1] + serving),
+        "dependency mode, inference server and engine": (server[0] + serving, server[1] + serving),
         "dependency mode, import shim": _sum(dependency, lambda k: k == SHIM),
         "dependency mode, taxonomy module": _sum(dependency, lambda k: k == TAXONOMY),
         "dependency mode, call sites": _sum(dependency, lambda k: not k.startswith(RUNTIME)),
@@ -163,11 +164,13 @@ def render(values: dict[str, tuple[int, int]]) -> str:
         "place of the runtime an import shim (`megatron/core/otel/__init__.py`, as #6415's",
         "`fallbacks.py`): it uses the `megatron-otel-runtime` package (`codegen package --runtime`) when",
         "it is installed, else no-ops. The rows `dependency mode` count that change on main in replace",
-        f"mode: {scope[0]} lines added outside the inference server, against",
+        f"mode: {scope[0]} lines added outside the inference server and engine, against",
         f"#6438's {values['#6438, all'][0]} (at most half: {values['#6438, all'][0] // 2}); the inference server's",
-        f"spans, which #6438 took out again before it merged, add {values['dependency mode, inference server'][0]}",
+        "spans, which #6438 took out again before it merged, and the dynamic engine's step add",
+        f"{values['dependency mode, inference server and engine'][0]}",
         "more: their call sites under `megatron/core/inference/` and the lines of the taxonomy module",
-        "and the shim that name only the server's groups, spans, `gen_ai.` metrics and no-ops. The",
+        "and the shim that name only their groups, spans, `gen_ai.` and `megatron.inference.` metrics",
+        "and the server's no-ops. The",
         "`0.19.2` rows count the change on the pinned release (the patch set's files) in dependency",
         "mode. In replace mode the strip also",
         "takes out #6438's comments about its telemetry (those naming OpenTelemetry, a span group, a",
@@ -187,7 +190,7 @@ def test_the_size_page_is_current_and_the_call_sites_are_smaller_than_6438(tmp_p
     # (the inference server aside: #6438's own serving spans were reverted before it merged)
     assert values["dependency mode, #6438's scope"][0] * 2 <= values["#6438, all"][0]
     assert values["0.19.2, dependency mode, all"][0] <= values["dependency mode, all"][0]
-    assert values["dependency mode, inference server"][0] > 0
+    assert values["dependency mode, inference server and engine"][0] > 0
     assert values["dependency mode, training.py"] == values["generated, training.py"]
     text = render(values)
     if os.environ.get("CODEGEN_REGENERATE"):

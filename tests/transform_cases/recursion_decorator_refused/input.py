@@ -3,12 +3,5 @@ def depth(n):
 
 
 class Tree:
-    def __init__(self, children=()):
-        self.children = list(children)
-
-    def size(self):
-        return 1 + sum(child.size() for child in self.children)
-
-    def height(self, node=None):
-        node = node or self
-        return 1 + max((self.height(c) for c in node.children), default=0)
+    def height(self, node):
+        return 1 + max(self.height(c) for c in node.children)

@@ -1,9 +1,0 @@
-import argparse
-
-from megatron.core import parallel_state
-
-
-def add_args(parser):
-    parser.add_argument("--other", type=int, default=parallel_state.DEFAULT)
-    parser.add_argument("--demo-flag", action="store_true", help="A demo flag.")
-    return parser
