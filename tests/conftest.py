@@ -33,39 +33,30 @@ def pytest_configure(config) -> None:
 SLOW_DIRS = ("target", "megatron_cpu", "gpu")
 
 
-# Session fixtures too costly to build on both xdist workers (a minute of pretrain() runs, the
-# replaced main tree): the files that use one run on the same worker (tox passes --dist loadgroup).
-SHARED_SESSION_FIXTURES = ("pretrain_runs", "main_root", "main_helpers")
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items) -> None:
     tests = Path(__file__).resolve().parent
     slow = [tests / name for name in SLOW_DIRS]
     for item in items:
         if any(directory in item.path.parents for directory in slow):
             item.add_marker(pytest.mark.slow)
-    for item, group in _worker_groups(items).items():
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
-def _worker_groups(items) -> dict[pytest.Item, str]:
-    """Each test's xdist group: its file, or the first of the files joined by a shared fixture."""
-    group: dict[Path, Path] = {}
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (tox -e runtime), with the files of ``SAME_WORKER`` on one worker. (``--dist loadgroup``
+    cannot say it: pytest-xdist 3.8 marks a group on ``item._nodeid``, which pytest 9 no longer
+    reads.)"""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
 
-    def find(path: Path) -> Path:
-        while group.setdefault(path, path) != path:
-            path = group[path]
-        return path
+    from tests.support.xdist_files import SAME_WORKER
 
-    first_user: dict[str, Path] = {}
-    for item in items:
-        for name in SHARED_SESSION_FIXTURES:
-            if name in getattr(item, "fixturenames", ()):
-                other = first_user.setdefault(name, item.path)
-                group[find(item.path)] = find(other)
-    tests = Path(__file__).resolve().parent
-    return {item: find(item.path).relative_to(tests).as_posix() for item in items}
+    class SharedFixtureScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return SAME_WORKER.get(path, path)
+
+    return SharedFixtureScheduling(config, log)
 
 
 @pytest.fixture

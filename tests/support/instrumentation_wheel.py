@@ -21,6 +21,8 @@ def load_finder(unpacked: Path, package: str) -> Any:
     import importlib.util
     import sys
 
+    for name in [n for n in sys.modules if n == package or n.startswith(f"{package}.")]:
+        del sys.modules[name]  # another wheel's, loaded under this name earlier in this worker
     where = unpacked / MODULE
     spec = importlib.util.spec_from_file_location(
         package, where / "__init__.py", submodule_search_locations=[str(where)]

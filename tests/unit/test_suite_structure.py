@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.support.paths import TESTS
+from tests.support.paths import REPO, TESTS
+from tests.support.xdist_files import SAME_WORKER, SHARED_SESSION_FIXTURES
 
 # fixture inputs: code the tests feed the generator, not the suite's own code
 FIXTURE_DIRS = ("fixtures", "transform_cases", "data", "bad_specs", "bad_captures")
@@ -76,6 +77,24 @@ def test_no_test_edits_sys_path() -> None:
         if _edits_sys_path(node)
     ]
     assert found == [], "import through tests/support/modules.py or PYTHONPATH:\n" + "\n".join(found)
+
+
+def test_files_sharing_a_costly_session_fixture_share_a_worker() -> None:
+    """A test file that asks for one of the costly session fixtures runs on the worker of the
+    other files that do (else tox -e runtime builds it twice)."""
+    users: dict[str, set[str]] = {name: set() for name in SHARED_SESSION_FIXTURES}
+    for path in _suite():
+        if not path.name.startswith("test_"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef):
+                for argument in node.args.args:
+                    if argument.arg in users:
+                        users[argument.arg].add(path.relative_to(REPO).as_posix())
+    for name, files in users.items():
+        assert files, f"no test uses {name}: drop it from SHARED_SESSION_FIXTURES"
+        workers = {SAME_WORKER.get(file, file) for file in files}
+        assert len(workers) == 1, f"{name}: {sorted(files)} would run on {len(workers)} workers"
 
 
 def test_the_checks_catch_what_they_look_for() -> None:
