@@ -214,6 +214,12 @@ def test_serving_rows_read_the_paired_differences_against_a_50_ms_budget() -> No
     assert rows["request latency, all / off"].status == "NOT MET"
     micro = rows["async span (traced coroutine), group disabled / uninstrumented coroutine"]
     assert (micro.ratio, micro.status) == ("1.30x", "met")
+    # where callgrind counted the instructions, the goal reads them and the timed row is info
+    data["instructions"] = {"plain": 4000.0, "traced": 6400.0}
+    rows = {row.label.split(" (median")[0]: row for row in serving_rows(data)}
+    assert rows["async span (traced coroutine), group disabled / uninstrumented coroutine"].status == "info"
+    counted = rows["async span, group disabled / uninstrumented coroutine (instructions per call)"]
+    assert (counted.value, counted.ratio, counted.status) == ("6,400", "1.600x", "NOT MET")
 
 
 def test_a_value_over_its_goal_never_reads_met() -> None:
