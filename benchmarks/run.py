@@ -751,7 +751,7 @@ def _serving(args, raw: dict, rows: list, notes: list) -> None:
         return
     from benchmarks import serving_bench
 
-    rounds = args.serving_rounds or (20 if args.quick else 60)
+    rounds = args.serving_rounds or (20 if args.quick else 300)
     print(f"serving: 4 servers, {rounds} interleaved rounds ...", file=sys.stderr)
     try:
         data = serving_bench.run(rounds)
@@ -1012,7 +1012,7 @@ def main(argv: list[str] | None = None) -> int:
         help="only the serving rows (the inference server's request latency)",
     )
     parser.add_argument(
-        "--serving-rounds", type=int, help="interleaved request rounds (default 60, quick 20)"
+        "--serving-rounds", type=int, help="interleaved request rounds (default 300, quick 20)"
     )
     parser.add_argument("--json", type=Path, help="also write the raw measurements here")
     parser.add_argument(
