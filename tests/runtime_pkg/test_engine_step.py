@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from runtime_pkg_support import render_into
 
 from codegen.spec.load import load_project
+from tests.support.processors import metric_points
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 
@@ -71,16 +72,6 @@ def step(otel: ModuleType, *contexts: Any) -> None:
         asyncio.run(async_step(ctx))
 
 
-def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
-    found: dict[str, list[Any]] = {}
-    data = reader.get_metrics_data()
-    for resource in data.resource_metrics if data else ():
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                found.setdefault(metric.name, []).extend(metric.data.data_points)
-    return found
-
-
 def test_a_step_carries_its_batch_and_the_kv_blocks_in_use(engine):
     # two prompts of 100 and 28 tokens being prefilled beside 3 decoding requests (2 speculative
     # tokens each: 3 tokens per decode request), then a decode-only step
@@ -97,7 +88,7 @@ def test_a_step_carries_its_batch_and_the_kv_blocks_in_use(engine):
     }
     assert second.attributes["megatron.inference.prefill_tokens"] == 0
     assert second.attributes["megatron.inference.decode_tokens"] == 5
-    found = points(engine.reader)
+    found = metric_points(engine.reader)
     tokens = {
         p.attributes["megatron.inference.token.type"]: (p.count, p.sum)
         for p in found["megatron.inference.step.tokens"]
@@ -117,7 +108,7 @@ def test_nothing_raises_on_what_a_context_may_lack(engine):
     ]
     # a boolean is no count: the batch left out, the blocks kept
     assert attributes == [{}, {}, {}, {"megatron.inference.kv_cache.blocks_used": 7}]
-    assert "megatron.inference.step.tokens" not in points(engine.reader)
+    assert "megatron.inference.step.tokens" not in metric_points(engine.reader)
 
 
 def test_off_the_step_records_nothing(otel):

@@ -27,6 +27,7 @@ from runtime_pkg_support import render_into
 
 from codegen.otel_runtime import _genai
 from codegen.spec.load import load_project
+from tests.support.processors import metric_points
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs"
@@ -194,16 +195,6 @@ def respond(served: SimpleNamespace, status: int) -> None:
         assert _run(fn, response) is response
 
 
-def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
-    found: dict[str, list[Any]] = {}
-    data = reader.get_metrics_data()
-    for resource in data.resource_metrics if data else ():
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                found.setdefault(metric.name, []).extend(metric.data.data_points)
-    return found
-
-
 def test_a_request_continues_the_clients_trace_and_is_attributed(served):
     otel = served.otel
     traceparent = f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01"
@@ -244,7 +235,7 @@ def test_a_request_continues_the_clients_trace_and_is_attributed(served):
         "gen_ai.usage.input_tokens": 11,
         "gen_ai.usage.output_tokens": 6,
     }
-    recorded = points(served.reader)
+    recorded = metric_points(served.reader)
     ttft = recorded["gen_ai.server.time_to_first_token"]
     assert [(p.count, p.sum) for p in ttft] == [(1, 0.5)]
     assert list(ttft[0].explicit_bounds) == _advised_bounds(
@@ -279,7 +270,7 @@ def test_an_error_sets_error_type_and_status(served):
     assert finished.parent is None
     assert finished.attributes["error.type"] == "500"
     assert finished.status.status_code.name == "ERROR"
-    durations = points(served.reader)["gen_ai.server.request.duration"]
+    durations = metric_points(served.reader)["gen_ai.server.request.duration"]
     assert sorted(p.attributes["error.type"] for p in durations) == ["400", "500"]
 
 
@@ -343,7 +334,7 @@ def test_a_body_that_is_not_json_sets_error_type_to_its_status(served):
         respond(served, status)
     found = [s.attributes.get("error.type") for s in served.spans.get_finished_spans()]
     assert found == [None, "400", "ValueError"]
-    durations = points(served.reader)["gen_ai.server.request.duration"]
+    durations = metric_points(served.reader)["gen_ai.server.request.duration"]
     assert sorted(p.attributes.get("error.type", "") for p in durations) == ["", "400", "ValueError"]
 
 
@@ -379,13 +370,13 @@ def test_a_streamed_answer_records_first_token_and_duration_at_its_end(served):
 
     stream = handler(3)
     respond(served, 200)  # the response exists before its body is streamed
-    assert "gen_ai.server.request.duration" not in points(served.reader)
+    assert "gen_ai.server.request.duration" not in metric_points(served.reader)
     assert served.spans.get_finished_spans() == ()
     assert asyncio.run(read(stream)) == ["data: 0\n\n", "data: 1\n\n", "data: 2\n\n"]
     left = handler(3)
     respond(served, 200)
     assert asyncio.run(read(left, leave_after=1)) == ["data: 0\n\n"]
-    recorded = points(served.reader)
+    recorded = metric_points(served.reader)
     assert [p.count for p in recorded["gen_ai.server.time_to_first_token"]] == [2]
     (duration,) = recorded["gen_ai.server.request.duration"]
     assert duration.count == 1 and "error.type" not in duration.attributes

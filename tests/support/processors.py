@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 
@@ -28,3 +30,14 @@ def counting_provider(*processors: SpanProcessor) -> tuple[TracerProvider, Count
     for processor in processors:
         provider.add_span_processor(processor)
     return provider, counting
+
+
+def metric_points(reader: Any) -> dict[str, list[Any]]:
+    """Every data point an SDK metric reader holds, by instrument name."""
+    found: dict[str, list[Any]] = {}
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                found.setdefault(metric.name, []).extend(metric.data.data_points)
+    return found
