@@ -362,25 +362,25 @@ DECLARED_UNITS = {
 
 def test_metrics_recorded_with_their_units(pretrain_runs):
     run = _run(pretrain_runs, "fresh")
-    metrics = {m["name"]: m for m in run.metrics()}
+    metrics = run.metrics()
     # not recorded here: skipped_iters (added only when > 0), memory_allocated_gb (no CUDA)
-    assert {name: (m["unit"], m["kind"]) for name, m in metrics.items()} == DECLARED_UNITS
+    assert {name: (m.unit, m.kind) for name, m in metrics.items()} == DECLARED_UNITS
     last = run.results[0]["iterations"][-1]
-    (loss,) = metrics["megatron.training.loss"]["points"]
-    assert loss["asDouble"] == pytest.approx(last["lm_loss"], rel=1e-6)
-    (grad_norm,) = metrics["megatron.training.grad_norm"]["points"]
-    assert grad_norm["asDouble"] == pytest.approx(last["grad_norm"], rel=1e-6)
-    (durations,) = metrics["megatron.training.step_duration_ms"]["points"]
-    assert int(durations["count"]) == TRAIN_ITERS  # --log-interval 1: every iteration
-    assert durations["min"] > 0
-    (tokens,) = metrics["megatron.training.tokens_per_sec"]["points"]
-    assert tokens["asDouble"] > 0
+    (loss,) = metrics["megatron.training.loss"].data_points
+    assert loss.value == pytest.approx(last["lm_loss"], rel=1e-6)
+    (grad_norm,) = metrics["megatron.training.grad_norm"].data_points
+    assert grad_norm.value == pytest.approx(last["grad_norm"], rel=1e-6)
+    (durations,) = metrics["megatron.training.step_duration_ms"].data_points
+    assert durations.count == TRAIN_ITERS  # --log-interval 1: every iteration
+    assert durations.explicit_bounds[0] == 0 and durations.bucket_counts[0] == 0  # min > 0
+    (tokens,) = metrics["megatron.training.tokens_per_sec"].data_points
+    assert isinstance(tokens.value, float) and tokens.value > 0
 
 
 def test_off_records_nothing(pretrain_runs):
     run = _run(pretrain_runs, "off")
     assert run.results[0]["configured_groups"] == [[]]
-    assert not run.capture.exists() or run.spans() == [] and run.metrics() == []
+    assert not run.capture.exists() or run.spans() == [] and run.metrics() == {}
 
 
 # --------------------------------------------------------------------------------------------
