@@ -189,10 +189,6 @@ class Rendered:
     def parent_module(self) -> str:
         return self.project.runtime.parent_module
 
-    @property
-    def init_path(self) -> Path:
-        return self.root / self.project.runtime.package / "__init__.py"
-
     def import_runtime(self) -> ModuleType:
         return importlib.import_module(self.project.runtime.module)
 
