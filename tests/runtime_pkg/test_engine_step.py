@@ -8,20 +8,13 @@ fields ``tests/target/test_engine_step_source.py`` finds in the real one); the
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from runtime_pkg_support import render_into
+from runtime_pkg_support import specs_runtime_in_memory
 
-from codegen.spec.load import load_project
 from tests.support.processors import metric_points
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
@@ -30,20 +23,10 @@ SPECS = Path(__file__).resolve().parents[2] / "specs"
 @pytest.fixture
 def engine(importable: Path, unique_top: str, exit_hooks: Any, monkeypatch: pytest.MonkeyPatch):
     """The runtime rendered from the real specs, on SDK providers (in-memory), the engine's group on."""
-    project = load_project(SPECS)
-    project = dataclasses.replace(
-        project, runtime=dataclasses.replace(project.runtime, package=f"{unique_top}/core/otel")
-    )
-    otel: ModuleType = render_into(importable, project).import_runtime()
-    spans = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    reader = InMemoryMetricReader()
-    monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
-    monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", "inference_steps")
-    otel.configure(tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[reader]))
+    engine = specs_runtime_in_memory(importable, unique_top, monkeypatch, "inference_steps")
+    otel = engine.otel
     assert otel.SPANS["megatron.inference.step"].group == "inference_steps" and otel.INFERENCE_STEPS
-    yield SimpleNamespace(otel=otel, spans=spans, reader=reader)
+    yield engine
     otel.reset()
 
 

@@ -5,25 +5,21 @@ attributes, record the metrics, and never raise on what a server may hand them."
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import sys
 from importlib.metadata import version
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
 from opentelemetry.semconv.attributes import error_attributes
 from opentelemetry.semconv.schemas import Schemas
-from runtime_pkg_support import render_into
+from runtime_pkg_support import specs_runtime_in_memory
 
 from codegen.otel_runtime import _genai
 from codegen.spec.load import load_project
@@ -132,26 +128,14 @@ def test_bucket_boundaries_increase():
 @pytest.fixture
 def served(importable: Path, unique_top: str, exit_hooks: Any, monkeypatch: pytest.MonkeyPatch):
     """The runtime rendered from the real specs, on SDK providers (in-memory), inference on."""
-    project = load_project(SPECS)
-    project = dataclasses.replace(
-        project, runtime=dataclasses.replace(project.runtime, package=f"{unique_top}/core/otel")
-    )
-    rendered = render_into(importable, project)
-    otel: ModuleType = rendered.import_runtime()
-    spans = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    reader = InMemoryMetricReader()
-    meter_provider = MeterProvider(metric_readers=[reader])
-    monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
-    monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", "inference")
-    assert "inference" in otel.configure(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    quart = SimpleNamespace(request=None)
-    monkeypatch.setitem(sys.modules, "quart", quart)
-    app = App()
-    otel.serve_app(app)
-    yield SimpleNamespace(otel=otel, spans=spans, reader=reader, app=app, quart=quart)
-    otel.reset()
+    served = specs_runtime_in_memory(importable, unique_top, monkeypatch, "inference")
+    assert "inference" in served.enabled
+    served.quart = SimpleNamespace(request=None)
+    monkeypatch.setitem(sys.modules, "quart", served.quart)
+    served.app = App()
+    served.otel.serve_app(served.app)
+    yield served
+    served.otel.reset()
 
 
 class App:
