@@ -217,16 +217,14 @@ def specs_runtime_in_memory(root: Path, top: str, monkeypatch: Any, groups: str)
     in-memory exporter), its metric ``reader`` and the groups configure() ``enabled``."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.support.processors import in_memory
 
     project = load_project(SPECS)
     runtime = dataclasses.replace(project.runtime, package=f"{top}/core/otel")
     otel = render_into(root, dataclasses.replace(project, runtime=runtime)).import_runtime()
-    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer_provider, spans = in_memory()
+    reader = InMemoryMetricReader()
     monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
     monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", groups)
     meter_provider = MeterProvider(metric_readers=[reader])

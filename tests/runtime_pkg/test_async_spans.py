@@ -18,11 +18,10 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 
 from tests.support.lean_workload import enable_env, own_provider_exporting_to
+from tests.support.processors import in_memory
 
 
 @pytest.fixture(params=["lean", "sdk"])
@@ -35,9 +34,7 @@ def recording(
         otel.configure()
         assert type(otel._state.PROCESS.run.tracer).__name__ == "LeanTracer"
     else:
-        exporter = InMemorySpanExporter()
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        provider, exporter = in_memory()
         enable_env(monkeypatch)
         otel.configure(tracer_provider=provider)
         assert type(otel._state.PROCESS.run.tracer).__name__ == "Tracer"

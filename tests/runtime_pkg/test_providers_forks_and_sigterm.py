@@ -12,12 +12,12 @@ from types import ModuleType, SimpleNamespace
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from runtime_pkg_support import Rendered
 
 from tests.support.lean_workload import enable_env
-from tests.support.processors import counting_provider, metric_points
+from tests.support.processors import counting_provider, in_memory, metric_points
 
 STAMPS = {"program_start": 1_700_000_000.0, "main_entry": 1_700_000_004.0}
 
@@ -200,9 +200,7 @@ def test_programmatic_enable_before_configure_is_kept(
     otel: ModuleType, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A script that calls enable() itself, then pretrain() without --otel-enabled."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = in_memory(shutdown_on_exit=False)
     assert otel.enable("checkpoint", tracer_provider=provider) == {"checkpoint"}
     with caplog.at_level("INFO"):
         assert otel.configure(SimpleNamespace(otel_enabled=False)) == {"checkpoint"}

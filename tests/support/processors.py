@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 
 class Counting(SpanProcessor):
@@ -41,3 +43,12 @@ def metric_points(reader: Any) -> dict[str, list[Any]]:
             for metric in scope.metrics:
                 found.setdefault(metric.name, []).extend(metric.data.data_points)
     return found
+
+
+def in_memory(**options: Any) -> tuple[TracerProvider, InMemorySpanExporter]:
+    """A tracer provider (``options`` are TracerProvider's) handing each span as it ends to an
+    in-memory exporter; the provider and the exporter."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(**options)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
