@@ -212,8 +212,8 @@ def render_into(root: Path, project: Project) -> Rendered:
 
 
 def specs_runtime_in_memory(root: Path, top: str, monkeypatch: Any, groups: str) -> SimpleNamespace:
-    """The runtime rendered from the real specs as ``TOP/core/otel`` into ``root``, configured with
-    ``groups`` on on SDK providers that keep what they record: ``otel``, its ``spans`` (an
+    """The runtime rendered from the real specs as ``TOP/core/otel`` into ``root`` and configured,
+    ``groups`` on, on SDK providers that keep what they record: ``otel``, its ``spans`` (an
     in-memory exporter), its metric ``reader`` and the groups configure() ``enabled``."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
