@@ -170,13 +170,9 @@ def main_shims(tmp_path_factory) -> Path:
 
     directory = shims(tmp_path_factory.mktemp("shims"))
     if MAIN_RUNTIME == "dependency":
-        from codegen.cli import main as codegen_main
+        from tests.support.instrumentation_wheel import build_wheel, install_wheel
 
-        dist = tmp_path_factory.mktemp("dist")
-        assert codegen_main(["package", str(REPO / "specs"), "--runtime", "--out", str(dist)]) == 0
-        (wheel,) = dist.glob("*.whl")
-        command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target"]
-        subprocess.run([*command, str(directory), str(wheel)], check=True, capture_output=True)
+        install_wheel(build_wheel(tmp_path_factory.mktemp("dist"), "--runtime"), directory)
     return directory
 
 

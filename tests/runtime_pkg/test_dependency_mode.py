@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from codegen.cli import main as codegen_main
 from codegen.diagnostics import Diagnostics
 from codegen.emit.runtime import DEPENDENCY, render_runtime, runtime_sources
 from codegen.spec.load import load_project
+from tests.support.instrumentation_wheel import build_wheel, install_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "megatron/core/otel"
@@ -51,30 +51,14 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    assert codegen_main(["package", str(REPO / "specs"), "--runtime", "--out", str(out)]) == 0
-    (built,) = out.glob("*.whl")
-    return built
+    return build_wheel(tmp_path_factory.mktemp("dist"), "--runtime")
 
 
 @pytest.fixture(scope="module")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel installed from its file into a directory of its own (no dependencies: the test
     environment's OpenTelemetry is used)."""
-    target = tmp_path_factory.mktemp("site")
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "-q",
-        "--no-deps",
-        "--no-index",
-        "--target",
-        str(target),
-    ]
-    subprocess.run([*command, str(wheel)], check=True, capture_output=True)
-    return target
+    return install_wheel(wheel, tmp_path_factory.mktemp("site"))
 
 
 @pytest.fixture
