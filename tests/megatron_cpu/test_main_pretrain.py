@@ -162,11 +162,7 @@ def test_spans_closed_on_the_exception_path(main_runs):
     spans = run.spans()
     (interval,) = named(spans, "megatron.train")
     assert interval["status"] == 2  # ERROR: the exception escaped train()
-    failed = [
-        s
-        for s in named(spans, "megatron.train.iteration")
-        if s["attributes"]["megatron.iteration"] == RAISE_AT
-    ]
+    failed = named(spans, "megatron.train.iteration", iteration=RAISE_AT)
     assert len(failed) == 1 and failed[0]["status"] == 2
     (startup,) = named(spans, "megatron.startup")
     assert startup["status"] != 2  # it had closed before the loop
@@ -180,5 +176,5 @@ def test_spans_closed_on_the_sigterm_path(main_runs):
     iterations = named(spans, "megatron.train.iteration")
     done = [s["attributes"]["megatron.iteration"] for s in iterations if s["status"] != 2]
     assert done == list(range(KILL_AT))
-    interrupted = [s for s in iterations if s["attributes"]["megatron.iteration"] == KILL_AT]
+    interrupted = named(iterations, "megatron.train.iteration", iteration=KILL_AT)
     assert len(interrupted) == 1 and interrupted[0]["status"] == 2

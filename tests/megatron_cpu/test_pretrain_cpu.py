@@ -301,9 +301,7 @@ def test_train_intervals_reroot_at_save_interval_resumed(pretrain_runs):
 def test_first_iteration_only_once_and_around_the_first_step(pretrain_runs):
     spans = _run(pretrain_runs, "fresh").spans()
     (first,) = named(spans, "megatron.train.first_iteration")
-    (iteration,) = [
-        s for s in named(spans, "megatron.train.iteration") if s["attributes"]["megatron.iteration"] == 0
-    ]
+    (iteration,) = named(spans, "megatron.train.iteration", iteration=0)
     assert first["parent_id"] == iteration["span_id"]
     steps = [s for s in spans if s["name"].startswith("megatron.train.iteration.")]
     assert sum(s["parent_id"] == first["span_id"] for s in steps) == 2  # forward_backward, optimizer
@@ -471,11 +469,7 @@ def test_sigterm_without_handler_ends_the_process_and_drains(pretrain_runs):
 
 def test_sigterm_ends_every_open_span_with_an_error_status(pretrain_runs):
     spans = _run(pretrain_runs, "killed").spans()
-    interrupted = [
-        s
-        for s in named(spans, "megatron.train.iteration")
-        if s["attributes"]["megatron.iteration"] == KILL_AT
-    ]
+    interrupted = named(spans, "megatron.train.iteration", iteration=KILL_AT)
     assert len(interrupted) == 1 and interrupted[0]["status"] == 2  # STATUS_CODE_ERROR
     children = [s for s in spans if s["parent_id"] == interrupted[0]["span_id"]]
     assert "megatron.train.iteration.forward_backward" in {s["name"] for s in children}

@@ -23,6 +23,7 @@ from tests.megatron_cpu.pretrain_harness import (
     SIGTERM_AT,
     TRAIN_ITERS,
 )
+from tests.support.otlp_json import named
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 
@@ -103,11 +104,7 @@ def test_resumed_run_lost_progress_and_restart(pretrain_runs, project):
     assert second.saves == [RESUME_ITERS]
     assert first.redone == 0
     fresh_spans, resume_spans = fresh.spans(), resume.spans()
-    (last_save,) = [
-        s
-        for s in _named(fresh_spans, "megatron.checkpoint.exposed_save")
-        if s["attributes"]["megatron.iteration"] == TRAIN_ITERS
-    ]
+    (last_save,) = named(fresh_spans, "megatron.checkpoint.exposed_save", iteration=TRAIN_ITERS)
     fresh_end = max(s["end"] for s in fresh_spans)
     # lost: goodput after the save, at most the time left in the run after it
     assert 0 <= report.totals["progress_lost"] <= (fresh_end - last_save["end"]) / 1e9

@@ -11,7 +11,7 @@ import pytest
 
 from codegen.report import build
 from codegen.report.render_text import FIRST_RULE, render_text, seconds
-from tests.support.otlp_json import read_spans
+from tests.support.otlp_json import named, read_spans
 from tests.support.paths import REPORT_DATA as DATA
 
 
@@ -48,11 +48,7 @@ def test_fresh_then_resume(project):
     assert abs(sum(report.totals.values()) - report.wall) <= 0.01 * report.wall
     first, second = report.runs
     assert second.resumed_from == 4 and second.saves == [6] and first.redone == 0
-    (save4,) = [
-        s
-        for s in fresh
-        if s["name"] == "megatron.checkpoint.exposed_save" and s["attributes"]["megatron.iteration"] == 4
-    ]
+    (save4,) = named(fresh, "megatron.checkpoint.exposed_save", iteration=4)
     fresh_end = max(s["end"] for s in fresh)
     assert 0 <= report.totals["progress_lost"] <= (fresh_end - save4["end"]) / 1e9
     assert report.totals["restart"] == pytest.approx((min(s["start"] for s in resume) - fresh_end) / 1e9)
