@@ -72,10 +72,8 @@ def test_first_iteration_overhead_states_its_rule_and_per_process_median(project
     compared with (run 0's median step is 294.7 ms, above its 199.1 ms first step: no overhead),
     beside the step-time median over every run (191.4 ms)."""
     report = build(project, [DATA / "fresh.jsonl", DATA / "resume.jsonl"]).report
-    fresh = sorted(
-        (s for s in read_spans(DATA / "fresh.jsonl") if s["name"] == "megatron.train.iteration"),
-        key=lambda s: s["start"],
-    )
+    iterations = named(read_spans(DATA / "fresh.jsonl"), "megatron.train.iteration")
+    fresh = sorted(iterations, key=lambda s: s["start"])
     first_ns = fresh[0]["end"] - fresh[0]["start"]
     others = sorted(s["end"] - s["start"] for s in fresh[1:])
     own_median = others[len(others) // 2] / 1e9
