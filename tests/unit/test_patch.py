@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.emit.patch import make_patch, split_lines, write_patch_set
+from codegen.emit.patch import _HeadTailMatcher, make_patch, split_lines, write_patch_set
 
 PATH = "megatron/core/mod.py"
 
@@ -356,11 +358,6 @@ def test_patch_set_applies_in_series_order(tmp_path: Path) -> None:
 def test_head_tail_matching_is_a_valid_earliest_placement() -> None:
     """Matching the common head and tail first must still give opcodes that turn old into new,
     with every ambiguous insertion or deletion placed as early as it can go."""
-    import itertools
-    import random
-
-    from codegen.emit.patch import _HeadTailMatcher
-
     rng = random.Random(20261203)
     lines = ["\n", "a\n", "b\n", "c\n", "import x\n"]
     for _ in range(2000):
