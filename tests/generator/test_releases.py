@@ -217,8 +217,7 @@ def test_same_mismatch_on_the_pinned_release_is_a_spec_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     specs, root = make_project(tmp_path, MISMATCH, SOURCE)
-    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
-    pin_fixture_tree(tmp_path / "cache", root)
+    pin_fixture_tree(tmp_path / "cache", root, monkeypatch)
     assert main(["validate", str(specs)]) == 2
     assert "3 errors" in capsys.readouterr().err
 
@@ -278,16 +277,12 @@ def test_source_tree_never_writes_the_default_generated(
 def _two_releases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     """A fixture project whose pinned 0.0.0 and supported 0.0.1 are both in the upstream cache."""
     specs, root = make_project(tmp_path, SPEC, SOURCE)
-    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
-    pin_fixture_tree(tmp_path / "cache", root)
+    pin_fixture_tree(tmp_path / "cache", root, monkeypatch)
     newer = tmp_path / "newer"
     (newer / "megatron/core").mkdir(parents=True)
     (newer / DEMO).write_text(NEWER)
     (newer / PACKAGE_INFO).write_text(package_info("0.0.1"))
-    tree = tmp_path / "cache" / "megatron-core-0.0.1-111111111111"
-    tree.mkdir()
-    shutil.copytree(newer / "megatron", tree / "megatron")
-    (tree / ".complete").write_text("fixture 0.0.1\n")
+    pin_fixture_tree(tmp_path / "cache", newer, release="0.0.1")
     return specs, newer
 
 

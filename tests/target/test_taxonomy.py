@@ -70,39 +70,33 @@ def _pick(found: list, occurrence: int | None) -> object:
     return found[occurrence - 1]
 
 
-def calling(callee: str, occurrence: int | None = None, inside: str | None = None) -> Callable:
+def _finder(
+    test: Callable[[ast.stmt], bool], occurrence: int | None = None, inside: str | None = None
+) -> Callable:
+    """The ``(statement, its block)`` passing ``test`` (the ``occurrence``-th, else the only one),
+    within a compound statement whose header starts with ``inside`` when given."""
+
     def find(f: ast.FunctionDef) -> tuple[ast.stmt, list[ast.stmt]]:
         hits = [
             (s, b)
             for s, b, outer in _statements(f)
-            if not hasattr(s, "body")
-            and callee in calls(s)
-            and (inside is None or any(_header(o).startswith(inside) for o in outer))
+            if test(s) and (inside is None or any(_header(o).startswith(inside) for o in outer))
         ]
         return _pick(hits, occurrence)  # type: ignore[return-value]
 
     return find
+
+
+def calling(callee: str, occurrence: int | None = None, inside: str | None = None) -> Callable:
+    return _finder(lambda s: not hasattr(s, "body") and callee in calls(s), occurrence, inside)
 
 
 def assigning(name: str) -> Callable:
-    def find(f: ast.FunctionDef) -> tuple[ast.stmt, list[ast.stmt]]:
-        return _pick([(s, b) for s, b, _ in _statements(f) if name in assigned(s)], None)  # type: ignore[return-value]
-
-    return find
+    return _finder(lambda s: name in assigned(s))
 
 
 def compound(kind: type, prefix: str, occurrence: int | None = None, inside: str | None = None) -> Callable:
-    def find(f: ast.FunctionDef) -> tuple[ast.stmt, list[ast.stmt]]:
-        hits = [
-            (s, b)
-            for s, b, outer in _statements(f)
-            if isinstance(s, kind)
-            and _header(s).startswith(prefix)
-            and (inside is None or any(_header(o).startswith(inside) for o in outer))
-        ]
-        return _pick(hits, occurrence)  # type: ignore[return-value]
-
-    return find
+    return _finder(lambda s: isinstance(s, kind) and _header(s).startswith(prefix), occurrence, inside)
 
 
 def whole(f: ast.FunctionDef) -> list[ast.stmt]:
