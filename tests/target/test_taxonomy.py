@@ -161,6 +161,7 @@ def at(file: str, function: str, **shared: Any) -> Callable[..., Row]:
 
 
 LOOP = "iteration < args.train_iters"  # the training loop of train()
+STEP = else_body(compound(ast.If, "args.skip_train", inside=LOOP))  # the work of one iteration
 CUDA_GRAPHS = "args.cuda_graph_impl == 'transformer_engine' and (not cuda_graph_helper.capture_finished())"
 ITERATION = ("megatron.iteration",)
 LAYER_NUMBER = ("megatron.layer_number",)
@@ -176,6 +177,7 @@ exposed = at(TRAINING, "save_checkpoint_and_time", goodput=True, parent="megatro
 sniff = at(TRAINING, "_run_gpu_sniff_test", goodput=True)
 callbacks = at(TRAINING, "post_training_step_callbacks", goodput=True)
 train = at(TRAINING, "train", goodput=True)
+iteration = at(TRAINING, "train", goodput=True, attributes=ITERATION)
 report = at(TRAINING, "train", goodput=True, parent="megatron.train.iteration_report")
 evaluate = at(TRAINING, "evaluate")
 ROWS = [
@@ -284,29 +286,11 @@ ROWS = [
         "checkpoint",
         one(calling("maybe_finalize_async_save", inside=LOOP)),
     ),
-    train(
-        46,
-        "megatron.train.cuda_graph_capture",
-        "job",
-        body_of(compound(ast.If, CUDA_GRAPHS)),
-        attributes=ITERATION,
+    iteration(46, "megatron.train.cuda_graph_capture", "job", body_of(compound(ast.If, CUDA_GRAPHS))),
+    iteration(
+        47, "megatron.train.first_iteration", "first_iteration", STEP, parent="megatron.train.iteration"
     ),
-    train(
-        47,
-        "megatron.train.first_iteration",
-        "first_iteration",
-        else_body(compound(ast.If, "args.skip_train", inside=LOOP)),
-        attributes=ITERATION,
-        parent="megatron.train.iteration",
-    ),
-    train(
-        48,
-        "megatron.train.iteration",
-        "step",
-        else_body(compound(ast.If, "args.skip_train", inside=LOOP)),
-        attributes=ITERATION,
-        end_attributes=("megatron.skipped",),
-    ),
+    iteration(48, "megatron.train.iteration", "step", STEP, end_attributes=("megatron.skipped",)),
     train(
         49,
         "megatron.train.forward_pre_hook",
