@@ -162,6 +162,7 @@ def at(file: str, function: str, **shared: Any) -> Callable[..., Row]:
 
 LOOP = "iteration < args.train_iters"  # the training loop of train()
 STEP = else_body(compound(ast.If, "args.skip_train", inside=LOOP))  # the work of one iteration
+MANUAL_GC = "args.manual_gc_interval != 0"
 CUDA_GRAPHS = "args.cuda_graph_impl == 'transformer_engine' and (not cuda_graph_helper.capture_finished())"
 ITERATION = ("megatron.iteration",)
 LAYER_NUMBER = ("megatron.layer_number",)
@@ -259,12 +260,7 @@ ROWS = [
     # The reference put timers_log in `step` (a defect, taxonomy section 6); it is a checkpoint span.
     exposed(39, "megatron.checkpoint.timers_log", "checkpoint", one(calling("timers.log"))),
     sniff(40, "megatron.startup.sniff_test", "job", whole, attributes=("megatron.sniff_test.tag",)),
-    callbacks(
-        41,
-        "megatron.train.gc_collect",
-        "step",
-        one(calling("gc.collect", inside="args.manual_gc_interval != 0")),
-    ),
+    callbacks(41, "megatron.train.gc_collect", "step", one(calling("gc.collect", inside=MANUAL_GC))),
     train(
         42,
         "megatron.startup.weight_hash_check",
