@@ -26,6 +26,11 @@ for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace", "pybind11
 
 import torch
 
+from codegen.capture import read_metrics
+from codegen.capture import read_spans as read_capture
+from codegen.cli import main
+from codegen.pipeline import plan_only
+from codegen.verify import expectations, verify
 from tests.megatron_cpu.pretrain_harness import (
     CONFIGS,
     KILL_AT,
@@ -76,24 +81,16 @@ def _run(pretrain_runs, name: str):
 
 @pytest.fixture(scope="module")
 def project_and_plan():
-    from codegen.pipeline import plan_only
-
     return plan_only(SPECS, None)
 
 
 @pytest.fixture(scope="module")
 def taxonomy(project_and_plan) -> set[str]:
-    from codegen.verify import expectations
-
     return set(expectations(*project_and_plan))
 
 
 def _verify(project_and_plan, capture: Path, groups: frozenset[str]):
     """What ``codegen verify SPECS CAPTURE --groups ...`` reports (its code, the plan built once)."""
-    from codegen.capture import read_metrics
-    from codegen.capture import read_spans as read_capture
-    from codegen.verify import verify
-
     return verify(*project_and_plan, read_capture(capture), groups, read_metrics(capture))
 
 
@@ -125,8 +122,6 @@ def test_pretrain_returns_after_training(pretrain_runs, name):
 
 
 def test_codegen_verify_cli_passes_on_the_proof_capture(pretrain_runs, capsys):
-    from codegen.cli import main
-
     run = _run(pretrain_runs, "fresh")
     assert main(["verify", str(SPECS), str(run.capture), "--groups", ""]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out

@@ -16,6 +16,10 @@ import pytest
 
 pytest.importorskip("torch", reason="torch is needed to run megatron.training on CPU")
 
+from codegen.cli import main
+from codegen.diagnostics import Diagnostics
+from codegen.report import CaptureError, build
+from codegen.spec.load import load_project
 from tests.megatron_cpu.pretrain_harness import (
     KILL_AT,
     RESUME_ITERS,
@@ -30,15 +34,10 @@ SPECS = Path(__file__).resolve().parents[2] / "specs"
 
 @pytest.fixture(scope="module")
 def project():
-    from codegen.diagnostics import Diagnostics
-    from codegen.spec.load import load_project
-
     return load_project(SPECS, Diagnostics())
 
 
 def _report(project, *runs):
-    from codegen.report import build
-
     for run in runs:
         run.check()
     return build(project, [run.capture for run in runs]).report
@@ -137,8 +136,6 @@ def test_killed_run_then_a_run_from_scratch_loses_everything_it_trained(pretrain
 
 def test_runs_that_overlapped_are_refused_as_two_jobs(pretrain_runs, project):
     """resume and killed ran side by side (one harness batch): one rank each, at the same time."""
-    from codegen.report import CaptureError, build
-
     with pytest.raises(CaptureError, match="spans of two jobs mixed"):
         build(project, [pretrain_runs["resume"].capture, pretrain_runs["killed"].capture])
 
@@ -171,8 +168,6 @@ def test_default_preset_has_no_iterations_but_goodput(pretrain_runs, project):
 
 
 def test_cli_writes_the_outputs(pretrain_runs, tmp_path, capsys):
-    from codegen.cli import main
-
     fresh, resume = pretrain_runs["fresh"], pretrain_runs["resume"]
     out = tmp_path / "report"
     assert main(["report", str(fresh.capture), str(resume.capture), "--out", str(out)]) == 0

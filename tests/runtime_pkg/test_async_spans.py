@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import random
+import sys
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
@@ -355,8 +357,6 @@ def test_a_traced_coroutine_off_is_the_coroutine_itself(otel: ModuleType) -> Non
     frame of the wrapper's: the disabled async span's cost, benchmarks/README.md); frameworks
     that ask whether it is a coroutine function (Quart: asyncio's on 3.11, inspect's on 3.14)
     are told so, and a second traced on it wraps it as a coroutine function too."""
-    import inspect
-    import sys
 
     async def handle(number: int) -> int:
         return number

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from codegen.diagnostics import Diagnostics
-from codegen.emit.runtime import DEPENDENCY, render_runtime, runtime_sources
+from codegen.emit.runtime import DEPENDENCY, RECORDS, declare_runtime, render_runtime, runtime_sources
 from codegen.spec.load import load_project
 from tests.support.instrumentation_wheel import build_wheel, install_wheel
 
@@ -169,7 +169,6 @@ def test_package_absent_stream_and_stamp_return_what_they_are_handed(tree: Path)
 def test_the_shims_record_types_have_the_runtimes_fields(tree: Path) -> None:
     """The taxonomy's values are the same tuples whether the shim or the runtime made their types:
     the shim's ``_records`` has every record type of the runtime's ``_records.py``, field for field."""
-    from codegen.emit.runtime import RECORDS
     from codegen.otel_runtime import _records
 
     probe = (
@@ -249,8 +248,6 @@ def test_the_otel_extra_names_the_runtime_instead_of_nemo_lens(tmp_path: Path) -
     """Replace + dependency mode on main: pyproject.toml's ``otel`` extra (#6438's nemo-lens[sdk])
     names megatron-otel-runtime; nothing else in the file changes (the ``dev`` group's nemo-lens
     serves #6415's base layer and stays). A file without such an extra is left alone."""
-    from codegen.emit.runtime import declare_runtime
-
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text(
         '[project.optional-dependencies]\ndev = [\n    "nemo-lens",\n]\n\notel = [\n    "nemo-lens[sdk]",\n]\n'

@@ -5,6 +5,7 @@ attributes, record the metrics, and never raise on what a server may hand them."
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sys
 from importlib.metadata import version
@@ -292,8 +293,6 @@ class BadRequest(Exception):
 
 
 def test_a_body_that_is_not_json_sets_error_type_to_its_status(served):
-    import asyncio
-
     otel = served.otel
 
     async def get_json(fails: BaseException | None) -> Any:
@@ -326,8 +325,6 @@ def test_a_streamed_answer_records_first_token_and_duration_at_its_end(served):
     """The span handed over to the stream (``otel.stream``): time to first token at its first
     chunk, the request's duration when it is exhausted (not when the handler returned); a stream
     the client leaves has neither a duration nor a second end."""
-    import asyncio
-
     otel = served.otel
 
     async def chunks(count: int) -> Any:

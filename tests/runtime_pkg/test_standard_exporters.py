@@ -19,6 +19,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from codegen.emit.package import REQUIRES
 from tests.support.lean_workload import set_env
 from tests.support.processors import in_memory
 
@@ -173,8 +174,6 @@ def test_oldest_otel_constraints_differ_only_in_opentelemetry() -> None:
     """constraints-otel-oldest.txt (tox -e sdk-oldest) is constraints.txt with the oldest
     OpenTelemetry the instrumentation package admits; nothing else may drift but what that
     OpenTelemetry itself caps."""
-    from codegen.emit.package import REQUIRES
-
     capped_by_oldest_otel = {"wrapt"}  # opentelemetry-instrumentation 0.48b0: wrapt<2
 
     def pins(name: str) -> dict[str, str]:
