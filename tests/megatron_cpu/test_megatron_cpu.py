@@ -9,6 +9,7 @@ initialization) runs two microbatches of forward + backward through
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace"):
     pytest.importorskip(_module, reason=f"{_module} is needed to run megatron-core on CPU")
 
 import torch
+
+from codegen.cli import main
 
 LAYER_SPANS = {"megatron.layer.forward", "megatron.layer.self_attention", "megatron.layer.mlp"}
 MICROBATCH_SPANS = {"megatron.microbatch.forward", "megatron.microbatch.backward"}
@@ -242,8 +245,6 @@ def test_p2p_receive_needs_cuda_and_the_span_records_the_error(p2p_results):
 
 
 def test_codegen_verify_accepts_the_cpu_run(train_results, p2p_results, tmp_path, capsys):
-    from codegen.cli import main
-
     spans = list(train_results["instrumented"]["runs"]["all"]["spans"])
     spans += train_results["instrumented"]["mamba"]["all"]["spans"]
     capture = tmp_path / "capture.json"
@@ -260,10 +261,6 @@ def test_codegen_verify_accepts_the_cpu_run(train_results, p2p_results, tmp_path
 
 
 def test_codegen_verify_rejects_a_span_moved_to_another_group(train_results, tmp_path, capsys):
-    import shutil
-
-    from codegen.cli import main
-
     specs = tmp_path / "specs"
     shutil.copytree(SPECS, specs)
     layers = specs / "layers.yaml"

@@ -11,6 +11,8 @@ to (telemetry off: byte-identical).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -423,9 +425,6 @@ NEEDS_CUDA = {
 
 @pytest.mark.parametrize("run", ["default", "all"])
 def test_the_capture_passes_codegen_verify(instrumented, run, tmp_path):
-    import subprocess
-    import sys
-
     capture = tmp_path / "capture.jsonl"  # the spans alone
     lines = instrumented[run]["capture"].read_text().splitlines(keepends=True)
     capture.write_text("".join(line for line in lines if line.startswith('{"resourceSpans"')))

@@ -23,6 +23,7 @@ for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace"):
 
 import torch
 
+from codegen.cli import main
 from tests.support.megatron_workers import worker_env
 from tests.support.otlp_json import console_capture, named
 from tests.support.ports import free_port
@@ -217,8 +218,6 @@ def test_results_identical_with_and_without_telemetry(training_results, run):
 
 
 def test_codegen_verify_accepts_the_training_run(training_results, tmp_path, capsys):
-    from codegen.cli import main
-
     spans = training_results["evaluate"]["all"]["spans"] + training_results["train_step"]["all"]["spans"]
     capture = tmp_path / "capture.json"
     capture.write_text(console_capture(spans))
