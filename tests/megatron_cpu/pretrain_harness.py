@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -299,8 +300,6 @@ def run_all(roots: dict[str, Path], helpers: Path, work: Path, free_port) -> dic
 
 def build_dataset_helpers(source: Path, dest: Path) -> Path:
     """``megatron/core/datasets/helpers.cpp`` built for this Python (the wheel ships cpython-312)."""
-    import sysconfig
-
     import pybind11
 
     dest.mkdir(parents=True, exist_ok=True)
@@ -361,8 +360,12 @@ LOOP_OPTIONS = {
     "megatron.train.gc_collect",
 }
 
+# every training run: startup, model setup, the loop, the layers, DDP's grad sync finished
+TRAINED = STARTUP | SETUP | LOOP | HOT | {"megatron.grad_sync.finish"}
 # one rank training with saves and evaluation, the loop's options on: every CPU-reachable span
-FULL = STARTUP | SETUP | LOOP | HOT | EVALUATE | SAVE | LOOP_OPTIONS | {"megatron.grad_sync.finish"}
+FULL = TRAINED | EVALUATE | SAVE | LOOP_OPTIONS
+# what both pipeline stages record of the P2P calls
+P2P = {"megatron.p2p.recv_forward", "megatron.p2p.send_forward", "megatron.p2p.send_backward"}
 
 OBSERVED: dict[str, set[str]] = {
     "fresh": FULL,
@@ -377,38 +380,12 @@ OBSERVED: dict[str, set[str]] = {
         "megatron.checkpoint.exit_finalize",
     },
     # the last stage: activations in, gradients out; DDP's grad sync launched after the schedule
-    "pp": STARTUP
-    | SETUP
-    | LOOP
-    | HOT
-    | EVALUATE
-    | {
-        "megatron.grad_sync.start",
-        "megatron.grad_sync.finish",
-        "megatron.p2p.recv_forward",
-        "megatron.p2p.send_forward",
-        "megatron.p2p.send_backward",
-    },
+    "pp": TRAINED | EVALUATE | P2P | {"megatron.grad_sync.start"},
     # the first stage: activations out, gradients in
-    "pp_first": STARTUP
-    | SETUP
-    | LOOP
-    | HOT
-    | EVALUATE
-    | {
-        "megatron.grad_sync.finish",
-        "megatron.p2p.recv_forward",
-        "megatron.p2p.send_forward",
-        "megatron.p2p.recv_backward",
-        "megatron.p2p.send_backward",
-    },
-    "dp": STARTUP | SETUP | LOOP | HOT | EVALUATE | {"megatron.grad_sync.finish"},
-    "sigterm": STARTUP | SETUP | LOOP | HOT | SAVE | {"megatron.grad_sync.finish"},
-    "killed": STARTUP
-    | SETUP
-    | HOT
-    | (LOOP - {"megatron.checkpoint.exit_finalize"})
-    | {"megatron.grad_sync.finish"},
+    "pp_first": TRAINED | EVALUATE | P2P | {"megatron.p2p.recv_backward"},
+    "dp": TRAINED | EVALUATE,
+    "sigterm": TRAINED | SAVE,
+    "killed": TRAINED - {"megatron.checkpoint.exit_finalize"},
 }
 
 
