@@ -25,7 +25,7 @@ import itertools
 import os
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +45,6 @@ SHAPE_KEYS = (
     "megatron.hidden_size",
     "megatron.num_attention_heads",
 )
-THREAD_KEYS = ("thread.id",)
 RUN_KEYS = ("megatron.run_id", "run_uuid")  # one value per run (attempt), shared by its ranks
 
 
@@ -200,12 +199,6 @@ class Capture:
             index = self.name_index[name] = len(self.names)
             self.names.append(name)
         return index
-
-    def spans_named(self, name: str) -> Iterator[int]:
-        index = self.name_index.get(name)
-        if index is None:
-            return iter(())
-        return (i for i, n in enumerate(self.name) if n == index)
 
 
 def _span_int(value: str, what: str, source: str) -> int:

@@ -282,7 +282,6 @@ class WrapHook(_HookBase):
 # A hook: a call into the runtime inserted at function entry, before/after a statement, around
 # statements, or a rewrite of one call. Consumers narrow it with ``match``.
 Hook = EntryHook | StatementHook | AroundHook | WrapHook
-HOOK_TYPES = (EntryHook, StatementHook, AroundHook, WrapHook)
 
 
 @dataclass(frozen=True)
