@@ -35,6 +35,8 @@ _WHERE = {
 class Reader:
     """Reports problems into ``diags`` and returns None instead of raising."""
 
+    singletons: dict[str, tuple[str, YNode]]  # top-level key -> (its spec file, its value)
+
     def __init__(self, diags: Diagnostics) -> None:
         self.diags = diags
         # Kinds of names ("groups", "metrics", "env", "spans", ...) whose declarations may sit in a
@@ -183,6 +185,11 @@ class Reader:
             return str(node.value)
         self.diags.error(node.pos, f"{what} must be a string or an integer")
         return None
+
+    def _singleton_map(self, key: str) -> YMap | None:
+        """The mapping of the top-level ``key``: None when no file declares it (or not as one)."""
+        entry = self.singletons.get(key)
+        return None if entry is None else self._map(entry[1], key)
 
     def _map(self, node: YNode, what: str) -> YMap | None:
         if isinstance(node, YMap):
