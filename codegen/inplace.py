@@ -33,7 +33,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -165,14 +165,7 @@ def prepare(options: RunOptions, docs: Path | None = None, check: bool = False) 
     from codegen.emit.runtime import PYPROJECT, render_runtime
     from codegen.pipeline import generate
 
-    generation = generate(
-        options.specs,
-        options.source,
-        options.release,
-        options.allow_missing,
-        options.replace_upstream,
-        options.runtime,
-    )
+    generation = generate(**asdict(options))
     root = generation.source_root.resolve()
     project = generation.project
     package = project.runtime.package.strip("/")
