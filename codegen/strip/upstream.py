@@ -133,7 +133,28 @@ class _Scope:
     contexts: set[str] = field(default_factory=set)  # bound from contextvars.copy_context()
 
 
-class _Taint(cst.CSTVisitor):
+class _Scoped:
+    """What the otel and tainted names are, seen from the innermost scope of ``stack``."""
+
+    extra: frozenset[str]
+    scopes: dict[str, _Scope]
+    stack: list[str]
+
+    def _scope(self) -> _Scope:
+        return self.scopes.setdefault(self.stack[-1], _Scope(self.stack[-1]))
+
+    def otel(self, node: cst.CSTNode) -> bool:
+        return bool(self._otel_names(node))
+
+    def _otel_names(self, node: cst.CSTNode) -> list[str]:
+        tainted = _visible(self.scopes, self.stack)
+        return sorted(n for n in names_in(node) if is_otel_name(n, self.extra) or n in tainted)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.stack.append(f"{self.stack[-1]}.{node.name.value}")
+
+
+class _Taint(_Scoped, cst.CSTVisitor):
     """Private names bound from otel expressions, per function (run to a fixed point)."""
 
     def __init__(self, extra: frozenset[str], scopes: dict[str, _Scope]) -> None:
@@ -141,13 +162,6 @@ class _Taint(cst.CSTVisitor):
         self.scopes = scopes
         self.stack = ["<module>"]
         self.grew = False
-
-    def _scope(self) -> _Scope:
-        return self.scopes.setdefault(self.stack[-1], _Scope(self.stack[-1]))
-
-    def otel(self, node: cst.CSTNode) -> bool:
-        tainted = _visible(self.scopes, self.stack)
-        return any(is_otel_name(n, self.extra) or n in tainted for n in names_in(node))
 
     def _add(self, name: str, contexts: bool = False) -> None:
         scope = self._scope()
@@ -164,9 +178,6 @@ class _Taint(cst.CSTVisitor):
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self.stack.pop()
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.stack.append(f"{self.stack[-1]}.{node.name.value}")
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
         self.stack.pop()
@@ -206,7 +217,7 @@ class _Taint(cst.CSTVisitor):
                 self._add(_dotted(bound).split(".")[0])
 
 
-class _Stripper(cst.CSTTransformer):
+class _Stripper(_Scoped, cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(
@@ -241,17 +252,6 @@ class _Stripper(cst.CSTTransformer):
         return "\n" not in code and 4 * self.depth + len(code) + extra <= LINE_LENGTH
 
     # -- helpers ---------------------------------------------------------------------------
-
-    def _scope(self) -> _Scope:
-        return self.scopes.setdefault(self.stack[-1], _Scope(self.stack[-1]))
-
-    def otel(self, node: cst.CSTNode) -> bool:
-        tainted = _visible(self.scopes, self.stack)
-        return any(is_otel_name(n, self.extra) or n in tainted for n in names_in(node))
-
-    def _otel_names(self, node: cst.CSTNode) -> list[str]:
-        tainted = _visible(self.scopes, self.stack)
-        return sorted(n for n in names_in(node) if is_otel_name(n, self.extra) or n in tainted)
 
     def removed(self, node: cst.CSTNode) -> None:
         self.removed_reads.setdefault(self.stack[-1], set()).update(names_in(node))
@@ -291,9 +291,6 @@ class _Stripper(cst.CSTTransformer):
     # -- scopes ----------------------------------------------------------------------------
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.stack.append(f"{self.stack[-1]}.{node.name.value}")
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.stack.append(f"{self.stack[-1]}.{node.name.value}")
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
