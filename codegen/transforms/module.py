@@ -22,18 +22,7 @@ def transform_file(project: Project, plan: FilePlan) -> str:
     if not (plan.wraps or plan.inserts or plan.decorations or plan.rewrites):
         return bom + plan.module.code
     first_use = _first_use(project, plan)
-    editor = BlockEditor(
-        project,
-        plan.wraps,
-        plan.inserts,
-        plan.decorations,
-        plan.module.default_indent,
-        plan.rewrites,
-        _frozen(plan),
-        plan.at_exit,
-        plan.streams,
-    )
-    module = plan.module.visit(editor)
+    module = plan.module.visit(BlockEditor(project, plan, _frozen(plan)))
     if first_use is not None:  # a file whose edits never name the runtime gets no import (F401)
         module = add_runtime_import(project, module, first_use)
     return bom + module.code
