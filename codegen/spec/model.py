@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from codegen.diagnostics import Pos
@@ -409,7 +409,6 @@ class Project:
     groups: tuple[Group, ...]
     presets: tuple[Preset, ...]
     spans: tuple[Span, ...]
-    spec_files: tuple[str, ...] = field(default=())
     lifecycle: tuple[LifecycleSpan, ...] = ()
     metrics: tuple[Metric, ...] = ()
     env: tuple[EnvVar, ...] = ()
