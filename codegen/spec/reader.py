@@ -11,9 +11,7 @@ from typing import Any
 
 from codegen.diagnostics import Diagnostics, Pos
 from codegen.spec.fields import Field, Table, keys
-from codegen.spec.model import (
-    Attribute,
-)
+from codegen.spec.model import Attribute
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
 
 SPAN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")

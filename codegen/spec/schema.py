@@ -42,14 +42,8 @@ def spec_schema() -> dict[str, Any]:
         "description": "A YAML spec file of specs/: declarations (telemetry.yaml) and/or spans and hooks.",
         **_table(fields.TOP_FIELDS),
         "definitions": {
-            "span": _table(
-                fields.SPAN_FIELDS,
-                dependencies={"names": ["name_expr"], "name_expr": ["names"]},
-            ),
-            "hook": _table(
-                fields.HOOK_FIELDS,
-                oneOf=[{"required": [key]} for key in HOOK_PLACEMENTS],
-            ),
+            "span": _table(fields.SPAN_FIELDS, dependencies={"names": ["name_expr"], "name_expr": ["names"]}),
+            "hook": _table(fields.HOOK_FIELDS, oneOf=[{"required": [key]} for key in HOOK_PLACEMENTS]),
             "wrap": _table(fields.WRAP_FIELDS),
             "stream": _table(fields.STREAM_FIELDS),
             "selector": selector,
