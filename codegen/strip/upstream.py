@@ -699,7 +699,7 @@ def strip_tree(root: Path, runtime_package: str, keep_signatures: bool = False) 
     errors: list[str] = []
     runtime = (root / runtime_package).resolve()
     for path in candidate_files(root):
-        if runtime == path.resolve() or runtime in path.resolve().parents:
+        if path.resolve().is_relative_to(runtime):
             continue
         rel = path.relative_to(root).as_posix()
         try:
