@@ -332,13 +332,8 @@ def _import_only(removed: list[str], added: list[str], alias: str) -> bool:
     """The block only adds the runtime import (``import P.ALIAS as _ALIAS``; before the private
     name: ``from P import a, ALIAS`` or a line of its own)."""
     removed, added = [line for line in removed if line], [line for line in added if line]
-    if len(added) == 1 and not removed and re.fullmatch(rf"from [\w.]+ import {alias}", added[0]):
-        return True
-    if (
-        len(added) == 1
-        and not removed
-        and re.fullmatch(rf"import [\w.]+\.{alias} as _{alias}(  # noqa: E402)?", added[0])
-    ):
+    one_line = rf"from [\w.]+ import {alias}|import [\w.]+\.{alias} as _{alias}(  # noqa: E402)?"
+    if len(added) == 1 and not removed and re.fullmatch(one_line, added[0]):
         return True
 
     def squash(lines: list[str]) -> str:
