@@ -176,11 +176,10 @@ class _Taint(_Scoped, cst.CSTVisitor):
         for param in params:
             self._add(param)
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+    def _leave(self, original_node: cst.FunctionDef | cst.ClassDef) -> None:
         self.stack.pop()
 
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self.stack.pop()
+    leave_FunctionDef = leave_ClassDef = _leave
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if (
