@@ -264,9 +264,6 @@ class _Stripper(_Scoped, cst.CSTTransformer):
             self.marks[id(node)] = len(self.errors)
         return super().on_visit(node)
 
-    def error(self, original: cst.CSTNode, message: str) -> None:
-        self.errors.append((original, message))
-
     def located_errors(self, module: cst.Module) -> list[str]:
         """``path:line:col: error: ...``, positions read only now (they cost a pass)."""
         positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -281,11 +278,11 @@ class _Stripper(_Scoped, cst.CSTTransformer):
     def unknown(self, original: cst.CSTNode, what: str) -> None:
         names = ", ".join(f"'{n}'" for n in self._otel_names(original))
         code = code_of(original).strip().splitlines()[0][:80]
-        self.error(
-            original,
+        message = (
             f"hand-written OpenTelemetry code the --replace-upstream strip does not recognise "
-            f"({what} using {names}): `{code}`; restore upstream's form of it, or remove it by hand",
+            f"({what} using {names}): `{code}`; restore upstream's form of it, or remove it by hand"
         )
+        self.errors.append((original, message))
 
     # -- scopes ----------------------------------------------------------------------------
 
