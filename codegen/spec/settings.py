@@ -184,11 +184,8 @@ class SettingsReader(SelectorReader):
                 self._unknown(as_map.value_pos("kind"), "metric kind", kind, list(METRIC_KINDS))
                 continue
             if name in seen:
-                first = seen[name].pos
-                self.diags.error(
-                    as_map.value_pos("name"),
-                    f"metric '{name}' is already declared at {first.ref(as_map.pos)}",
-                )
+                first = seen[name].pos.ref(as_map.pos)
+                self.diags.error(as_map.value_pos("name"), f"metric '{name}' is already declared at {first}")
                 continue
             if name and kind and unit:
                 seen[name] = Metric(name, kind, unit, description, as_map.pos)
@@ -268,10 +265,8 @@ class SettingsReader(SelectorReader):
         values = self._fields(node, fields.FLAGS_FIELDS, "flags")
         file, function, parser = values.get("file"), values.get("function"), values.get("parser")
         if parser is not None and not DOTTED.match(parser):
-            where = node.value_pos("parser")
-            self.diags.error(
-                where, f"parser '{parser}' must be the (dotted) name of the argparse parser or group"
-            )
+            message = f"parser '{parser}' must be the (dotted) name of the argparse parser or group"
+            self.diags.error(node.value_pos("parser"), message)
             parser = None
         before = values.get("before")
         env_names = {e.name: " ".join(e.description.split()) for e in env}
