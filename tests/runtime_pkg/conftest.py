@@ -67,6 +67,12 @@ def exit_hooks(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[object]]:
 
 
 @pytest.fixture
+def sites(rendered: Rendered) -> ModuleType:
+    """The call sites (runtime_pkg_support.CALL_SITES) on the rendered runtime, imported."""
+    return rendered.import_call_sites()
+
+
+@pytest.fixture
 def otel(rendered: Rendered, exit_hooks: dict[str, list[object]]) -> Iterator[ModuleType]:
     """The rendered runtime, imported with exit hooks recorded (not installed), reset afterwards."""
     module = rendered.import_runtime()

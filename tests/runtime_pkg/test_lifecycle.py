@@ -43,11 +43,6 @@ def ns(seconds: float) -> int:
 
 
 @pytest.fixture
-def sites(rendered: Rendered) -> ModuleType:
-    return rendered.import_call_sites()
-
-
-@pytest.fixture
 def telemetry_on(otel: ModuleType, provider: TracerProvider, monkeypatch: pytest.MonkeyPatch) -> None:
     """``otel`` on through the environment (every group), configured with ``provider`` (its spans go
     to ``exporter``)."""

@@ -28,11 +28,6 @@ def otel(rendered: Rendered) -> ModuleType:
     return rendered.import_runtime()
 
 
-@pytest.fixture
-def sites(rendered: Rendered) -> ModuleType:
-    return rendered.import_call_sites()
-
-
 def finished(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
     spans = exporter.get_finished_spans()
     by_name = {s.name: s for s in spans}
