@@ -23,11 +23,6 @@ from codegen.spec.model import Project
 from tests.support.modules import with_pythonpath
 
 
-@pytest.fixture
-def otel(rendered: Rendered) -> ModuleType:
-    return rendered.import_runtime()
-
-
 def finished(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
     spans = exporter.get_finished_spans()
     by_name = {s.name: s for s in spans}
