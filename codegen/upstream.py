@@ -93,8 +93,8 @@ class HandWritten:
 
 
 def candidate_files(root: Path) -> Iterator[Path]:
-    telemetry = root / TELEMETRY_DIR
     """The entry scripts beside ``megatron/`` and its modules, less #6415's base layer."""
+    telemetry = root / TELEMETRY_DIR
     yield from sorted(root.glob("*.py"))
     for path in sorted((root / PACKAGE_DIR).rglob("*.py")):
         if telemetry not in path.parents:
