@@ -31,6 +31,17 @@ from tests.support.paths import SPECS
 pytest.importorskip("chdb", reason="the report-store extra (chdb) is not installed")
 
 
+def _report(*argv: object) -> int:
+    """``codegen report --specs SPECS ARGV...``: its exit status."""
+    return main(["report", "--specs", str(SPECS), *map(str, argv)])
+
+
+def _events(out: Path) -> list[str]:
+    """The trace's events of the report in ``out``, sorted (their order may differ)."""
+    events = json.loads((out / "trace.perfetto.json").read_text())["traceEvents"]
+    return sorted(json.dumps(e, sort_keys=True) for e in events)
+
+
 def _committed() -> dict[str, list[Path]]:
     return {
         "fresh": [DATA / "fresh.jsonl"],
@@ -70,14 +81,11 @@ def _same_report(project, tmp_path, name, paths):
     finally:
         got.close()
     out_files, out_store = tmp_path / "files", tmp_path / "from-store"
-    assert main(["report", "--specs", str(SPECS), *map(str, paths), "--out", str(out_files)]) == 0
-    assert main(["report", "--specs", str(SPECS), "--store", f"chdb:{store}", "--out", str(out_store)]) == 0
+    assert _report(*paths, "--out", out_files) == 0
+    assert _report("--store", f"chdb:{store}", "--out", out_store) == 0
     for page in ("report.txt", "report.html"):
         assert (out_store / page).read_text() == (out_files / page).read_text(), page
-    trace_files = json.loads((out_files / "trace.perfetto.json").read_text())["traceEvents"]
-    trace_store = json.loads((out_store / "trace.perfetto.json").read_text())["traceEvents"]
-    key = lambda e: json.dumps(e, sort_keys=True)  # the order of events may differ
-    assert sorted(map(key, trace_store)) == sorted(map(key, trace_files))
+    assert _events(out_store) == _events(out_files)
 
 
 @pytest.mark.parametrize("name", sorted(_committed()))
@@ -95,18 +103,11 @@ def test_trace_window_from_the_store_equals_the_files(project, tmp_path, capsys)
     store = make_store(tmp_path / "store", [synthetic])
     window = ["--trace-ranks", "1,3", "--trace-iterations", "20-25"]
     files, from_store = tmp_path / "files", tmp_path / "from-store"
-    assert main(["report", "--specs", str(SPECS), str(synthetic), *window, "--out", str(files)]) == 0
-    assert (
-        main(["report", "--specs", str(SPECS), "--store", f"chdb:{store}", *window, "--out", str(from_store)])
-        == 0
-    )
-    events = [
-        json.loads((out / "trace.perfetto.json").read_text())["traceEvents"] for out in (files, from_store)
-    ]
-    complete = [e for e in events[0] if e["ph"] == "X"]
+    assert _report(synthetic, *window, "--out", files) == 0
+    assert _report("--store", f"chdb:{store}", *window, "--out", from_store) == 0
+    complete = [e for e in map(json.loads, _events(files)) if e["ph"] == "X"]
     assert {e["pid"] for e in complete} == {2, 4} and len(complete) > 6 * 2 * 25
-    key = lambda e: json.dumps(e, sort_keys=True)  # the order of events may differ
-    assert sorted(map(key, events[1])) == sorted(map(key, events[0]))
+    assert _events(from_store) == _events(files)
 
 
 def test_engine_chdb_on_files_equals_the_python_reader(project, tmp_path):
@@ -123,8 +124,8 @@ def test_selection_by_time_window_and_service(project, tmp_path, capsys):
     store = make_store(tmp_path / "store", [fresh, resume])
     until = str(min(span.start_ns for span in read_spans(resume)) - 1)
     out = tmp_path / "out"
-    argv = ["report", "--specs", str(SPECS), "--store", f"chdb:{store}", "--until", until]
-    assert main([*argv, "--service", "unknown_service:python", "--out", str(out)]) == 0
+    argv = ["--store", f"chdb:{store}", "--until", until]
+    assert _report(*argv, "--service", "unknown_service:python", "--out", out) == 0
     assert (out / "report.txt").read_text() == build(project, [fresh]).text
 
 
@@ -134,8 +135,8 @@ def test_engine_chdb_applies_the_selection_to_files(project, tmp_path, capsys):
     fresh, resume = _committed()["fresh+resume"]
     until = str(min(span.start_ns for span in read_spans(resume)) - 1)
     out = tmp_path / "selected"
-    argv = ["report", "--specs", str(SPECS), str(fresh), str(resume), "--engine", "chdb", "--until", until]
-    assert main([*argv, "--service", "unknown_service:python", "--out", str(out)]) == 0
+    argv = [fresh, resume, "--engine", "chdb", "--until", until]
+    assert _report(*argv, "--service", "unknown_service:python", "--out", out) == 0
     assert (out / "report.txt").read_text() == build(project, [fresh]).text
     capsys.readouterr()
     err = _fails(tmp_path, capsys, str(fresh), "--engine", "chdb", "--service", "nosuch")
@@ -149,7 +150,7 @@ def test_engine_chdb_applies_the_selection_to_files(project, tmp_path, capsys):
 def test_selection_on_files_without_chdb_is_refused(tmp_path, capsys, option):
     """The python reader cannot select: the option is refused (exit 2, nothing written), never ignored."""
     out = tmp_path / "out"
-    assert main(["report", "--specs", str(SPECS), str(DATA / "fresh.jsonl"), *option, "--out", str(out)]) == 2
+    assert _report(DATA / "fresh.jsonl", *option, "--out", out) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and not out.exists()
     assert captured.err == (
@@ -162,9 +163,8 @@ def test_save_store_makes_a_store_the_report_reads_again(project, tmp_path, caps
     """--save-store DIR: the captures in a chdb database folder that --store chdb:DIR reports."""
     paths = _committed()["fresh+resume"]
     store, first, again = tmp_path / "store", tmp_path / "first", tmp_path / "again"
-    argv = ["report", "--specs", str(SPECS)]
-    assert main([*argv, *map(str, paths), "--save-store", str(store), "--out", str(first)]) == 0
-    assert main([*argv, "--store", f"chdb:{store}", "--out", str(again)]) == 0
+    assert _report(*paths, "--save-store", store, "--out", first) == 0
+    assert _report("--store", f"chdb:{store}", "--out", again) == 0
     want = build(project, paths).text
     assert (first / "report.txt").read_text() == want and (again / "report.txt").read_text() == want
     capsys.readouterr()
@@ -180,7 +180,7 @@ def test_save_store_makes_a_store_the_report_reads_again(project, tmp_path, caps
 
 def _fails(tmp_path, capsys, *argv) -> str:
     out = tmp_path / "out"
-    assert main(["report", "--specs", str(SPECS), *argv, "--out", str(out)]) == EXIT_SOURCE
+    assert _report(*argv, "--out", out) == EXIT_SOURCE
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1, err
     assert not out.exists()
@@ -269,22 +269,7 @@ def test_several_services_without_service(tmp_path, capsys):
         f"chdb:{store}: error: spans of 2 services in otel_traces ('job-a', 'job-b'): report one at a time (--service)"
     )
     out = tmp_path / "b"
-    assert (
-        main(
-            [
-                "report",
-                "--specs",
-                str(SPECS),
-                "--store",
-                f"chdb:{store}",
-                "--service",
-                "job-b",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert _report("--store", f"chdb:{store}", "--service", "job-b", "--out", out) == 0
     assert "2 runs" not in (out / "report.txt").read_text()
 
 
@@ -307,7 +292,7 @@ def test_not_a_store_address(tmp_path, capsys):
 
 
 def test_files_and_store_together_is_a_usage_error(tmp_path, capsys):
-    assert main(["report", "--specs", str(SPECS), str(DATA / "fresh.jsonl"), "--store", "chdb:x"]) == 2
+    assert _report(DATA / "fresh.jsonl", "--store", "chdb:x") == 2
     assert "takes capture files or --store ADDRESS" in capsys.readouterr().err
 
 
@@ -323,7 +308,7 @@ def served(tmp_path):
 def test_server_path_over_http(project, tmp_path, served, capsys):
     url, seen = served
     out = tmp_path / "out"
-    assert main(["report", "--specs", str(SPECS), "--store", url, "--out", str(out)]) == 0
+    assert _report("--store", url, "--out", out) == 0
     assert (out / "report.txt").read_text() == build(project, _committed()["fresh+resume"]).text
     # the same query text as on chdb, and no query that returns spans but the trace's window
     assert any("ASOF LEFT JOIN" in sql for sql in seen)
