@@ -15,8 +15,8 @@ import json
 import re
 from pathlib import Path
 
-from codegen.cli import main
 from tests.support.browser import artifacts, browse, console_messages
+from tests.support.cli import codegen
 from tests.support.otlp_json import Spans, simple_run
 from tests.support.paths import REPORT_DATA as DATA
 from tests.support.paths import SPECS
@@ -30,20 +30,7 @@ def _pages(tmp_path: Path) -> dict[str, Path]:
     """The page of a real CPU pretrain capture (committed), and of a two-rank capture."""
     pages = {}
     out = tmp_path / "real"
-    assert (
-        main(
-            [
-                "report",
-                "--specs",
-                str(SPECS),
-                str(DATA / "fresh.jsonl"),
-                str(DATA / "resume.jsonl"),
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert codegen("report", "--specs", SPECS, DATA / "fresh.jsonl", DATA / "resume.jsonl", "--out", out) == 0
     pages["real"] = out / "report.html"
     paths = []
     for rank in (0, 1):
@@ -51,7 +38,7 @@ def _pages(tmp_path: Path) -> dict[str, Path]:
         simple_run(spans, iterations=8, step=1.0 + 0.25 * rank)
         paths.append(spans.write(tmp_path / f"rank{rank}.json"))
     out = tmp_path / "ranks"
-    assert main(["report", "--specs", str(SPECS), *map(str, paths), "--out", str(out)]) == 0
+    assert codegen("report", "--specs", SPECS, *paths, "--out", out) == 0
     pages["ranks"] = out / "report.html"
     return pages
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from codegen.cli import main
+from tests.support.cli import codegen
 from tests.support.otlp_json import Spans, simple_run
 from tests.support.paths import SPECS
 
@@ -22,7 +22,7 @@ def _two_ranks(tmp_path):
 def test_cli_writes_text_perfetto_and_html(tmp_path, capsys):
     paths = _two_ranks(tmp_path)
     out = tmp_path / "out"
-    assert main(["report", "--specs", str(SPECS), *map(str, paths), "--out", str(out)]) == 0
+    assert codegen("report", "--specs", SPECS, *paths, "--out", out) == 0
     printed = capsys.readouterr().out
     assert "Goodput:" in printed and f"wrote {out / 'report.html'}" in printed
     assert (out / "report.txt").read_text() in printed
@@ -32,7 +32,7 @@ def test_cli_writes_text_perfetto_and_html(tmp_path, capsys):
 def test_perfetto_trace_one_process_per_rank_and_links_as_flows(tmp_path, capsys):
     paths = _two_ranks(tmp_path)
     out = tmp_path / "out"
-    main(["report", "--specs", str(SPECS), *map(str, paths), "--out", str(out)])
+    assert codegen("report", "--specs", SPECS, *paths, "--out", out) == 0
     capsys.readouterr()
     trace = json.loads((out / "trace.perfetto.json").read_text())
     events = trace["traceEvents"]
@@ -56,7 +56,7 @@ def test_perfetto_links_become_flow_pairs(tmp_path, capsys):
     spans.add("megatron.train", 2, 3, iteration=2, links=[first])
     path = spans.write(tmp_path / "c.json")
     out = tmp_path / "out"
-    assert main(["report", "--specs", str(SPECS), str(path), "--out", str(out)]) == 0
+    assert codegen("report", "--specs", SPECS, path, "--out", out) == 0
     capsys.readouterr()
     events = json.loads((out / "trace.perfetto.json").read_text())["traceEvents"]
     starts = [e for e in events if e["ph"] == "s"]
@@ -71,17 +71,14 @@ def test_perfetto_links_become_flow_pairs(tmp_path, capsys):
 def test_html_is_self_contained(tmp_path, capsys):
     paths = _two_ranks(tmp_path)
     out = tmp_path / "out"
-    main(["report", "--specs", str(SPECS), *map(str, paths), "--out", str(out)])
+    assert codegen("report", "--specs", SPECS, *paths, "--out", out) == 0
     capsys.readouterr()
     page = (out / "report.html").read_text()
     # no external resource: nothing loaded from a URL, and the CSP forbids it anyway
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     assert "default-src 'none'" in page
-    data = json.loads(
-        re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.DOTALL).group(
-            1
-        )
-    )
+    found = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page, re.DOTALL)
+    data = json.loads(found.group(1))
     assert data["categories"][0]["key"] == "goodput"
     assert abs(sum(c["share"] for c in data["categories"]) - 1) < 1e-9
     assert len(data["heat"]["rows"]) == 2 and data["heat"]["columns"]
@@ -96,7 +93,7 @@ def test_html_escapes_names(tmp_path, capsys):
     spans.add("</script><b>x", 5, 6)
     path = spans.write(tmp_path / "c.json")
     out = tmp_path / "out"
-    assert main(["report", "--specs", str(SPECS), str(path), "--out", str(out), "--title", "<i>t</i>"]) == 0
+    assert codegen("report", "--specs", SPECS, path, "--out", out, "--title", "<i>t</i>") == 0
     capsys.readouterr()
     page = (out / "report.html").read_text()
     assert "<i>t</i>" not in page and "&lt;i&gt;t&lt;/i&gt;" in page
@@ -105,7 +102,7 @@ def test_html_escapes_names(tmp_path, capsys):
 
 def test_text_names_the_slowest_rank_and_the_spread(tmp_path, capsys):
     paths = _two_ranks(tmp_path)  # rank 1 takes 1.5 s a step, rank 0 1 s
-    assert main(["report", "--specs", str(SPECS), *map(str, paths)]) == 0
+    assert codegen("report", "--specs", SPECS, *paths) == 0
     out = capsys.readouterr().out
     assert "slowest rank most often: rank 1 (pid 11) (3 of 3 iterations after the first)" in out
     assert "largest spread 500.0 ms at iteration 1" in out

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from codegen.cli import main
 from codegen.report import build
 from codegen.report.trace_window import choose, parse_ranks
 from tests.report.synthetic import spans_per_iteration, write_capture
+from tests.support.cli import codegen
 from tests.support.paths import SPECS
 
 
@@ -29,8 +29,8 @@ def _complete(out):
 
 def test_window_of_ranks_and_iterations(capture_file, tmp_path, capsys):
     out = tmp_path / "out"
-    argv = ["report", "--specs", str(SPECS), str(capture_file), "--out", str(out)]
-    assert main([*argv, "--trace-ranks", "1-2", "--trace-iterations", "10-12"]) == 0
+    argv = ["report", "--specs", SPECS, capture_file, "--out", out]
+    assert codegen(*argv, "--trace-ranks", "1-2", "--trace-iterations", "10-12") == 0
     assert "(trace window: iterations 10-12, ranks 1-2 (2 process(es)))" in capsys.readouterr().out
     complete, labels = _complete(out)
     ranks = {labels[e["pid"]] for e in complete}
@@ -47,7 +47,7 @@ def test_window_of_ranks_and_iterations(capture_file, tmp_path, capsys):
 
 def test_whole_capture_below_the_bound(capture_file, tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["report", "--specs", str(SPECS), str(capture_file), "--out", str(out)]) == 0
+    assert codegen("report", "--specs", SPECS, capture_file, "--out", out) == 0
     assert "(trace window: every iteration, every rank (3 process(es)))" in capsys.readouterr().out
     complete, _ = _complete(out)
     assert len(complete) == build_spans(capture_file)
@@ -77,6 +77,6 @@ def test_rank_lists():
 
 def test_bad_window_is_a_usage_error(capture_file, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
-        main(["report", "--specs", str(SPECS), str(capture_file), "--trace-iterations", "9-x"])
+        codegen("report", "--specs", SPECS, capture_file, "--trace-iterations", "9-x")
     assert exit_.value.code == 2
     assert "not an iteration range (A-B): '9-x'" in capsys.readouterr().err
