@@ -109,8 +109,6 @@ def _fast_nanos(value: Any) -> int:
 
 
 def _fast_links(items: Any) -> Any:
-    if items is None:
-        return ()
     if items.__class__ is not list:
         return _INVALID
     links = []
@@ -128,8 +126,6 @@ def _fast_links(items: Any) -> Any:
 
 
 def _fast_events(items: Any) -> Any:
-    if items is None:
-        return ()
     if items.__class__ is not list:
         return _INVALID
     events = []
