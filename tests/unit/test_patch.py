@@ -202,30 +202,29 @@ def _init_repo(repo: Path, old: str | None) -> None:
     _run(["git", "commit", "-q", "--allow-empty", "-m", "old"], repo)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
-def test_git_apply_produces_new(case: Case, tmp_path: Path) -> None:
-    patch_text = make_patch(PATH, case.old, case.new)
-    repo = tmp_path / "repo"
-    _init_repo(repo, case.old)
-    _git_apply(repo, _write_patch(tmp_path, patch_text))
-    assert _read_tree(repo) == _expected(case)
-
+_APPLY = {"git": _git_apply, "patch": _gnu_patch}
 
 # GNU patch 2.7 cannot delete an empty file: it sees the hunk-less deletion as "already
 # empty", assumes -R and keeps the file (it does the same with git's own diff).
-_GNU_PATCH_CASES = [
-    pytest.param(case, id=case.name, marks=pytest.mark.xfail(strict=True, reason="GNU patch limitation"))
-    if case.name == "deleted_empty_file"
-    else pytest.param(case, id=case.name)
+_GNU_LIMIT = pytest.mark.xfail(strict=True, reason="GNU patch limitation")
+_APPLY_CASES = [
+    pytest.param(tool, case, id=f"{tool}-{case.name}", marks=_GNU_LIMIT)
+    if (tool, case.name) == ("patch", "deleted_empty_file")
+    else pytest.param(tool, case, id=f"{tool}-{case.name}")
+    for tool in _APPLY
     for case in CASES
 ]
 
 
-@pytest.mark.parametrize("case", _GNU_PATCH_CASES)
-def test_gnu_patch_produces_new(case: Case, tmp_path: Path) -> None:
-    root = tmp_path / "tree"
-    _write_tree(root, case.old)
-    _gnu_patch(root, _write_patch(tmp_path, make_patch(PATH, case.old, case.new)))
+@pytest.mark.parametrize(("tool", "case"), _APPLY_CASES)
+def test_patch_produces_new(tool: str, case: Case, tmp_path: Path) -> None:
+    """``git apply`` (in a repository holding the old file) and GNU ``patch -p1`` give the new file."""
+    root = tmp_path / tool
+    if tool == "git":
+        _init_repo(root, case.old)
+    else:
+        _write_tree(root, case.old)
+    _APPLY[tool](root, _write_patch(tmp_path, make_patch(PATH, case.old, case.new)))
     assert _read_tree(root) == _expected(case)
 
 
@@ -281,11 +280,7 @@ def test_path_with_space_applies(tmp_path: Path) -> None:
         root = tmp_path / tool
         (root / "docs").mkdir(parents=True)
         (root / path).write_bytes(b"a\nb\n")
-        patch_file = _write_patch(tmp_path, patch_text)
-        if tool == "git":
-            _git_apply(root, patch_file)
-        else:
-            _gnu_patch(root, patch_file)
+        _APPLY[tool](root, _write_patch(tmp_path, patch_text))
         assert (root / path).read_bytes() == b"a\nc\n"
 
 
