@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-SPANS_PER_ITERATION = 25  # iteration, fwd-bwd, optimizer, report, 4 microbatches, 16 layers, log
-
 
 def spans_per_iteration(layers: int = 4) -> int:
     """Spans a rank writes per iteration with ``layers`` layer spans per microbatch (4 of them)."""
