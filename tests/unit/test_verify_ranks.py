@@ -94,24 +94,14 @@ SEND = "5" * 16
 def two_stages(**change: Any) -> dict[int, tuple[dict[str, Any], list[dict[str, Any]]]]:
     """A clean capture of two pipeline stages: startup, interval 0, a send and its receive."""
     p2p = {"megatron.p2p.direction": "forward", "megatron.p2p.seq": 0}
+    interval = {"megatron.iteration": 0, "megatron.trace_interval": 0}
     ranks = {}
     for rank in (0, 1):
         start_id, train_id = f"{rank + 1}" * 16, f"{rank + 3}" * 16
+        startup = change.get(f"startup{rank}", T_START)
         spans = [
-            span(
-                "megatron.startup",
-                change.get(f"startup{rank}", T_START),
-                start_id,
-                "job",
-                **{"megatron.model_type": "gpt"},
-            ),
-            span(
-                "megatron.train",
-                T_INT,
-                train_id,
-                "job",
-                **{"megatron.iteration": 0, "megatron.trace_interval": 0},
-            ),
+            span("megatron.startup", startup, start_id, "job", **{"megatron.model_type": "gpt"}),
+            span("megatron.train", T_INT, train_id, "job", **interval),
         ]
         if rank == 0:
             spans.append(
@@ -131,16 +121,11 @@ def two_stages(**change: Any) -> dict[int, tuple[dict[str, Any], list[dict[str, 
 def verify(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], ranks, *, split: bool = False
 ) -> tuple[int, str]:
-    paths = []
-    if split:  # one file per rank
-        for rank, entry in ranks.items():
-            path = tmp_path / f"rank{rank}.jsonl"
-            path.write_text(json.dumps(document({rank: entry})) + "\n")
-            paths.append(str(path))
-    else:
-        path = tmp_path / "capture.jsonl"
-        path.write_text(json.dumps(document(ranks)) + "\n")
-        paths.append(str(path))
+    files = {f"rank{rank}": {rank: entry} for rank, entry in ranks.items()} if split else {"capture": ranks}
+    paths = []  # split: one file per rank
+    for name, part in files.items():
+        (tmp_path / f"{name}.jsonl").write_text(json.dumps(document(part)) + "\n")
+        paths.append(str(tmp_path / f"{name}.jsonl"))
     code = main(["verify", str(SPECS), *paths, "--groups", ""])
     return code, capsys.readouterr().out
 
