@@ -75,11 +75,8 @@ def test_store_command_runs_as_written(project, tmp_path):
         result = _run(blocks(PAGE)["report-store"], work, CLICKHOUSE_URL=url)
     assert result.returncode == 0, result.stderr
     assert (work / "report" / "report.txt").read_text() == build(project, [capture]).text
-    assert {p.name for p in (work / "report").iterdir()} == {
-        "report.txt",
-        "report.html",
-        "trace.perfetto.json",
-    }
+    written = {p.name for p in (work / "report").iterdir()}
+    assert written == {"report.txt", "report.html", "trace.perfetto.json"}
 
 
 def test_engine_chdb_command_runs_as_written(project, tmp_path):
