@@ -4,12 +4,28 @@ Shaped like a real one (the names are the specs' own, per the report's taxonomy)
 backdated startup phases, model setup, data iterators, intervals of ``save_every`` iterations each
 closed by a checkpoint save, evaluation every ``eval_every`` iterations, and inside each iteration
 forward-backward, the optimizer, microbatch and layer spans, then the iteration report.
+``hand_run`` and ``rank_run``: the small hand-made captures (``simple_run``) most tests read.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+from tests.support.otlp_json import Spans, simple_run
+
+
+def hand_run(resource: dict[str, Any] | None = None, **run: Any) -> Spans:
+    """A hand-made capture: ``Spans(resource)`` holding ``simple_run(spans, **run)``."""
+    spans = Spans(resource)
+    simple_run(spans, **run)
+    return spans
+
+
+def rank_run(rank: int, pid: int, **run: Any) -> Spans:
+    """``hand_run`` of rank ``rank`` of two (service ``test``, process ``pid``)."""
+    return hand_run({"service.name": "test", "process.pid": pid, "dl.rank": rank, "dl.world_size": 2}, **run)
 
 
 def spans_per_iteration(layers: int = 4) -> int:

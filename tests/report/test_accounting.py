@@ -8,7 +8,8 @@ import pytest
 
 from codegen.report import CaptureError, build
 from codegen.report.taxonomy import CATEGORIES, Taxonomy, TaxonomyError
-from tests.support.otlp_json import Spans, simple_run
+from tests.report.synthetic import hand_run, rank_run
+from tests.support.otlp_json import Spans
 
 
 def _report(project, tmp_path, *captures: Spans):
@@ -35,9 +36,7 @@ def test_a_renamed_group_fails_loudly(project):
 
 
 def test_one_run_every_category_exact(project, tmp_path):
-    spans = Spans()
-    simple_run(spans)
-    report = _report(project, tmp_path, spans)
+    report = _report(project, tmp_path, hand_run())
     assert report.wall == pytest.approx(11.5)
     expected = {
         "goodput": 4.0,  # iterations 1-3, and a typical step's worth of the first
@@ -76,10 +75,10 @@ def test_time_no_span_covers_is_unaccounted(project, tmp_path):
 
 def test_restart_progress_lost_and_redone_iterations(project, tmp_path):
     """Run 0 saves at 2, trains iterations 2 and 3, then fails; run 1 resumes at 2."""
-    first = Spans({"service.name": "test", "process.pid": 1})
-    simple_run(first, iterations=4, fail_after=4)  # saves at 2 only; iterations 2, 3 then failure
-    second = Spans({"service.name": "test", "process.pid": 2})
-    simple_run(second, offset=20.0, iterations=2, first_iteration=2)
+    first = hand_run(None, iterations=4, fail_after=4)  # saves at 2 only; iterations 2, 3 then failure
+    second = hand_run(
+        {"service.name": "test", "process.pid": 2}, offset=20.0, iterations=2, first_iteration=2
+    )
     report = _report(project, tmp_path, first, second)
     r0, r1 = report.runs
     assert r0.saves == [2] and r0.failed and r0.redone == 2
@@ -92,10 +91,7 @@ def test_restart_progress_lost_and_redone_iterations(project, tmp_path):
 
 
 def test_several_ranks_mean_slowest_and_spread(project, tmp_path):
-    fast = Spans({"service.name": "test", "process.pid": 1, "dl.rank": 0, "dl.world_size": 2})
-    slow = Spans({"service.name": "test", "process.pid": 2, "dl.rank": 1, "dl.world_size": 2})
-    simple_run(fast, step=1.0)
-    simple_run(slow, step=1.5)
+    fast, slow = rank_run(0, 1, step=1.0), rank_run(1, 2, step=1.5)
     report = _report(project, tmp_path, fast, slow)
     (run,) = report.runs
     assert len(run.processes) == 2
@@ -120,9 +116,8 @@ def test_run_id_groups_ranks_and_separates_restarts(project, tmp_path):
     captures = []
     for run_id, offset in (("aa", 0.0), ("bb", 30.0)):
         for rank in (0, 1):
-            spans = Spans({"service.name": "test", "process.pid": 100 + rank, "dl.rank": rank,
-                           "dl.world_size": 2, "megatron.run_id": run_id})  # fmt: skip
-            simple_run(spans, offset=offset + rank * 0.5)
+            spans = rank_run(rank, 100 + rank, offset=offset + rank * 0.5)
+            spans.resource["megatron.run_id"] = run_id
             captures.append(spans)
     report = _report(project, tmp_path, *captures)
     assert [len(r.processes) for r in report.runs] == [2, 2]
@@ -131,11 +126,9 @@ def test_run_id_groups_ranks_and_separates_restarts(project, tmp_path):
 
 
 def test_overlapping_runs_of_different_ids_are_two_jobs(project, tmp_path):
-    captures = []
-    for run_id in ("aa", "bb"):
-        spans = Spans({"service.name": "test", "process.pid": 7, "megatron.run_id": run_id})
-        simple_run(spans)
-        captures.append(spans)
+    captures = [
+        hand_run({"service.name": "test", "process.pid": 7, "megatron.run_id": r}) for r in ("aa", "bb")
+    ]
     with pytest.raises(CaptureError, match="spans of two jobs mixed: runs aa and bb overlap in time"):
         _report(project, tmp_path, *captures)
 
@@ -144,10 +137,7 @@ def test_files_read_in_worker_processes_give_the_same_report(project, tmp_path):
     """Several files (one per rank) read by two worker processes, merged: the same figures."""
     paths = []
     for rank in (0, 1):
-        spans = Spans(
-            {"service.name": "test", "process.pid": 100 + rank, "dl.rank": rank, "dl.world_size": 2}
-        )
-        simple_run(spans, step=1.0 + 0.5 * rank)
+        spans = rank_run(rank, 100 + rank, step=1.0 + 0.5 * rank)
         spans.add("my.custom.span", 5, 6)
         paths.append(spans.write(tmp_path / f"rank{rank}.json"))
     serial = build(project, paths, jobs=1)
@@ -163,10 +153,8 @@ def test_files_read_in_worker_processes_give_the_same_report(project, tmp_path):
 
 
 def test_worker_processes_report_the_first_bad_file(project, tmp_path):
-    good = Spans({"service.name": "a", "process.pid": 1})
-    simple_run(good)
-    other = Spans({"service.name": "b", "process.pid": 2})
-    simple_run(other, offset=100)
+    good = hand_run({"service.name": "a", "process.pid": 1})
+    other = hand_run({"service.name": "b", "process.pid": 2}, offset=100)
     paths = [good.write(tmp_path / "a.json"), other.write(tmp_path / "b.json")]
     with pytest.raises(
         CaptureError, match="b.json:1:1: error: record 1: spans of two jobs mixed: service.name"

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from codegen.cli import EXIT_SOURCE, main
-from tests.support.otlp_json import Spans, simple_run
+from tests.report.synthetic import hand_run
+from tests.support.otlp_json import Spans
 from tests.support.paths import SPECS
 
 
@@ -18,8 +19,7 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def _good(tmp_path, name: str = "good.json", **resource) -> Spans:
-    spans = Spans({"service.name": "test", "process.pid": 1, **resource})
-    simple_run(spans)
+    spans = hand_run({"service.name": "test", "process.pid": 1, **resource})
     spans.write(tmp_path / name)
     return spans
 
@@ -113,8 +113,7 @@ def test_empty_capture(capsys, tmp_path):
 
 
 def test_unknown_names_warn_and_still_report(capsys, tmp_path):
-    spans = Spans()
-    simple_run(spans)
+    spans = hand_run()
     spans.add("my.custom.span", 5, 6)
     spans.add("my.custom.span", 6, 6.5)
     path = spans.write(tmp_path / "custom.json")

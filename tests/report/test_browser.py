@@ -15,9 +15,9 @@ import json
 import re
 from pathlib import Path
 
+from tests.report.synthetic import rank_run
 from tests.support.browser import artifacts, browse, console_messages
 from tests.support.cli import codegen
-from tests.support.otlp_json import Spans, simple_run
 from tests.support.paths import REPORT_DATA as DATA
 from tests.support.paths import SPECS
 
@@ -34,8 +34,7 @@ def _pages(tmp_path: Path) -> dict[str, Path]:
     pages["real"] = out / "report.html"
     paths = []
     for rank in (0, 1):
-        spans = Spans({"service.name": "test", "process.pid": 10 + rank, "dl.rank": rank, "dl.world_size": 2})
-        simple_run(spans, iterations=8, step=1.0 + 0.25 * rank)
+        spans = rank_run(rank, 10 + rank, iterations=8, step=1.0 + 0.25 * rank)
         paths.append(spans.write(tmp_path / f"rank{rank}.json"))
     out = tmp_path / "ranks"
     assert codegen("report", "--specs", SPECS, *paths, "--out", out) == 0

@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 import re
 
+from tests.report.synthetic import hand_run, rank_run
 from tests.support.cli import codegen
-from tests.support.otlp_json import Spans, simple_run
+from tests.support.otlp_json import Spans
 from tests.support.paths import SPECS
 
 
 def _two_ranks(tmp_path):
     paths = []
     for rank in (0, 1):
-        spans = Spans({"service.name": "test", "process.pid": 10 + rank, "dl.rank": rank, "dl.world_size": 2})
-        simple_run(spans, step=1.0 + rank * 0.5)
-        paths.append(spans.write(tmp_path / f"rank{rank}.json"))
+        paths.append(rank_run(rank, 10 + rank, step=1.0 + rank * 0.5).write(tmp_path / f"rank{rank}.json"))
     return paths
 
 
@@ -88,8 +87,7 @@ def test_html_is_self_contained(tmp_path, capsys):
 
 
 def test_html_escapes_names(tmp_path, capsys):
-    spans = Spans({"service.name": "test", "process.pid": 1})
-    simple_run(spans)
+    spans = hand_run()
     spans.add("</script><b>x", 5, 6)
     path = spans.write(tmp_path / "c.json")
     out = tmp_path / "out"

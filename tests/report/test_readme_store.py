@@ -16,8 +16,8 @@ import yaml
 from codegen.report import build
 from codegen.report.store import TABLE
 from tests.report.store_support import chdb_http, make_store
+from tests.report.synthetic import hand_run
 from tests.support.doc_blocks import GUIDE, blocks
-from tests.support.otlp_json import Spans, simple_run
 from tests.support.paths import REPORT_DATA as DATA
 
 PAGE = GUIDE / "report-store.md"
@@ -64,11 +64,9 @@ def test_collector_configuration():
 
 def test_store_command_runs_as_written(project, tmp_path):
     pytest.importorskip("chdb", reason="the report-store extra (chdb) is not installed")
-    spans = Spans({"service.name": "megatron", "process.pid": 7, "megatron.run_id": "run-1"})
-    simple_run(spans)
+    spans = hand_run({"service.name": "megatron", "process.pid": 7, "megatron.run_id": "run-1"})
     capture = spans.write(tmp_path / "capture.json")
-    other = Spans({"service.name": "another-job", "process.pid": 8})
-    simple_run(other, offset=100.0)
+    other = hand_run({"service.name": "another-job", "process.pid": 8}, offset=100.0)
     store = make_store(tmp_path / "store", [capture, other.write(tmp_path / "other.json")])
     work = _workspace(tmp_path / "work")
     with chdb_http(store) as (url, _):

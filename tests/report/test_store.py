@@ -23,8 +23,8 @@ from codegen.cli import EXIT_SOURCE, main
 from codegen.report import build, build_from_store, build_with_chdb
 from codegen.report.store import EXPORTER_DDL, ChdbConnection, Selection
 from tests.report.store_support import chdb_http, make_store
-from tests.report.synthetic import write_capture
-from tests.support.otlp_json import Spans, simple_run
+from tests.report.synthetic import hand_run, rank_run, write_capture
+from tests.support.otlp_json import simple_run
 from tests.support.paths import REPORT_DATA as DATA
 from tests.support.paths import SPECS
 
@@ -54,8 +54,7 @@ def _made(tmp_path: Path) -> dict[str, list[Path]]:
     """Hand-made captures whose figures the accounting tests know, and a synthetic 4-rank one."""
     ranks = []
     for rank in (0, 1):
-        spans = Spans({"service.name": "test", "process.pid": 10 + rank, "dl.rank": rank, "dl.world_size": 2})
-        simple_run(spans, step=1.0 + rank * 0.5, fail_after=3)
+        spans = rank_run(rank, 10 + rank, step=1.0 + rank * 0.5, fail_after=3)
         simple_run(spans, offset=40.0, first_iteration=2, iterations=4)
         ranks.append(spans.write(tmp_path / f"rank{rank}.json"))
     synthetic = tmp_path / "synthetic.jsonl"
@@ -242,8 +241,7 @@ def test_run_id_with_no_spans(tmp_path, capsys):
 
 
 def test_service_with_no_spans_lists_the_services_and_run_ids(tmp_path, capsys):
-    spans = Spans({"service.name": "job-a", "process.pid": 1, "megatron.run_id": "run-7"})
-    simple_run(spans)
+    spans = hand_run({"service.name": "job-a", "process.pid": 1, "megatron.run_id": "run-7"})
     store = make_store(tmp_path / "store", [spans.write(tmp_path / "a.json")])
     err = _fails(tmp_path, capsys, "--store", f"chdb:{store}", "--service", "megatron")
     assert err.startswith(
@@ -259,10 +257,8 @@ def test_empty_captures_through_chdb_name_the_file(tmp_path, capsys):
 
 
 def test_several_services_without_service(tmp_path, capsys):
-    one = Spans({"service.name": "job-a", "process.pid": 1})
-    simple_run(one)
-    two = Spans({"service.name": "job-b", "process.pid": 2})
-    simple_run(two, offset=100.0)
+    one = hand_run({"service.name": "job-a", "process.pid": 1})
+    two = hand_run({"service.name": "job-b", "process.pid": 2}, offset=100.0)
     store = make_store(tmp_path / "store", [one.write(tmp_path / "a.json"), two.write(tmp_path / "b.json")])
     err = _fails(tmp_path, capsys, "--store", f"chdb:{store}")
     assert err == (
