@@ -25,19 +25,23 @@ def _console_attributes(raw: _Obj) -> dict[str, Any]:
     return dict(value)
 
 
+def iso_nanos(text: str) -> int:
+    """ISO 8601 (UTC when no offset) -> ns since the epoch; ValueError otherwise."""
+    moment = datetime.datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    delta = moment - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
 def _iso_nanos(value: Any, where: str) -> int:
     if value is None:
         return 0
     if isinstance(value, str):
         try:
-            moment = datetime.datetime.fromisoformat(value)
+            return iso_nanos(value)
         except ValueError:
             pass
-        else:
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=datetime.UTC)
-            delta = moment - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-            return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
     raise _Malformed(where, f"{_show(value)} is not an ISO 8601 time")
 
 

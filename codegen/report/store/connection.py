@@ -3,7 +3,6 @@ server over HTTP or chdb in process, the run's selection; the one error (``Store
 
 from __future__ import annotations
 
-import datetime
 import importlib
 import json
 import urllib.error
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from codegen.capture import CaptureError
+from codegen.capture.console import iso_nanos
 from codegen.diagnostics import install_command
 
 TABLE = "otel_traces"
@@ -218,13 +218,7 @@ class Selection:
 
 def parse_time(text: str) -> int:
     """ISO 8601 (UTC when no offset) or integer ns since the epoch -> ns; ValueError otherwise."""
-    if text.isdigit():
-        return int(text)
-    moment = datetime.datetime.fromisoformat(text)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.UTC)
-    delta = moment - datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+    return int(text) if text.isdigit() else iso_nanos(text)
 
 
 def sql_string(value: str) -> str:
