@@ -9,6 +9,7 @@ forward-backward, the optimizer, microbatch and layer spans, then the iteration 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,14 @@ def hand_run(resource: dict[str, Any] | None = None, **run: Any) -> Spans:
     spans = Spans(resource)
     simple_run(spans, **run)
     return spans
+
+
+def figures(report: Any) -> dict[str, Any]:
+    """Every field of a ``Report``; unknown names without where they were first seen (a file's line
+    or the store)."""
+    fields = dataclasses.asdict(report)
+    fields["unknown"] = {name: count for name, (count, _) in report.unknown.items()}
+    return fields
 
 
 def rank_run(rank: int, pid: int, **run: Any) -> Spans:

@@ -11,7 +11,6 @@ the Map type; PyPI has no server).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import socket
 from pathlib import Path
@@ -23,7 +22,7 @@ from codegen.cli import EXIT_SOURCE, main
 from codegen.report import build, build_from_store, build_with_chdb
 from codegen.report.store import EXPORTER_DDL, ChdbConnection, Selection
 from tests.report.store_support import chdb_http, make_store
-from tests.report.synthetic import hand_run, rank_run, write_capture
+from tests.report.synthetic import figures, hand_run, rank_run, write_capture
 from tests.support.otlp_json import simple_run
 from tests.support.paths import REPORT_DATA as DATA
 from tests.support.paths import SPECS
@@ -42,12 +41,11 @@ def _events(out: Path) -> list[str]:
     return sorted(json.dumps(e, sort_keys=True) for e in events)
 
 
-def _committed() -> dict[str, list[Path]]:
-    return {
-        "fresh": [DATA / "fresh.jsonl"],
-        "resume": [DATA / "resume.jsonl"],
-        "fresh+resume": [DATA / "fresh.jsonl", DATA / "resume.jsonl"],
-    }
+COMMITTED = {
+    "fresh": [DATA / "fresh.jsonl"],
+    "resume": [DATA / "resume.jsonl"],
+    "fresh+resume": [DATA / "fresh.jsonl", DATA / "resume.jsonl"],
+}
 
 
 def _made(tmp_path: Path) -> dict[str, list[Path]]:
@@ -62,20 +60,12 @@ def _made(tmp_path: Path) -> dict[str, list[Path]]:
     return {"two ranks, failed and resumed": ranks, "synthetic 4 ranks": [synthetic]}
 
 
-def _figures(report):
-    """Every field of the report; unknown names without where they were first seen (a file's line
-    or the store)."""
-    fields = dataclasses.asdict(report)
-    fields["unknown"] = {name: count for name, (count, _) in report.unknown.items()}
-    return fields
-
-
 def _same_report(project, tmp_path, name, paths):
     store = make_store(tmp_path / "store", paths)
     want = build(project, paths)
     got = build_from_store(project, f"chdb:{store}", Selection())
     try:
-        assert _figures(got.report) == _figures(want.report), name
+        assert figures(got.report) == figures(want.report), name
         assert got.text == want.text
     finally:
         got.close()
@@ -87,9 +77,9 @@ def _same_report(project, tmp_path, name, paths):
     assert _events(out_store) == _events(out_files)
 
 
-@pytest.mark.parametrize("name", sorted(_committed()))
+@pytest.mark.parametrize("name", sorted(COMMITTED))
 def test_store_report_equals_file_report_on_committed_captures(project, tmp_path, name, capsys):
-    _same_report(project, tmp_path, name, _committed()[name])
+    _same_report(project, tmp_path, name, COMMITTED[name])
 
 
 @pytest.mark.parametrize("name", ["two ranks, failed and resumed", "synthetic 4 ranks"])
@@ -110,16 +100,16 @@ def test_trace_window_from_the_store_equals_the_files(project, tmp_path, capsys)
 
 
 def test_engine_chdb_on_files_equals_the_python_reader(project, tmp_path):
-    paths = _committed()["fresh+resume"]
+    paths = COMMITTED["fresh+resume"]
     got = build_with_chdb(project, paths)
     try:
-        assert _figures(got.report) == _figures(build(project, paths).report)
+        assert figures(got.report) == figures(build(project, paths).report)
     finally:
         got.close()
 
 
 def test_selection_by_time_window_and_service(project, tmp_path, capsys):
-    fresh, resume = _committed()["fresh+resume"]
+    fresh, resume = COMMITTED["fresh+resume"]
     store = make_store(tmp_path / "store", [fresh, resume])
     until = str(min(span.start_ns for span in read_spans(resume)) - 1)
     out = tmp_path / "out"
@@ -131,7 +121,7 @@ def test_selection_by_time_window_and_service(project, tmp_path, capsys):
 def test_engine_chdb_applies_the_selection_to_files(project, tmp_path, capsys):
     """--service/--until on capture files through chdb select as on a store (they were ignored:
     the whole report as if none had been given)."""
-    fresh, resume = _committed()["fresh+resume"]
+    fresh, resume = COMMITTED["fresh+resume"]
     until = str(min(span.start_ns for span in read_spans(resume)) - 1)
     out = tmp_path / "selected"
     argv = [fresh, resume, "--engine", "chdb", "--until", until]
@@ -160,7 +150,7 @@ def test_selection_on_files_without_chdb_is_refused(tmp_path, capsys, option):
 
 def test_save_store_makes_a_store_the_report_reads_again(project, tmp_path, capsys):
     """--save-store DIR: the captures in a chdb database folder that --store chdb:DIR reports."""
-    paths = _committed()["fresh+resume"]
+    paths = COMMITTED["fresh+resume"]
     store, first, again = tmp_path / "store", tmp_path / "first", tmp_path / "again"
     assert _report(*paths, "--save-store", store, "--out", first) == 0
     assert _report("--store", f"chdb:{store}", "--out", again) == 0
@@ -230,7 +220,7 @@ def test_table_of_another_schema(tmp_path, capsys, change, message):
 
 
 def test_run_id_with_no_spans(tmp_path, capsys):
-    store = make_store(tmp_path / "store", _committed()["fresh"])
+    store = make_store(tmp_path / "store", COMMITTED["fresh"])
     err = _fails(tmp_path, capsys, "--store", f"chdb:{store}", "--run-id", "no-such-run")
     # what the table holds follows, so that the user need not guess (it stopped at the selection)
     assert err == (
@@ -297,7 +287,7 @@ def test_files_and_store_together_is_a_usage_error(tmp_path, capsys):
 
 @pytest.fixture
 def served(tmp_path):
-    with chdb_http(make_store(tmp_path / "store", _committed()["fresh+resume"])) as found:
+    with chdb_http(make_store(tmp_path / "store", COMMITTED["fresh+resume"])) as found:
         yield found
 
 
@@ -305,7 +295,7 @@ def test_server_path_over_http(project, tmp_path, served, capsys):
     url, seen = served
     out = tmp_path / "out"
     assert _report("--store", url, "--out", out) == 0
-    assert (out / "report.txt").read_text() == build(project, _committed()["fresh+resume"]).text
+    assert (out / "report.txt").read_text() == build(project, COMMITTED["fresh+resume"]).text
     # the same query text as on chdb, and no query that returns spans but the trace's window
     assert any("ASOF LEFT JOIN" in sql for sql in seen)
     assert sum("LIMIT" in sql for sql in seen) == 1
