@@ -22,7 +22,9 @@ import yaml
 from tests.support.doc_blocks import IN_REPO, env_redirecting_clone, workspace
 from tests.support.doc_blocks import blocks as page_blocks
 from tests.support.git_repo import IDENTITY, clone, git
+from tests.support.megatron_linters import flake8_findings, isort_format, new_formatter_findings, write_tree
 from tests.support.paths import REPO
+from tests.support.pre_commit import HOOK_ARGS
 from tests.support.serving_files import SERVING_FILES, instrumented
 
 MANIFEST = "megatron/core/otel/_in_place.json"
@@ -123,12 +125,6 @@ def test_generated_lines_pass_isort_and_flake8(
     on the committed change: no finding the pristine files did not have."""
     pytest.importorskip("isort", reason="isort is in the test extra (tox -e test)")
     pytest.importorskip("flake8", reason="flake8 is in the test extra (tox -e test)")
-    from tests.support.megatron_linters import (
-        flake8_findings,
-        isort_format,
-        new_formatter_findings,
-        write_tree,
-    )
 
     checkout, _, _ = applied
     paths = [
@@ -166,8 +162,6 @@ def test_pre_commit_configuration_is_the_hook_the_in_place_test_runs(tmp_path: P
     passes the args with which tests/inplace/test_in_place.py runs that hook through pre-commit
     (a run here would cost another whole generation)."""
     pytest.importorskip("pre_commit", reason="pre-commit is in the test extra (tox -e test)")
-    from tests.support.pre_commit import HOOK_ARGS
-
     text = blocks()["file .pre-commit-config.yaml"]
     (tmp_path / ".pre-commit-config.yaml").write_text(text)
     environment = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "home"))
