@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from codegen.emit.patch import _HeadTailMatcher, make_patch, split_lines, write_patch_set
+from tests.support.git_repo import IDENTITY
 
 PATH = "megatron/core/mod.py"
 
@@ -122,10 +123,7 @@ _GIT_ENV = {
     **os.environ,
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_AUTHOR_NAME": "test",
-    "GIT_AUTHOR_EMAIL": "test@example.invalid",
-    "GIT_COMMITTER_NAME": "test",
-    "GIT_COMMITTER_EMAIL": "test@example.invalid",
+    **IDENTITY,
     "LC_ALL": "C",
 }
 
