@@ -21,7 +21,6 @@ import difflib
 import importlib
 import importlib.util
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from codegen.atomic import write_tree
 from codegen.diagnostics import SpecError
 from codegen.pipeline import generate
 from tests.generator.support import DEMO, make_project, pin_fixture_tree
-from tests.support.modules import import_fresh
+from tests.support.modules import forget, import_fresh
 from tests.support.transform_cases import (
     ALL_CASES,
     CHANGED,
@@ -100,8 +99,7 @@ def test_refused_case(case: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 @pytest.fixture
 def fresh_megatron() -> Iterator[None]:
     yield
-    for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
-        del sys.modules[name]
+    forget("megatron")
 
 
 @pytest.mark.parametrize("case", CHECKED, ids=lambda p: p.name)
