@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.atomic import write_tree
+from codegen.atomic import write_files, write_tree
 from codegen.diagnostics import SpecError
 from codegen.pipeline import generate
 from tests.generator.support import DEMO, make_project, pin_fixture_tree
@@ -132,9 +132,7 @@ def test_case(case: Path, tmp_path: Path, snapshot) -> None:
     compile(output, DEMO, "exec")
 
     # Second pass over the instrumented tree, runtime package included: nothing left to do.
-    for path, (_, new) in generation.changes.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(new, encoding="utf-8")
+    write_files(root, {path: new for path, (_, new) in generation.changes.items()})
     assert generate(specs, root).changes == {}
 
 
