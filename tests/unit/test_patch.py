@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from codegen.atomic import write_files
 from codegen.emit.patch import _HeadTailMatcher, make_patch, split_lines, write_patch_set
 from tests.support.git_repo import IDENTITY
 
@@ -340,9 +341,7 @@ def test_patch_set_applies_in_series_order(tmp_path: Path) -> None:
     paths = sorted(old.keys() | new.keys())
     files = write_patch_set({p: make_patch(p, old.get(p), new.get(p)) for p in paths})
     repo = tmp_path / "repo"
-    for path, text in old.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
+    write_files(repo, old)
     _run(["git", "init", "-q"], repo)
     patch_dir = tmp_path / "patches"
     patch_dir.mkdir()
