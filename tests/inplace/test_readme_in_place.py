@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.doc_blocks import IN_REPO, env_redirecting_clone, workspace
+from tests.support.doc_blocks import IN_REPO, env_redirecting_clone, run_block, workspace
 from tests.support.doc_blocks import blocks as page_blocks
 from tests.support.git_repo import IDENTITY, clone, git
 from tests.support.megatron_linters import flake8_findings, isort_format, new_formatter_findings, write_tree
@@ -38,24 +38,6 @@ def blocks() -> dict[str, str]:
     return page_blocks(IN_REPO)
 
 
-def run_block(name: str, cwd: Path, env: dict[str, str]) -> str:
-    environment = dict(env)
-    environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment.get('PATH', '')}"
-    result = subprocess.run(
-        ["bash", "-e", "-c", blocks()[name]],
-        check=False,
-        cwd=cwd,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, (
-        f"README block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    )
-    return result.stdout + result.stderr
-
-
 def _env(upstream: Path) -> dict[str, str]:
     return env_redirecting_clone(upstream) | IDENTITY
 
@@ -65,7 +47,7 @@ def applied(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     """(the checkout after the README's in-place block, the block's output, the environment)."""
     root = workspace(tmp_path_factory.mktemp("readme-in-place") / "work")
     env = _env(upstream)
-    output = run_block("in-place", root, env)
+    output = run_block("in-place", root, env, timeout=900, page=IN_REPO)
     return root / "Megatron-LM", output, env
 
 
@@ -153,7 +135,7 @@ def test_reapply_changes_nothing_and_the_check_block_passes(
     assert again.returncode == 0, again.stderr
     assert "nothing to write" in again.stdout
     assert git(checkout, "status", "--porcelain", "--untracked-files=all") == ""
-    output = run_block("in-place-check", checkout, env)
+    output = run_block("in-place-check", checkout, env, timeout=900, page=IN_REPO)
     assert ". is up to date with specs" in output
 
 
