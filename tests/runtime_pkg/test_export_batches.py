@@ -5,6 +5,8 @@ remembered. Neither may change a byte of what is sent."""
 from __future__ import annotations
 
 import importlib
+import threading
+import time
 from types import ModuleType
 
 import pytest
@@ -47,9 +49,6 @@ def test_a_batch_draws_its_spans_and_their_parents_ids_at_once(otel: ModuleType)
 def test_a_flush_has_the_export_thread_export_and_never_waits_past_its_timeout(otel: ModuleType) -> None:
     """The flushing thread asks; the export thread exports. A flush that exported on the caller's
     thread would wait out an export stuck there (a slow collector) past its timeout."""
-    import threading
-    import time
-
     batching = importlib.import_module(f"{otel.__name__}._batching")
     release = threading.Event()
     threads: list[str] = []
