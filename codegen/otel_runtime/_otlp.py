@@ -358,6 +358,10 @@ def sender(exporter: Any) -> Callable[[bytes], bool] | None:
         settle_environment(client)
     except Exception:  # the session keeps reading the environment per request
         pass
+    try:
+        post = _direct_client(client).export
+    except Exception:  # every request through the session's request(), as before
+        pass
 
     def send(data: bytes) -> bool:
         if getattr(exporter, "_shutdown", False):
@@ -405,3 +409,122 @@ def settle_environment(client: Any) -> None:
     if bundle:
         session.verify = bundle
     session.trust_env = False
+
+
+def _direct_client(client: Any) -> Any:
+    """The exporter's HTTP client (its retries, backoff, timeout, compression, headers, shutdown
+    event and error logging), its requests sent by ``_DirectTransport``: a copy of the client whose
+    transport is that one; the client itself when its transport is not the ``requests`` one."""
+    import copy
+
+    transport = getattr(client, "_transport", None)
+    kind = type(transport)
+    if kind.__name__ != "RequestsHTTPTransport" or not kind.__module__.startswith(
+        "opentelemetry.exporter.http.transport"
+    ):
+        return client
+    import requests
+
+    session = getattr(transport, "_session", None)
+    endpoint = getattr(client, "_endpoint", None)
+    headers = getattr(client, "_headers", None)
+    if type(session) is not requests.Session or not isinstance(endpoint, str):
+        return client
+    if not isinstance(headers, dict):
+        return client
+    direct = copy.copy(client)
+    direct._transport = _DirectTransport(transport, session, endpoint, headers)
+    return direct
+
+
+class _DirectTransport:
+    """The exporter's ``requests`` transport without the per-request work of
+    ``Session.request`` that gives the same request every time: the request to the exporter's
+    endpoint with its headers is prepared once by the session (``prepare_request``: the session's
+    and the exporter's headers merged), and each request is a copy of it with the body and its
+    ``Content-Length``, sent by ``Session.send`` with the session's merged settings
+    (``merge_environment_settings``: proxies, stream, verify, cert), the client's timeout and no
+    redirects, as ``Session.request`` sends it. The bytes on the wire are the same. Whenever the
+    prepared request could differ (the session trusts the environment, has credentials,
+    parameters, hooks or cookies, its or the exporter's headers changed, another URL or method, a
+    body that is not bytes) the request goes through the exporter's transport itself. Counted by
+    callgrind: a third of the HTTP client's instructions per request (``Request``,
+    ``prepare_request``, the cookie jars made and merged, the headers merged)."""
+
+    def __init__(self, base: Any, session: Any, url: str, headers: dict[str, str]) -> None:
+        import requests
+
+        self.base = base
+        self.session = session
+        self.url = url
+        self.result = importlib.import_module(type(base).__module__).RequestsHTTPResult
+        self.prepared_class = requests.PreparedRequest
+        self.template: Any = None
+        self.headers: dict[str, str] = {}
+        self.session_headers: list[tuple[str, str]] = []
+
+    def _prepared(self, headers: dict[str, str]) -> Any:
+        """The request prepared once by the session (``prepare_request``), for these headers and
+        the session's now."""
+        import requests
+
+        session = self.session
+        self.template = session.prepare_request(
+            requests.Request(method="POST", url=self.url, headers=headers, data=b"\x00")
+        )
+        self.headers = dict(headers)
+        self.session_headers = list(session.headers.items())
+        return self.template
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        timeout: float | None = None,
+        data: bytes | None = None,
+    ) -> Any:
+        session = self.session
+        if (
+            method != "POST"
+            or url != self.url
+            or not data
+            or type(data) is not bytes
+            or headers is None
+            or session.trust_env
+            or session.auth is not None
+            or session.params
+            or session.cookies
+            or any(session.hooks.values())
+        ):
+            return self.base.request(method, url, headers=headers, timeout=timeout, data=data)
+        try:
+            template = self.template
+            if (
+                template is None
+                or headers != self.headers
+                or list(session.headers.items()) != self.session_headers
+            ):
+                template = self._prepared(headers)
+            prepared: Any = self.prepared_class()
+            prepared.method = template.method
+            prepared.url = template.url
+            prepared.headers = template.headers.copy()
+            prepared.headers["Content-Length"] = str(len(data))
+            prepared._cookies = template._cookies
+            prepared.hooks = template.hooks
+            prepared.body = data
+            settings = session.merge_environment_settings(url, {}, None, None, None)
+            response = session.send(prepared, timeout=timeout, allow_redirects=False, **settings)
+        except Exception as error:
+            return self.result(error=error)
+        return self.result(
+            status_code=response.status_code, reason=response.reason, response=response
+        )
+
+    def is_connection_error(self, exception: Exception | None) -> bool:
+        return bool(self.base.is_connection_error(exception))
+
+    def close(self) -> None:
+        self.base.close()
