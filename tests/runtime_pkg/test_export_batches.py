@@ -44,6 +44,54 @@ def test_a_batch_draws_its_spans_and_their_parents_ids_at_once(otel: ModuleType)
     assert [s.span_id for s in (parent, *children)] == ids
 
 
+def test_the_encoder_draws_the_ids_nobody_asked_for_under_the_id_lock(otel: ModuleType) -> None:
+    """``SpanEncoder.encode`` draws the span ids of a batch's spans and their parents that have
+    none yet (an id drawn before stays), holding the id lock the training thread's ``span_id``
+    takes: what goes on the wire is what a later ``span_id`` says."""
+    pytest.importorskip(
+        "opentelemetry.exporter.otlp.proto.common",
+        reason="the OTLP exporter is installed in tox -e runtime's environment, which runs this test",
+    )
+    import threading
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import SpanLimits
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    otlp = importlib.import_module(f"{otel.__name__}._otlp")
+    lean = importlib.import_module(f"{otel.__name__}._lean_span")
+    encoder = otlp.SpanEncoder(
+        Resource.create({}), InstrumentationScope("s"), {}, SpanLimits(), lean.LeanSpan, lambda s: None
+    )
+    trace = (0xABC, 1, None)
+    parent = lean.new_span(None, "p", None, trace, None, 10)
+    children = [lean.new_span(None, f"c{i}", parent, trace, {"i": i}, 11) for i in range(3)]
+    drawn = lean.new_span(None, "d", None, trace, None, 12, span_id=7)
+    for span in (parent, *children, drawn):
+        span._end = span._start + 1
+    batch = [*children, drawn]
+    done: list[tuple[bytes, int, int]] = []
+    with lean._ID_LOCK:  # held by a training thread asking an id: the encoder waits for it
+        thread = threading.Thread(target=lambda: done.append(encoder.encode(batch)))
+        thread.start()
+        thread.join(0.5)
+        assert not done
+    thread.join(30)
+    (data, count, failed) = done[0]
+    assert (count, failed) == (4, 0)
+    ids = [s._id for s in (parent, *children)]
+    assert all(ids) and len(set(ids)) == 4 and drawn._id == 7
+    assert [s.span_id for s in (parent, *children, drawn)] == [*ids, 7]
+    written = ExportTraceServiceRequest.FromString(data).resource_spans[0].scope_spans[0].spans
+    on_wire = {s.name: (s.span_id, s.parent_span_id) for s in written}
+    for child in children:
+        assert on_wire[child._name] == (child._id.to_bytes(8, "big"), parent._id.to_bytes(8, "big"))
+    assert on_wire["d"] == ((7).to_bytes(8, "big"), b"")
+
+
 def test_a_flush_has_the_export_thread_export_and_never_waits_past_its_timeout(otel: ModuleType) -> None:
     """The flushing thread asks; the export thread exports. A flush that exported on the caller's
     thread would wait out an export stuck there (a slow collector) past its timeout."""
