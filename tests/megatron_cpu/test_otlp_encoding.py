@@ -250,8 +250,8 @@ def test_the_sender_puts_on_the_wire_what_the_exporter_s_client_puts(
 ) -> None:
     """The sender's requests (the request prepared once, sent by the session's adapter) are,
     byte for byte, the exporter's own client's: its headers, the session's, the compression,
-    a cookie the collector set, a session header changed afterwards; a refused request fails
-    alike."""
+    a cookie the collector set, a session header and proxy changed afterwards; a refused request
+    fails alike."""
     import gzip
 
     from opentelemetry.exporter.otlp.proto.http import Compression
@@ -286,7 +286,9 @@ def test_the_sender_puts_on_the_wire_what_the_exporter_s_client_puts(
 
         monkeypatch.setattr(transport, "request", request)
         post = (lambda d: exporter._client.export(d).success) if way == "client" else send
-        outcomes = [post(b"\x0a\x00" * 40), post(b"\x0a\x01")]
+        outcomes = [post(b"\x0a\x00" * 40)]
+        session.proxies = {"http": f"http://127.0.0.1:{collector.port}"}  # itself, as a proxy
+        outcomes += [post(b"\x0a\x01")]
         session.headers["X-Later"] = "2"
         outcomes += [post(b"\x0a\x02" * 300), post(b"\x0a\x03"), post(b"\x0a\x04")]
         seen[way] = collector.requests
@@ -306,6 +308,8 @@ def test_the_sender_puts_on_the_wire_what_the_exporter_s_client_puts(
     assert list(map(parts, seen["client"])) == list(map(parts, seen["sender"]))
     assert parts(seen["sender"][0])[1] == b"\x0a\x00" * 40
     assert b"Cookie: lb=one" in seen["sender"][3] and b"X-Later: 2" in seen["sender"][2]
+    assert seen["sender"][0].startswith(b"POST /v1/traces ")
+    assert seen["sender"][1].startswith(b"POST http://127.0.0.1:")  # through the proxy
 
 
 def test_a_batch_with_spans_of_another_resource_keeps_its_own_spans_too(otel: ModuleType) -> None:
