@@ -166,7 +166,7 @@ class SpanEncoder:
         lean_type, templates = self.lean_type, self._templates
         if not self.plain_limits:
             lean_type = None  # every lean span the slow way (``_lean``)
-        bits, draw = _ids.bits, _ids.span_id
+        next_id, draw = _ids.span_ids(len(batch)), _ids.span_id
         pack_times, pack_root, pack_parented = _pack_times, _pack_root, _pack_parented
         parts: list[bytes] = []
         extend = parts.extend
@@ -201,7 +201,7 @@ class SpanEncoder:
                         if template is not None and field:
                             span_id = span._id
                             if not span_id:
-                                span_id = span._id = bits(64) or draw()
+                                span_id = span._id = next_id() or draw()
                             parent = span._parent
                             if parent is None:
                                 extend(
@@ -215,7 +215,7 @@ class SpanEncoder:
                             if type(parent) is lean_type:
                                 parent_id = parent._id
                                 if not parent_id:
-                                    parent_id = parent._id = bits(64) or draw()
+                                    parent_id = parent._id = next_id() or draw()
                                 extend(
                                     (
                                         template[1],
