@@ -192,9 +192,11 @@ class SpanEncoder:
                         extra = span._extra
                         try:  # the key as ``_template`` makes it
                             template = templates[
-                                (span._name, *extra.items(), *map(type, extra.values()))
-                                if extra
-                                else span._name
+                                (
+                                    (span._name, *extra.items(), *map(type, extra.values()))
+                                    if extra
+                                    else span._name
+                                )
                             ]
                         except (KeyError, TypeError):  # not yet, or an unhashable value
                             template = self._template(span._name, extra)
@@ -574,6 +576,7 @@ class _DirectTransport:
         timeout: float | None = None,
         data: bytes | None = None,
     ) -> Any:
+        """Send ``data`` as the exporter's transport would: a ``RequestsHTTPResult``."""
         session = self.session
         if (
             method != "POST"
@@ -616,7 +619,9 @@ class _DirectTransport:
         )
 
     def is_connection_error(self, exception: Exception | None) -> bool:
+        """Whether the exporter's transport counts ``exception`` a connection error."""
         return bool(self.base.is_connection_error(exception))
 
     def close(self) -> None:
+        """Close the exporter's transport (its session)."""
         self.base.close()

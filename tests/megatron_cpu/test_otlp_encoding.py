@@ -236,9 +236,7 @@ class RawCollector:
                 self.requests.append(head + b"\r\n\r\n" + buffered[:length])
                 buffered = buffered[length:]
                 answer = self.answers.pop(0) if self.answers else b""
-                connection.sendall(
-                    answer or b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
-                )
+                connection.sendall(answer or b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 
     def close(self) -> None:
         self.server.close()
