@@ -32,7 +32,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
@@ -40,6 +39,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 
 from tests.support.lean_workload import own_provider_exporting_to, workload
+from tests.support.processors import in_memory
 
 
 @pytest.fixture
@@ -79,8 +79,7 @@ def test_the_runtime_encodes_a_batch_as_the_sdk_exporter_does(
     monkeypatch.setattr(
         otel._lean_recorder.LeanRecorder, "_export", lambda self, batch: batches.append(batch)
     )
-    foreign_provider = TracerProvider()
-    foreign_provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    foreign_provider, _ = in_memory()
     otel.configure()
     (recorder,) = otel._state.PROCESS.run.processors
     workload(otel, foreign_provider.get_tracer("foreign"), TracerProvider(sampler=ALWAYS_OFF).get_tracer("m"))
@@ -318,9 +317,7 @@ def test_a_batch_with_spans_of_another_resource_keeps_its_own_spans_too(otel: Mo
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
     resource = Resource.create({"service.name": "own"})
-    provider = TracerProvider(resource=Resource.create({"service.name": "other"}))
-    exporter = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = in_memory(resource=Resource.create({"service.name": "other"}))
     for name in ("other.a", "other.b"):
         provider.get_tracer("other").start_span(name).end()
     foreign = list(exporter.get_finished_spans())

@@ -5,6 +5,8 @@ remembered. Neither may change a byte of what is sent."""
 from __future__ import annotations
 
 import importlib
+import threading
+import time
 from types import ModuleType
 
 import pytest
@@ -148,9 +150,6 @@ def test_a_batch_s_span_ids_are_drawn_at_once_then_0(otel: ModuleType) -> None:
 def test_a_flush_has_the_export_thread_export_and_never_waits_past_its_timeout(otel: ModuleType) -> None:
     """The flushing thread asks; the export thread exports. A flush that exported on the caller's
     thread would wait out an export stuck there (a slow collector) past its timeout."""
-    import threading
-    import time
-
     batching = importlib.import_module(f"{otel.__name__}._batching")
     release = threading.Event()
     threads: list[str] = []
