@@ -339,9 +339,7 @@ def test_patch_set_applies_in_series_order(tmp_path: Path) -> None:
     write_files(repo, old)
     _run(["git", "init", "-q"], repo)
     patch_dir = tmp_path / "patches"
-    patch_dir.mkdir()
-    for name, text in files.items():
-        (patch_dir / name).write_text(text)
+    write_files(patch_dir, files)
     for name in (patch_dir / "series").read_text().splitlines():
         _git_apply(repo, patch_dir / name)
     assert {p: (repo / p).read_text() for p in paths} == new
