@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.support.doc_blocks import README, blocks
+from tests.support.git_repo import git
 from tests.support.paths import REPO
 
 BLOCK = re.compile(r"^<!-- readme: report -->\n```sh\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -25,11 +26,7 @@ def test_readme_command_runs_as_written(tmp_path):
     example named run/capture.jsonl, which no clone has: exit 3); run in a directory holding only
     those files and the environment's console script."""
     (command,) = [m["body"] for m in BLOCK.finditer(_section())]
-    tracked = set(
-        subprocess.run(
-            ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout.split()
-    )
+    tracked = set(git(REPO, "ls-files").split())
     captures = [word for word in shlex.split(command) if word.endswith((".json", ".jsonl"))]
     assert captures and all(c in tracked for c in captures), captures
     for capture in captures:
