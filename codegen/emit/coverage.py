@@ -99,16 +99,13 @@ def render_report(
     into the generated docs."""
     from codegen.target import label
 
-    def entry(e: Span | Hook) -> str:
-        return cell(label(e))
-
     context = {
         "tree": tree,
         "placed_spans": len(project.spans),
         "placed_hooks": len(project.hooks),
         "excluded": [
             {
-                "entry": entry(e),
+                "entry": cell(label(e)),
                 "at": cell(str(e.pos)),
                 "releases": code_cell(e.releases.text),
                 "reason": cell(e.releases.why_not()),
@@ -118,7 +115,7 @@ def render_report(
         ],
         "missing": [
             {
-                "entry": entry(e),
+                "entry": cell(label(e)),
                 "at": cell(str(items[0].pos)),
                 "why": "<br>".join(
                     cell(i.message) + "".join(f"<br>&nbsp;&nbsp;{code_cell(n)}" for n in i.notes)
