@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import venv
+from pathlib import Path
 
 import pytest
 
@@ -49,8 +50,10 @@ def test_asking_for_chdb_without_it(tmp_path):
         assert not (tmp_path / "out").exists() and not (tmp_path / "store").exists()
 
 
-def _clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+def _outside(command: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``command`` run without this environment's PYTHONPATH and VIRTUAL_ENV, its output kept."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
 
 
 @pytest.mark.parametrize("how", ["editable clone", "clone", "wheel"])
@@ -64,40 +67,30 @@ def test_the_install_command_works_where_codegen_was_installed(tmp_path, how):
     python = env_dir / "bin" / "python"
     pip = [str(python), "-m", "pip", "install", "-q", "-c", str(clone / "constraints.txt")]
     if how == "wheel":
-        built = subprocess.run(
-            [str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), str(clone)],
-            capture_output=True,
-            text=True,
-            env=_clean_env(),
+        built = _outside(
+            [str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), str(clone)]
         )
         assert built.returncode == 0, built.stderr[-3000:]
         (wheel,) = (tmp_path / "dist").glob("*.whl")
         target = [str(wheel)]
     else:
         target = ["-e", str(clone)] if how == "editable clone" else [str(clone)]
-    installed = subprocess.run([*pip, *target], capture_output=True, text=True, env=_clean_env())
+    installed = _outside([*pip, *target])
     assert installed.returncode == 0, installed.stderr[-3000:]
     if how == "wheel":
         shutil.rmtree(clone)  # nothing of a clone to point at
     work = tmp_path / "work"
     work.mkdir()
     capture = shutil.copy2(DATA / "fresh.jsonl", work / "capture.jsonl")
-    done = subprocess.run(
-        [str(env_dir / "bin" / "codegen"), "report", "--specs", str(SPECS), str(capture), "--engine", "chdb"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        env=_clean_env(),
-    )
+    codegen = str(env_dir / "bin" / "codegen")
+    done = _outside([codegen, "report", "--specs", str(SPECS), str(capture), "--engine", "chdb"], work)
     assert done.returncode == 3 and done.stderr.startswith(PREFIX), done.stderr
     command = done.stderr[len(PREFIX) :].strip()
     words = shlex.split(command)
     assert words[:4] == [str(python), "-m", "pip", "install"], command
     constrained = ["-c", str(clone / "constraints.txt")]
     assert (words[4:6] == constrained) == (how != "wheel"), command
-    tried = subprocess.run(
-        ["bash", "-c", f"{command} --dry-run"], cwd=work, capture_output=True, text=True, env=_clean_env()
-    )
+    tried = _outside(["bash", "-c", f"{command} --dry-run"], work)
     assert tried.returncode == 0, tried.stdout[-3000:] + tried.stderr[-3000:]
     assert "Would install" in tried.stdout and "chdb-4." in tried.stdout, tried.stdout
     if how != "wheel":  # the clone's pin
