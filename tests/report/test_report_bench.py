@@ -24,7 +24,5 @@ def test_report_bench_small():
     assert re.search(
         r"^file path peak memory: .* = [\d.]+x \(goal <= 1.5x\): (ok|HIGH)$", done.stdout, re.MULTILINE
     )
-    assert (
-        len(re.findall(r"^CPU a span at [\d,]+: chdb path [\d.]+ us, file path", done.stdout, re.MULTILINE))
-        == 2
-    )
+    cpu = re.findall(r"^CPU a span at [\d,]+: chdb path [\d.]+ us, file path", done.stdout, re.MULTILINE)
+    assert len(cpu) == 2
