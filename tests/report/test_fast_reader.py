@@ -234,9 +234,6 @@ def test_nesting_matches_the_token_loop() -> None:
         expected, got = _reference(raw, depth), documents._nesting(raw, depth)
         assert got[1] == expected[1], (raw, depth)
         # deepest: exact past the limit, else at least the real depth (the limit is all it is for)
-        assert got[0] >= expected[0] and (got[0] > MAX_DEPTH) == (expected[0] > MAX_DEPTH), (
-            raw,
-            depth,
-        )
+        assert got[0] >= expected[0] and (got[0] > MAX_DEPTH) == (expected[0] > MAX_DEPTH), (raw, depth)
         deep += expected[0] > MAX_DEPTH
     assert deep > 20  # the limit is reached, and found
