@@ -167,6 +167,9 @@ def test_save_store_makes_a_store_the_report_reads_again(project, tmp_path, caps
 # -- bad input: one line, exit 3, nothing written -----------------------------------------------
 
 
+CREATED_BY = "(the Collector's ClickHouse exporter creates it: create_schema: true, traces_table_name)"
+
+
 def _fails(tmp_path, capsys, *argv) -> str:
     out = tmp_path / "out"
     assert _report(*argv, "--out", out) == EXIT_SOURCE
@@ -180,10 +183,7 @@ def test_missing_table(tmp_path, capsys):
     folder = tmp_path / "empty"
     folder.mkdir()
     err = _fails(tmp_path, capsys, "--store", f"chdb:{folder}")
-    assert (
-        err
-        == f"chdb:{folder}: error: no table otel_traces (the Collector's ClickHouse exporter creates it: create_schema: true, traces_table_name)"
-    )
+    assert err == f"chdb:{folder}: error: no table otel_traces {CREATED_BY}"
 
 
 @pytest.mark.parametrize(
@@ -304,7 +304,4 @@ def test_server_path_over_http(project, tmp_path, served, capsys):
 def test_server_path_refused_query(tmp_path, served, capsys):
     url, _ = served
     err = _fails(tmp_path, capsys, "--store", url, "--table", "nope")
-    assert (
-        err
-        == f"{url}/default: error: no table nope (the Collector's ClickHouse exporter creates it: create_schema: true, traces_table_name)"
-    )
+    assert err == f"{url}/default: error: no table nope {CREATED_BY}"
