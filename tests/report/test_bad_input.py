@@ -106,10 +106,8 @@ def test_empty_capture(capsys, tmp_path):
     assert err.strip() == f"{tmp_path / 'empty.json'}: error: the capture holds no spans", err
     (tmp_path / "also.json").write_text("")
     err = _refused(capsys, tmp_path, tmp_path / "empty.json", tmp_path / "also.json", match="hold no spans")
-    assert (
-        err.strip()
-        == f"error: the captures hold no spans: {tmp_path / 'empty.json'}, {tmp_path / 'also.json'}"
-    )
+    files = f"{tmp_path / 'empty.json'}, {tmp_path / 'also.json'}"
+    assert err.strip() == f"error: the captures hold no spans: {files}"
 
 
 def test_unknown_names_warn_and_still_report(capsys, tmp_path):
