@@ -12,10 +12,7 @@ from tests.support.paths import SPECS
 
 
 def _two_ranks(tmp_path):
-    paths = []
-    for rank in (0, 1):
-        paths.append(rank_run(rank, 10 + rank, step=1.0 + rank * 0.5).write(tmp_path / f"rank{rank}.json"))
-    return paths
+    return [rank_run(r, 10 + r, step=1.0 + r * 0.5).write(tmp_path / f"rank{r}.json") for r in (0, 1)]
 
 
 def test_cli_writes_text_perfetto_and_html(tmp_path, capsys):
@@ -33,8 +30,7 @@ def test_perfetto_trace_one_process_per_rank_and_links_as_flows(tmp_path, capsys
     out = tmp_path / "out"
     assert codegen("report", "--specs", SPECS, *paths, "--out", out) == 0
     capsys.readouterr()
-    trace = json.loads((out / "trace.perfetto.json").read_text())
-    events = trace["traceEvents"]
+    events = json.loads((out / "trace.perfetto.json").read_text())["traceEvents"]
     names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
     assert sorted(names.values()) == ["run 0: rank 0 (pid 10)", "run 0: rank 1 (pid 11)"]
     threads = [e for e in events if e.get("name") == "thread_name"]
