@@ -35,7 +35,7 @@ RUN = "0123456789abcdef0123456789abcdef"
 
 
 def resource(rank: int, pp: int, **extra: Any) -> dict[str, Any]:
-    values = {
+    return {
         "service.name": "megatron-lm",
         "dl.rank": rank,
         "dl.local_rank": rank,
@@ -49,9 +49,8 @@ def resource(rank: int, pp: int, **extra: Any) -> dict[str, Any]:
         "dl.pipeline_parallel.size": 2,
         "megatron.run_id": RUN,
         "megatron.export_ranks": "all",
+        **extra,
     }
-    values.update(extra)
-    return values
 
 
 def span(name: str, trace: str, span_id: str, group: str, parent: str | None = None, links=(), **attrs: Any):
