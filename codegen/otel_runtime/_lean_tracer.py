@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from . import _ids
-from ._lean_span import LeanSpan, SpanBase, exception, new_span
+from ._lean_span import LeanSpan, SpanBase, exception, fits, new_span
 from ._state import PROCESS, PUBLISHED, task_stack, warn_once
 
 if TYPE_CHECKING:
@@ -151,20 +151,17 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
         thread's stack; that context's current span is the innermost of them (the rule is
         ``_LeanContext``'s)."""
         try:
-            get_current = self.current  # an attribute, not a method: no method lookup
-            current = get_current()
-            if type(current) is _LeanContext and name not in self.transfers:
+            current = self.current()
+            if type(current) is _LeanContext:
                 nesting = current._nesting
-                top = nesting.top
                 if (
-                    type(top) is LeanSpan
-                    and top._state is nesting
-                    and nesting.tracer is self
+                    nesting.owner is self  # open, not handed to a stream, this run's
                     and nesting.ident == _get_ident()
                     and (_running_loop is None or _running_loop() is None)
+                    and name not in self.transfers
                 ):  # inside this thread's nesting: the common case, inline
+                    top = nesting.top
                     span = LeanSpan()
-                    span._recorder = self.recorder
                     span._name = name
                     span._parent = top
                     span._trace = top._trace
@@ -176,18 +173,15 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                         except Exception:
                             warn_once(name, "evaluating attributes")
                             extra = None
-                        if extra is not None and type(extra) is not dict:
+                        if type(extra) is not dict and extra is not None:
                             extra = dict(extra)  # as the SDK path: what it cannot read fails
                         span._extra = extra
                     span._id = 0
-                    span._end = None
-                    span._status = None
-                    span._events = None
-                    span._links = None
-                    span._context = None
+                    span._status = span._events = span._links = None
                     span._state = nesting
-                    span._token = None
-                    span._handled = exception()
+                    handled = exception()
+                    if handled is not None:  # its end is not an error
+                        span._handled = handled
                     span._start = _time_ns()
                     nesting.stack.append(span)
                     nesting.top = span
@@ -236,20 +230,22 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
         )
         in_task = task_stack(run)
         stack = run.open_spans.stack if in_task is None else in_task
-        nesting = _Nesting(self, stack, self.recorder.local.spans, span)
+        nesting = _Nesting(self, stack, self.recorder, span)
         if in_task is not None:  # in an asyncio task each span sets its own context (never inline)
+            nesting.owner = None
             nesting.ident = 0
         if _running_loop is None and "asyncio" in sys.modules:
             _watch_loops()
         state = _LeanContext(current, self.key, nesting)
-        span._state = nesting
-        span._handled = exception()
+        handled = exception()
+        if handled is not None:
+            span._handled = handled
         try:
-            span._token = self.attach(state)
+            nesting.token = self.attach(state)
         except BaseException:
-            span._state = None
             span.end()
             raise
+        span._state = nesting
         stack.append(span)
         return span
 
@@ -318,18 +314,29 @@ def _evaluated(name: str, attributes: Callable[[], Mapping[str, Any]]) -> Any:
 
 class _Nesting:
     """Spans ``LeanTracer.open`` started on one thread under one context, open until the
-    outermost (``root``) ends: the thread's stack and buffer, the innermost span open (``top``)."""
+    outermost (``root``) ends: the thread's stack and buffer, the innermost span open (``top``).
 
-    __slots__ = ("ident", "root", "spans", "stack", "top", "tracer")
+    ``owner`` is the tracer while spans open inline on ``top`` (checked once per span): None once
+    the root has left, in an asyncio task (each span there sets its own context), and while the
+    top span is handed over to a stream. ``token`` restores the context the root set; ``fits``:
+    by its buffer's length, whether a span ends by an append alone (``_lean_span.fits``)."""
+
+    __slots__ = (
+        "fits", "ident", "owner", "recorder", "root", "spans", "stack", "token", "top", "tracer",
+    )  # fmt: skip
 
     def __init__(
-        self, tracer: LeanTracer, stack: list[Any], spans: collections.deque[Any], root: LeanSpan
+        self, tracer: LeanTracer, stack: list[Any], recorder: LeanRecorder, root: LeanSpan
     ) -> None:
         self.tracer = tracer
+        self.owner: LeanTracer | None = tracer
         self.stack = stack  # the thread's open spans (the run's ``open_spans.stack``)
-        self.spans = spans  # the thread's buffer of ended spans (the recorder's)
+        self.recorder = recorder
+        self.spans: collections.deque[Any] = recorder.local.spans  # the thread's buffer
+        self.fits = fits(recorder.capacity, recorder.batch_size)
         self.root = root
         self.top: Any = root
+        self.token: Any = None
         self.ident = _get_ident()
 
 
