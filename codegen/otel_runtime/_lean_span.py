@@ -42,6 +42,11 @@ _exc_info = sys.exc_info
 _is_finalizing = sys.is_finalizing
 # The exception being handled (sys.exception, Python >= 3.11: no tuple built per call).
 exception: Callable[[], BaseException | None] = getattr(sys, "exception", lambda: _exc_info()[1])
+_getrefcount = sys.getrefcount
+# Ended LeanSpans nothing references, for LeanTracer.open to start again (``recycle``): at most
+# _FREE_MAX, shared by every thread (list.append and list.pop hold the GIL).
+_FREE: list[LeanSpan] = []
+_FREE_MAX = 8192
 # Held while a LeanSpan's id is drawn (on first use, by the training or the export thread).
 _ID_LOCK = threading.Lock()
 
@@ -87,11 +92,12 @@ class LeanSpan:
     _links: list[Any] | None
     # ``_state``: the nesting (``_lean_tracer._Nesting``) of a span ``LeanTracer.open`` started,
     # while it is open on its thread's stack; None otherwise. Such a span sets no more at its
-    # start: ``_end`` (unset until it ends or leaves its nesting), ``_recorder`` (its nesting's),
-    # ``_handled`` (set only when the caller was already handling an exception: its end is not
-    # an error) and ``_context`` (built on first use) stay unset until needed: fewer writes on
-    # the training thread and fewer references for the collector to visit. A span of the API's
-    # ``start_span`` (``new_span``) sets ``_end`` (None) and ``_recorder``.
+    # start: ``_end`` (read only once ``_state`` is None: set when it ends or leaves its
+    # nesting), ``_recorder`` (its nesting's until it leaves), ``_handled`` (set only when the
+    # caller was already handling an exception: its end is not an error) and ``_context`` (built
+    # on first use) are unset, or None in a span ``recycle`` kept: fewer writes on the training
+    # thread. A span of the API's ``start_span`` (``new_span``) sets ``_end`` (None) and
+    # ``_recorder``.
     _state: _Nesting | None
     _end: int | None
     _recorder: LeanRecorder
@@ -120,8 +126,11 @@ class LeanSpan:
     def get_span_context(self) -> SpanContext:
         """This span's SpanContext (built on first use)."""
         try:
-            context: SpanContext = self._context
+            context: SpanContext | None = self._context
         except AttributeError:  # not built yet
+            context = None
+        # built, unless it is the one of this span object's past life (``recycle``): its id
+        if context is None or context.span_id != self._id:
             trace_id, flags, trace_state = self._trace
             context = self._context = SpanContext(
                 trace_id,
@@ -450,6 +459,24 @@ def _queue(recorder: LeanRecorder, spans: Any, span: LeanSpan) -> None:
             recorder.wake.set()
     else:
         recorder.push(span)  # full: dropped and counted
+
+
+def recycle(batch: list[Any]) -> None:
+    """After ``batch`` was exported: each LeanSpan in it that nothing else references (its
+    reference count: the batch's, the loop's, the call's) is kept for ``LeanTracer.open`` to
+    start again. A training thread then allocates no span (and the collector, which runs on
+    whichever thread allocates, seldom runs there). Its parent and attributes are released here
+    (children come before their parents in a batch: a parent is free once they are); the rest of
+    what it held is replaced when it starts again (``get_span_context`` never returns the context
+    of its past life: that context's span id differs). Never raises."""
+    free = _FREE
+    if len(free) < _FREE_MAX:
+        keep = free.append
+        for span in batch:
+            if type(span) is LeanSpan:
+                span._parent = span._extra = None
+                if _getrefcount(span) == 3:
+                    keep(span)
 
 
 def draw_ids(batch: list[Any]) -> None:

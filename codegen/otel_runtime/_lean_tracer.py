@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from . import _ids
-from ._lean_span import LeanSpan, SpanBase, exception, fits, new_span
+from ._lean_span import _FREE, LeanSpan, SpanBase, exception, fits, new_span
 from ._state import PROCESS, PUBLISHED, task_stack, warn_once
 
 if TYPE_CHECKING:
@@ -48,6 +48,10 @@ _SAMPLED = 0x01
 _RANDOM_TRACE_ID = 0x02
 _time_ns = time.time_ns
 _get_ident = threading.get_ident
+# Ended spans to start again (_lean_span.recycle), and taking one: names no import binds (their
+# method calls would compile to a bound method made per call)
+_spare: list[LeanSpan] = _FREE
+_reuse = _FREE.pop
 # asyncio's _get_running_loop once asyncio is imported (no loop can run before): a span opened
 # while a task runs never joins the nesting of the code that started the loop (_state.task_stack)
 _running_loop: Callable[[], Any] | None = None
@@ -161,7 +165,13 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                     and name not in self.transfers
                 ):  # inside this thread's nesting: the common case, inline
                     top = nesting.top
-                    span = LeanSpan()
+                    if _spare:  # an ended span nothing references (_lean_span.recycle)
+                        try:
+                            span = _reuse()
+                        except IndexError:  # another thread took the last
+                            span = LeanSpan()
+                    else:
+                        span = LeanSpan()
                     span._name = name
                     span._parent = top
                     span._trace = top._trace
@@ -179,9 +189,7 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                     span._id = 0
                     span._status = span._events = span._links = None
                     span._state = nesting
-                    handled = exception()
-                    if handled is not None:  # its end is not an error
-                        span._handled = handled
+                    span._handled = exception()  # being handled: its end is not an error
                     span._start = _time_ns()
                     nesting.stack.append(span)
                     nesting.top = span
