@@ -66,30 +66,27 @@ class LeanSpan:
     __slots__ = (
         "_context",
         "_end",
-        "_events",
         "_extra",
         "_handled",
         "_id",
-        "_links",
+        "_more",
         "_name",
         "_parent",
         "_recorder",
         "_start",
         "_state",
-        "_status",
         "_trace",
     )
     # Set on every span: its name, parent, trace, attributes (validated on export), id (0 until
-    # drawn), start, events, links and status (None until set: one check on export).
+    # drawn), start, and its events, links and status (``_more``: None until one is set, one
+    # check on export).
     _name: str
     _parent: Any  # a LeanSpan, a SpanContext or None
     _trace: tuple[int, int, Any]  # trace id, trace flags, trace state (shared by a trace's spans)
     _extra: dict[str, Any] | None
     _id: int
     _start: int
-    _status: Any
-    _events: list[tuple[str, Any, int]] | None
-    _links: list[Any] | None
+    _more: _More | None
     # ``_state``: the nesting (``_lean_tracer._Nesting``) of a span ``LeanTracer.open`` started,
     # while it is open on its thread's stack; None otherwise. Such a span sets no more at its
     # start: ``_end`` (read only once ``_state`` is None: set when it ends or leaves its
@@ -103,6 +100,27 @@ class LeanSpan:
     _recorder: LeanRecorder
     _handled: BaseException | None
     _context: Any
+
+    @property
+    def _events(self) -> list[tuple[str, Any, int]] | None:
+        more = self._more
+        return None if more is None else more.events
+
+    @property
+    def _links(self) -> list[tuple[Any, Any]] | None:
+        more = self._more
+        return None if more is None else more.links
+
+    @property
+    def _status(self) -> Any:
+        more = self._more
+        return None if more is None else more.status
+
+    def _more_set(self) -> _More:
+        more = self._more
+        if more is None:
+            more = self._more = _More()
+        return more
 
     @property
     def span_id(self) -> int:
@@ -180,17 +198,19 @@ class LeanSpan:
     ) -> None:
         """Add an event (its attributes validated on export)."""
         if self._state is not None or self._end is None:
-            if self._events is None:
-                self._events = []
-            self._events.append((name, attributes, _time_ns() if timestamp is None else timestamp))
+            more = self._more_set()
+            if more.events is None:
+                more.events = []
+            more.events.append((name, attributes, _time_ns() if timestamp is None else timestamp))
 
     def add_link(self, context: SpanContext, attributes: Mapping[str, Any] | None = None) -> None:
         """Link to ``context`` (a valid one)."""
         recording = self._state is not None or self._end is None
         if recording and context is not None and context.is_valid:
-            if self._links is None:
-                self._links = []
-            self._links.append((context, attributes))
+            more = self._more_set()
+            if more.links is None:
+                more.links = []
+            more.links.append((context, attributes))
 
     def update_name(self, name: str) -> None:
         """Rename the span."""
@@ -206,9 +226,9 @@ class LeanSpan:
             return
         if isinstance(status, Status):
             if status.status_code is not StatusCode.UNSET:
-                self._status = status
+                self._more_set().status = status
         elif isinstance(status, StatusCode) and status is not StatusCode.UNSET:
-            self._status = Status(status, description)
+            self._more_set().status = Status(status, description)
 
     def record_exception(
         self,
@@ -390,6 +410,17 @@ class LeanSpan:
         return f"LeanSpan({self._name!r})"
 
 
+class _More:
+    """A LeanSpan's events, links and status: what few spans have (one slot, None in the rest)."""
+
+    __slots__ = ("events", "links", "status")
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any, int]] | None = None
+        self.links: list[tuple[Any, Any]] | None = None
+        self.status: Any = None
+
+
 if SpanBase is not object:
     SpanBase.register(LeanSpan)
 
@@ -413,9 +444,7 @@ def new_span(
     span._extra = extra
     span._id = span_id
     span._end = None
-    span._status = None
-    span._events = None
-    span._links = None
+    span._more = None
     span._state = None
     span._start = start
     return span
@@ -465,17 +494,19 @@ def recycle(batch: list[Any]) -> None:
     """After ``batch`` was exported: each LeanSpan in it that nothing else references (its
     reference count: the batch's, the loop's, the call's) is kept for ``LeanTracer.open`` to
     start again. A training thread then allocates no span (and the collector, which runs on
-    whichever thread allocates, seldom runs there). Its parent and attributes are released here
-    (children come before their parents in a batch: a parent is free once they are); the rest of
-    what it held is replaced when it starts again (``get_span_context`` never returns the context
+    whichever thread allocates, seldom runs there). Its parent, attributes, events, links and
+    status are released here (children come before their parents in a batch: a parent is free
+    once they are) and its id set to 0 (not drawn); the rest of what it held is replaced when it
+    starts again (``get_span_context`` never returns the context
     of its past life: that context's span id differs). Never raises."""
     free = _FREE
     if len(free) < _FREE_MAX:
         keep = free.append
         for span in batch:
             if type(span) is LeanSpan:
-                span._parent = span._extra = None
+                span._parent = span._extra = span._more = None
                 if _getrefcount(span) == 3:
+                    span._id = 0  # as open() starts a span: what a new one is set to
                     keep(span)
 
 

@@ -52,6 +52,18 @@ _get_ident = threading.get_ident
 # method calls would compile to a bound method made per call)
 _spare: list[LeanSpan] = _FREE
 _reuse = _FREE.pop
+# The current context's getter (LeanTracer's ``current``: every tracer's is the process's)
+_current: Callable[[], Any] = dict
+
+
+def _new_lean() -> LeanSpan:
+    """A LeanSpan as ``recycle`` keeps one: its id 0, no events, links or status."""
+    span = LeanSpan()
+    span._id = 0
+    span._more = None
+    return span
+
+
 # asyncio's _get_running_loop once asyncio is imported (no loop can run before): a span opened
 # while a task runs never joins the nesting of the code that started the loop (_state.task_stack)
 _running_loop: Callable[[], Any] | None = None
@@ -84,7 +96,9 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
         self.sdk_tracer = sdk_tracer
         self.span_id: Any = _ids.span_id
         self.trace_id: Any = _ids.trace_id
+        global _current
         self.current, self.attach, self.detach, self.key = _context_access()
+        _current = self.current  # the process's (the API's runtime context): a global, read fast
         # _spans' SDK path, for pipeline transfers (their names: ``_ranks.P2P``) while the run
         # has pipeline links, and children of sampled-out spans: _spans sets both
         self.transfers: Mapping[str, Any] = {}
@@ -155,7 +169,7 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
         thread's stack; that context's current span is the innermost of them (the rule is
         ``_LeanContext``'s)."""
         try:
-            current = self.current()
+            current = _current()
             if type(current) is _LeanContext:
                 nesting = current._nesting
                 if (
@@ -165,13 +179,13 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                     and name not in self.transfers
                 ):  # inside this thread's nesting: the common case, inline
                     top = nesting.top
-                    if _spare:  # an ended span nothing references (_lean_span.recycle)
-                        try:
+                    if _spare:  # an ended span nothing references (_lean_span.recycle):
+                        try:  # its id 0, no events, links or status
                             span = _reuse()
                         except IndexError:  # another thread took the last
-                            span = LeanSpan()
+                            span = _new_lean()
                     else:
-                        span = LeanSpan()
+                        span = _new_lean()
                     span._name = name
                     span._parent = top
                     span._trace = top._trace
@@ -186,8 +200,6 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                         if type(extra) is not dict and extra is not None:
                             extra = dict(extra)  # as the SDK path: what it cannot read fails
                         span._extra = extra
-                    span._id = 0
-                    span._status = span._events = span._links = None
                     span._state = nesting
                     span._handled = exception()  # being handled: its end is not an error
                     span._start = _time_ns()

@@ -174,7 +174,7 @@ class SpanEncoder:
                     continue
                 trace = span._trace
                 tail: bytes | None = None
-                if not (span._events or span._links or trace[2]) and span._status is None and plain:
+                if span._more is None and not trace[2] and plain:  # no events, links, status
                     name = span._name
                     entry = names.get(name) or self._name(name)
                     extra = span._extra
