@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from codegen.cli import build_parser
 from tests.support.browser import artifacts, browse, console_messages
 from tests.support.doc_blocks import REPO
 from tests.support.modules import load_file
@@ -73,8 +74,6 @@ def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:
 
 
 def test_cli_page_lists_every_command(site: Path) -> None:
-    from codegen.cli import build_parser
-
     page = (site / "reference" / "cli.html").read_text(encoding="utf-8")
     commands = load_file(DOCS / "_ext" / "cli_page.py").commands
     assert "with --source" in page  # option names in the help stay as written (no en dash)

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from tests.support.modules import with_pythonpath
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -50,14 +52,18 @@ def make_project(
     return specs, root
 
 
-def pin_fixture_tree(cache: Path, source: Path) -> Path:
-    """Make ``source`` the fixture pin's unpacked wheel in the upstream cache ``cache`` (point
-    ``CODEGEN_CACHE_DIR`` at it): a run without ``--source`` then instruments it as the pinned
-    release, where a spec that does not resolve is a spec error (exit 2), not a mismatch (3)."""
-    tree = cache / "megatron-core-0.0.0-000000000000"
+def pin_fixture_tree(
+    cache: Path, source: Path, monkeypatch: pytest.MonkeyPatch | None = None, release: str = "0.0.0"
+) -> Path:
+    """Make ``source`` the fixture's unpacked ``release`` (its pin, or 0.0.1) in the upstream cache
+    ``cache`` (``monkeypatch`` points ``CODEGEN_CACHE_DIR`` at it): a run without ``--source`` then
+    instruments the pinned release, where a spec that does not resolve is exit 2, not a mismatch (3)."""
+    if monkeypatch is not None:
+        monkeypatch.setenv("CODEGEN_CACHE_DIR", str(cache))
+    tree = cache / f"megatron-core-{release}-{release[-1] * 12}"  # the fixture's sha256: 0..., 1...
     tree.mkdir(parents=True)
     shutil.copytree(source / "megatron", tree / "megatron")
-    (tree / ".complete").write_text("megatron-core==0.0.0 fixture.whl\n")
+    (tree / ".complete").write_text(f"megatron-core=={release} fixture.whl\n")
     return tree
 
 

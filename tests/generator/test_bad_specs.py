@@ -70,8 +70,7 @@ def test_bad_spec(
     generated = tmp_path / "generated"
 
     # The fixture tree is the pinned release: what does not resolve there is the spec's fault.
-    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
-    pin_fixture_tree(tmp_path / "cache", FIXTURES / "src")
+    pin_fixture_tree(tmp_path / "cache", FIXTURES / "src", monkeypatch)
     code = main(["apply", str(specs), "--generated", str(generated)])
     err = capsys.readouterr().err
 

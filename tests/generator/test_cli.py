@@ -6,16 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.generator.support import DEMO, make_project, pin_fixture_tree
+from tests.generator.support import DEMO, WORK_SPEC, make_project, pin_fixture_tree
 from tests.support.cli import apply, codegen
 
-SPEC = """\
-file: megatron/demo.py
-spans:
-  - name: demo.work
-    group: step
-    function: work
-"""
 SOURCE = '''def work(x):
     """Doc."""
     return x + 1
@@ -24,7 +17,7 @@ SOURCE = '''def work(x):
 
 @pytest.fixture
 def project(tmp_path: Path) -> tuple[Path, Path]:
-    return make_project(tmp_path, SPEC, SOURCE)
+    return make_project(tmp_path, WORK_SPEC, SOURCE)
 
 
 def _apply(project: tuple[Path, Path], *options: str, out: Path | None = None) -> int:
@@ -75,9 +68,9 @@ def test_failed_run_leaves_previous_output_untouched(project: tuple[Path, Path])
     assert _apply(project) == 0
     generated = specs.parent / "generated"
     before = {p: p.read_bytes() for p in generated.rglob("*") if p.is_file()}
-    (specs / "case.yaml").write_text(SPEC.replace("function: work", "function: missing"))
+    (specs / "case.yaml").write_text(WORK_SPEC.replace("function: work", "function: missing"))
     assert _apply(project) == 3, "a spec that does not fit the tree"
-    (specs / "case.yaml").write_text(SPEC.replace("group: step", "group: nope"))
+    (specs / "case.yaml").write_text(WORK_SPEC.replace("group: step", "group: nope"))
     assert _apply(project) == 2, "a malformed spec"
     assert {p: p.read_bytes() for p in generated.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in generated.parent.iterdir() if p.name.startswith(".")) == []
@@ -133,10 +126,10 @@ def test_unchanged_second_run_reuses_the_result_cache(
         _apply(project, "--check", "--no-cache")
 
     # Any input that changes is a different key: here the spec, then the source.
-    (specs / "case.yaml").write_text(SPEC.replace("demo.work", "demo.renamed"))
+    (specs / "case.yaml").write_text(WORK_SPEC.replace("demo.work", "demo.renamed"))
     with pytest.raises(Generated):
         _apply(project, "--check")
-    (specs / "case.yaml").write_text(SPEC)
+    (specs / "case.yaml").write_text(WORK_SPEC)
     (root / DEMO).write_text(SOURCE + "\n\ndef more():\n    pass\n")
     with pytest.raises(Generated):
         _apply(project, "--check")
@@ -165,7 +158,10 @@ def test_output_directories_that_hold_other_files_are_refused(
     ("spec", "message"),
     [
         # a Megatron-LM checkout's top-level scripts are targets too; editing one is a new key
-        (SPEC.replace("megatron/demo.py", "tools/demo.py"), "function 'work' not found in tools/demo.py"),
+        (
+            WORK_SPEC.replace("megatron/demo.py", "tools/demo.py"),
+            "function 'work' not found in tools/demo.py",
+        ),
         # even a file the key cannot see (named in a flow-style mapping) invalidates the result
         (
             "spans: [{name: demo.work, group: step, file: tools/demo.py, function: work}]\n",
@@ -244,15 +240,14 @@ def test_out_inside_the_cache_is_refused(
 
 def test_multi_line_help_is_folded_and_escaped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """argparse folds the whitespace of help text; so does the generated call, which compiles."""
-    spec = SPEC + (
+    spec = WORK_SPEC + (
         "env:\n  - {name: DEMO_ON, role: enabled}\n"
         "flags:\n  file: megatron/demo.py\n  function: work\n  parser: x\n  before: {return: x + 1}\n"
         "  options:\n    - option: --otel-on\n      env: DEMO_ON\n"
         '      help: "Line one, \\"quoted\\" \\\\ back.\\nLine\\ttwo."\n'
     )
     specs, root = make_project(tmp_path, spec, SOURCE)
-    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
-    pin_fixture_tree(tmp_path / "cache", root)  # the pinned release: generated/ is written too
+    pin_fixture_tree(tmp_path / "cache", root, monkeypatch)  # the pinned release: generated/ is written too
     fork = tmp_path / "fork"
     assert apply(specs, out=fork) == 0
     text = (fork / DEMO).read_text()

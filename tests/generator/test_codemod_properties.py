@@ -161,25 +161,15 @@ def cases(draw: st.DrawFn) -> tuple[str, str, _Program]:
         site = draw(st.sampled_from(prog.sites))[0]
         kind = draw(st.sampled_from(["entry", "before", "after", "around", "argument", "result"]))
         guard = draw(st.sampled_from(["", "    guard: step\n"]))
-        if kind == "entry":
-            hooks.append(f"  - function: target\n    entry: true\n    call: otel.note(n)\n{guard}")
-        elif kind in ("before", "after"):
-            hooks.append(
-                f"  - function: target\n    {kind}: {{call: {site}}}\n    call: otel.note(v)\n{guard}"
-            )
-        elif kind == "around":
-            hooks.append(
-                f"  - function: target\n    around: {{call: {site}}}\n"
-                f"    enter: otel.note(v)\n    exit: otel.note(-1)\n{guard}"
-            )
-        elif kind == "argument":
-            hooks.append(
-                f"  - function: target\n    wrap: {{call: {site}, argument: 0, with: otel.passthrough}}\n"
-            )
-        else:
-            hooks.append(
-                f"  - function: target\n    wrap: {{call: {site}, result: demo.r, with: otel.stamp}}\n"
-            )
+        body = {
+            "entry": f"entry: true\n    call: otel.note(n)\n{guard}",
+            "before": f"before: {{call: {site}}}\n    call: otel.note(v)\n{guard}",
+            "after": f"after: {{call: {site}}}\n    call: otel.note(v)\n{guard}",
+            "around": f"around: {{call: {site}}}\n    enter: otel.note(v)\n    exit: otel.note(-1)\n{guard}",
+            "argument": f"wrap: {{call: {site}, argument: 0, with: otel.passthrough}}\n",
+            "result": f"wrap: {{call: {site}, result: demo.r, with: otel.stamp}}\n",
+        }[kind]
+        hooks.append(f"  - function: target\n    {body}")
     spec = "file: megatron/demo.py\nspans:\n" + "\n".join(spans) + "\n"
     if hooks:
         spec += "hooks:\n" + "".join(hooks)

@@ -4,6 +4,8 @@ since PR #6438, or a fork this generator wrote). Small synthetic trees, built he
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -226,9 +228,6 @@ def test_mismatch_advice_fits_the_failures(
 def test_hostile_source_files_are_located_errors(tmp_path: Path, text: bytes, message: str) -> None:
     """libcst's native parser overflows its stack on deep nesting (SIGSEGV): run in a subprocess,
     so that a crash is a failure here and not the end of the test run."""
-    import subprocess
-    import sys
-
     specs, root = make_project(
         tmp_path, "file: megatron/demo.py\nspans:\n  - {name: demo.work, group: step, function: work}\n", None
     )

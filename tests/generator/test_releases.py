@@ -217,8 +217,7 @@ def test_same_mismatch_on_the_pinned_release_is_a_spec_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     specs, root = make_project(tmp_path, MISMATCH, SOURCE)
-    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
-    pin_fixture_tree(tmp_path / "cache", root)
+    pin_fixture_tree(tmp_path / "cache", root, monkeypatch)
     assert main(["validate", str(specs)]) == 2
     assert "3 errors" in capsys.readouterr().err
 
@@ -278,16 +277,12 @@ def test_source_tree_never_writes_the_default_generated(
 def _two_releases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     """A fixture project whose pinned 0.0.0 and supported 0.0.1 are both in the upstream cache."""
     specs, root = make_project(tmp_path, SPEC, SOURCE)
-    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
-    pin_fixture_tree(tmp_path / "cache", root)
+    pin_fixture_tree(tmp_path / "cache", root, monkeypatch)
     newer = tmp_path / "newer"
     (newer / "megatron/core").mkdir(parents=True)
     (newer / DEMO).write_text(NEWER)
     (newer / PACKAGE_INFO).write_text(package_info("0.0.1"))
-    tree = tmp_path / "cache" / "megatron-core-0.0.1-111111111111"
-    tree.mkdir()
-    shutil.copytree(newer / "megatron", tree / "megatron")
-    (tree / ".complete").write_text("fixture 0.0.1\n")
+    pin_fixture_tree(tmp_path / "cache", newer, release="0.0.1")
     return specs, newer
 
 
@@ -372,19 +367,14 @@ def test_supported_releases_are_checked_with_locations(project: tuple[Path, Path
     telemetry = (specs / "telemetry.yaml").read_text()
     start = telemetry.index("  supported:")
     end = telemetry.index("runtime:")
-    (specs / "telemetry.yaml").write_text(
-        telemetry[:start]
-        + "  supported:\n"
-        + "    - {version: 0.0.0, filename: a.whl, sha256: "
-        + "a" * 64
-        + "}\n"
-        + "    - {version: '0.1', filename: b.whl, sha256: "
-        + "b" * 64
-        + "}\n"
-        + "    - {version: 0.0.2, filename: c.whl, sha256: C0FFEE}\n"
-        + "    - {version: 0.0.3, filename: d.whl}\n"
-        + telemetry[end:]
-    )
+    supported = f"""\
+  supported:
+    - {{version: 0.0.0, filename: a.whl, sha256: {"a" * 64}}}
+    - {{version: '0.1', filename: b.whl, sha256: {"b" * 64}}}
+    - {{version: 0.0.2, filename: c.whl, sha256: C0FFEE}}
+    - {{version: 0.0.3, filename: d.whl}}
+"""
+    (specs / "telemetry.yaml").write_text(telemetry[:start] + supported + telemetry[end:])
     assert main(["validate", str(specs), "--source", str(root)]) == 2
     err = capsys.readouterr().err
     line = telemetry[:start].count("\n") + 2
@@ -409,20 +399,9 @@ def test_notes_name_the_spec_file_as_seen_from_where_the_command_ran(
     monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
     for cwd, given in ((tmp_path, "specs/"), (tmp_path.parent, f"{tmp_path.name}/specs/")):
         monkeypatch.chdir(cwd)
-        out_dir = tmp_path / f"fork-{len(given)}"
+        out_dir = f"{tmp_path}/fork-{len(given)}"
         assert (
-            main(
-                [
-                    "apply",
-                    given,
-                    "--source",
-                    str(root),
-                    "--out",
-                    str(out_dir),
-                    "--generated",
-                    str(out_dir) + "-gen",
-                ]
-            )
+            main(["apply", given, "--source", str(root), "--out", out_dir, "--generated", out_dir + "-gen"])
             == 0
         )
         (note,) = [line for line in capsys.readouterr().out.splitlines() if ": note: " in line]

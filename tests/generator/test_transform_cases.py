@@ -88,8 +88,7 @@ def test_unchanged_case(case: Path, tmp_path: Path) -> None:
 def test_refused_case(case: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     specs, root = _project(tmp_path, case)
     # the fixture tree as the pinned release: what does not resolve there is the spec's fault (exit 2)
-    monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "cache"))
-    pin_fixture_tree(tmp_path / "cache", root)
+    pin_fixture_tree(tmp_path / "cache", root, monkeypatch)
     with pytest.raises(SpecError) as raised:
         generate(specs)
     reported = raised.value.diagnostics.render()

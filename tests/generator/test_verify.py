@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from codegen.cli import main
-from tests.generator.support import FIXTURES
+from tests.generator.support import FIXTURES, make_project
 from tests.support.otlp_json import attributes
 
 
@@ -50,8 +50,6 @@ def capture(modules, tmp_path: Path) -> tuple[ReadableSpan, ...]:
 
 
 def _specs(tmp_path: Path, edit=lambda text: text) -> Path:
-    from tests.generator.support import make_project
-
     text = edit((FIXTURES / "runtime_specs.yaml").read_text(encoding="utf-8"))
     specs, _ = make_project(
         tmp_path / "verify", text, (FIXTURES / "runtime_src/megatron/demo.py").read_text()

@@ -44,15 +44,33 @@ spans:
 
 def codegen(checkout: Path, *extra: str) -> tuple[int, str, str]:
     """``codegen apply specs/ --source . --in-place --docs docs/otel EXTRA`` in ``checkout``."""
+    return _main_in(
+        checkout, ["apply", "specs/", "--source", ".", "--in-place", "--docs", "docs/otel", *extra]
+    )
+
+
+def _main_in(checkout: Path, argv: list[str]) -> tuple[int, str, str]:
+    """``codegen ARGV`` run from ``checkout``: its exit status, stdout and stderr."""
     out, err = io.StringIO(), io.StringIO()
-    cwd = Path.cwd()
-    os.chdir(checkout)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = main(["apply", "specs/", "--source", ".", "--in-place", "--docs", "docs/otel", *extra])
-    finally:
-        os.chdir(cwd)
+    with contextlib.chdir(checkout), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(argv)
     return rc, out.getvalue(), err.getvalue()
+
+
+def rename_mlp(root: Path, name: str = "megatron.layer.mlp_block") -> None:
+    """The spec change most tests make: megatron.layer.mlp renamed in ``root``'s specs/layers.yaml."""
+    layers = root / "specs" / "layers.yaml"
+    layers.write_text(layers.read_text().replace("name: megatron.layer.mlp\n", f"name: {name}\n"))
+
+
+def edit_outside_generated_lines(root: Path) -> bytes:
+    """A user's comment in the instrumented transformer_layer.py (outside the generated lines)."""
+    layer = root / LAYER
+    edited = layer.read_bytes().replace(
+        b"class TransformerLayer(", b"class TransformerLayer(  # mine\r\n    ", 1
+    )
+    layer.write_bytes(edited)
+    return edited
 
 
 def small_specs(dest: Path) -> None:
@@ -130,10 +148,7 @@ def test_crlf_and_file_mode_are_kept(repo: Path) -> None:
 
 
 def test_spec_change_check_fails_with_the_diff_then_apply_and_check_passes(repo: Path) -> None:
-    layers = repo / "specs" / "layers.yaml"
-    layers.write_text(
-        layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n")
-    )
+    rename_mlp(repo)
     before = status(repo)
     rc, out, err = codegen(repo, "--check")
     assert rc == 1, err
@@ -163,15 +178,9 @@ def test_spec_change_check_fails_with_the_diff_then_apply_and_check_passes(repo:
 
 
 def test_dirty_touched_file_is_refused_and_nothing_is_written(repo: Path) -> None:
-    layers = repo / "specs" / "layers.yaml"
-    layers.write_text(
-        layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n")
-    )
+    rename_mlp(repo)
     layer = repo / LAYER
-    edited = layer.read_bytes().replace(
-        b"class TransformerLayer(", b"class TransformerLayer(  # mine\r\n    ", 1
-    )
-    layer.write_bytes(edited)
+    edited = edit_outside_generated_lines(repo)
     before = {
         p: (repo / p).read_bytes()
         for p in (MANIFEST, "docs/otel/spans.md", "megatron/core/otel/_taxonomy.py")
@@ -189,6 +198,13 @@ def test_dirty_touched_file_is_refused_and_nothing_is_written(repo: Path) -> Non
     assert b"  # mine\r\n" in data and b'start_span("megatron.layer.mlp_block")' in data
 
 
+def _rename_in_code(repo: Path) -> None:  # a hand edit inside the generated lines
+    layer = repo / LAYER
+    layer.write_bytes(
+        layer.read_bytes().replace(b'start_span("megatron.layer.mlp")', b'start_span("my.mlp")')
+    )
+
+
 def _line_of(path: Path, text: str) -> int:
     lines = path.read_text().splitlines()
     return next(n for n, line in enumerate(lines, 1) if text in line)
@@ -196,9 +212,7 @@ def _line_of(path: Path, text: str) -> int:
 
 def test_hand_edits_inside_generated_lines_are_reported_with_their_location(repo: Path) -> None:
     layer, ddp, spans_py = repo / LAYER, repo / DDP, repo / "megatron/core/otel/_spans.py"
-    layer.write_bytes(
-        layer.read_bytes().replace(b'start_span("megatron.layer.mlp")', b'start_span("my.mlp")')
-    )
+    _rename_in_code(repo)
     renamed = _line_of(layer, '"my.mlp"')
     end = _line_of(ddp, "_otel_span and _otel_span.end()")
     lines = ddp.read_text().splitlines(keepends=True)
@@ -242,10 +256,7 @@ def test_a_file_whose_spans_are_all_removed_is_stripped(repo: Path) -> None:
 def test_outside_git_the_first_run_is_refused(repo: Path, tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(repo, tree, ignore=shutil.ignore_patterns(".git"))
-    layers = tree / "specs" / "layers.yaml"
-    layers.write_text(
-        layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n")
-    )
+    rename_mlp(tree)
     (tree / MANIFEST).unlink()  # as if never applied in place here: no file is known to be ours
     before = (tree / LAYER).read_bytes()
     rc, _out, err = codegen(tree)
@@ -257,6 +268,7 @@ def test_outside_git_the_first_run_is_refused(repo: Path, tmp_path: Path) -> Non
     # the user says otherwise; from then on the manifest knows the files as ours
     assert codegen(tree, "--allow-dirty")[0] == 0
     assert b'start_span("megatron.layer.mlp_block")' in (tree / LAYER).read_bytes()
+    layers = tree / "specs" / "layers.yaml"
     layers.write_text(layers.read_text().replace("megatron.layer.mlp_block", "megatron.layer.mlp"))
     rc, _out, err = codegen(tree)
     assert rc == 0, err
@@ -312,10 +324,7 @@ def test_pre_commit_hook_passes_then_fails_on_a_spec_change(repo: Path, tmp_path
     assert result.returncode == 0, result.stdout + result.stderr
     assert "the instrumented checkout agrees with its specs" in result.stdout and "Passed" in result.stdout
 
-    layers = repo / "specs" / "layers.yaml"
-    layers.write_text(
-        layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n")
-    )
+    rename_mlp(repo)
     git(repo, "add", "specs/layers.yaml")
     result = _pre_commit("run", "--files", "specs/layers.yaml", cwd=repo, home=home)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -329,22 +338,11 @@ def _run_hint(repo: Path, command: str) -> tuple[int, str, str]:
     """A command a message told the user to run, run as written from the checkout."""
     words = shlex.split(command)
     assert words[0] == "codegen", command
-    out, err = io.StringIO(), io.StringIO()
-    cwd = Path.cwd()
-    os.chdir(repo)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = main(words[1:])
-    finally:
-        os.chdir(cwd)
-    return rc, out.getvalue(), err.getvalue()
+    return _main_in(repo, words[1:])
 
 
 def _hand_edit(repo: Path) -> None:
-    layer = repo / LAYER
-    layer.write_bytes(
-        layer.read_bytes().replace(b'start_span("megatron.layer.mlp")', b'start_span("my.mlp")')
-    )
+    _rename_in_code(repo)
     git(repo, "commit", "-q", "-am", "hand edit")
 
 
@@ -367,8 +365,7 @@ def test_check_after_a_hand_edit_names_the_two_ways_out_and_each_succeeds(repo: 
     else:
         rc, _out, _err = _run_hint(repo, apply)  # not yet in the specs: refused, as the hint says
         assert rc == 3
-        layers = repo / "specs" / "layers.yaml"
-        layers.write_text(layers.read_text().replace("name: megatron.layer.mlp\n", "name: my.mlp\n"))
+        rename_mlp(repo, "my.mlp")
         git(repo, "commit", "-q", "-am", "the edit, in the specs")
         rc, _out, err = _run_hint(repo, apply)
         assert rc == 0, err
@@ -380,14 +377,9 @@ def test_check_after_a_hand_edit_names_the_two_ways_out_and_each_succeeds(repo: 
 def test_check_with_uncommitted_changes_names_a_command_that_succeeds(repo: Path) -> None:
     """A spec change and an uncommitted edit (outside generated lines) in a file the apply would
     write: the check's command carries --allow-dirty, and succeeds as printed."""
-    layers = repo / "specs" / "layers.yaml"
-    layers.write_text(
-        layers.read_text().replace("name: megatron.layer.mlp\n", "name: megatron.layer.mlp_block\n")
-    )
+    rename_mlp(repo)
     layer = repo / LAYER
-    layer.write_bytes(
-        layer.read_bytes().replace(b"class TransformerLayer(", b"class TransformerLayer(  # mine\r\n    ", 1)
-    )
+    edit_outside_generated_lines(repo)
     rc, _out, err = codegen(repo, "--check")
     assert rc == 1
     (command,) = HINT.findall(err)

@@ -19,7 +19,7 @@ UNCHANGED = [p for p in ALL_CASES if (p / "unchanged").is_file()]
 REFUSED = [p for p in ALL_CASES if (p / "error.txt").is_file()]
 CHECKED = [p for p in ALL_CASES if (p / "check.py").is_file()]
 EXPECTATIONS = ("expected.diff", "unchanged", "error.txt")
-CONTEXT = 3  # lines of context around each change, as git and the generator's own patches show
+CONTEXT = 1  # line of context around each change: the diff shows the change and where it lands
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@\n")
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from codegen.spec.load import load_project
 from tests.support.doc_blocks import GUIDE, blocks, workspace
 from tests.support.paths import REPO
 from tests.support.upstream_main import snapshot
@@ -88,8 +89,6 @@ def _table(ours: list[tuple[int, int, str]], theirs: list[tuple[int, int, str]],
 
 
 def test_the_pages_commands_replace_6438_in_a_checkout(tmp_path: Path) -> None:
-    from codegen.spec.load import load_project
-
     with_6438, minus = snapshot("with"), snapshot("minus")
     root = workspace(tmp_path / "work")
     checkout = _checkout(with_6438, root / "Megatron-LM")

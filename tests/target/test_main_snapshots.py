@@ -13,6 +13,7 @@ import ast
 import re
 import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from codegen.emit.coverage import SOURCE_TREES
 from codegen.pipeline import generate
 from codegen.spec.load import load_project
 from codegen.spec.model import Project
-from codegen.upstream import REPLACE_FLAG, TELEMETRY_DIR, hand_written_sites
+from codegen.upstream import REPLACE_FLAG, TELEMETRY_DIR, UpstreamPin, download_wheel, hand_written_sites
 from tests.support.paths import REPO, SPECS
 from tests.support.serving_files import SERVING_FILES, instrumented
 from tests.support.upstream_main import WITH_6438, snapshot
@@ -151,10 +152,6 @@ def test_core_only_wheels_give_one_message_each(
     version: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The other trees a new user tries: megatron-core 0.15/0.16 wheels ship megatron/core alone."""
-    import zipfile
-
-    from codegen.upstream import UpstreamPin, download_wheel
-
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     download_wheel(UpstreamPin("megatron-core", version, "unused.whl", "0" * 64), wheels)

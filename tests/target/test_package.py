@@ -187,21 +187,8 @@ def test_an_instrumented_tree_is_not_woven_twice(
 ) -> None:
     """The fork of 0.19.2 (its instrumented files and its own megatron/core/otel)."""
     fork = tmp_path / "fork"
-    assert (
-        main(
-            [
-                "apply",
-                str(SPECS),
-                "--release",
-                "0.19.2",
-                "--out",
-                str(fork),
-                "--generated",
-                str(tmp_path / "g"),
-            ]
-        )
-        == 0
-    )
+    options = ["--release", "0.19.2", "--out", str(fork), "--generated", str(tmp_path / "g")]
+    assert main(["apply", str(SPECS), *options]) == 0
     finder = finder_module.MegatronFinder(package_table(unpacked))
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
+from codegen.diagnostics import Diagnostics
 from codegen.pipeline import Generation
+from codegen.spec.load import load_project
+from codegen.upstream import source_root
 from tests.support.doc_blocks import (
     PATCHES,
     REPO,
@@ -33,8 +37,6 @@ def _git(cwd: Path, *args: str) -> None:
 
 def _upstream(generation: Generation, root: Path) -> Path:
     """A local stand-in for Megatron-LM: the pristine release committed and tagged."""
-    import shutil
-
     upstream = root / "upstream" / "Megatron-LM"
     shutil.copytree(generation.source_root / "megatron", upstream / "megatron")
     _git(upstream, "init", "-q", "-b", "main")
@@ -131,12 +133,6 @@ def test_patch_block_on_a_tree_it_does_not_fit_changes_nothing(tmp_path: Path) -
     check fails, the block stops, and the checkout is exactly as cloned. (0.19.0 no longer serves:
     since the runtime import became a line of its own, no hunk touches an import line that differs
     there, and the patch set applies to it.)"""
-    import shutil
-
-    from codegen.diagnostics import Diagnostics
-    from codegen.spec.load import load_project
-    from codegen.upstream import source_root
-
     pins = {pin.version: pin for pin in load_project(REPO / "specs", Diagnostics()).releases()}
     upstream = tmp_path / "upstream" / "Megatron-LM"
     shutil.copytree(source_root(pins["0.18.2"]) / "megatron", upstream / "megatron")

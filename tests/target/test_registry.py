@@ -13,6 +13,7 @@ from codegen.cli import main
 from codegen.emit.registry import render_registry
 from codegen.pipeline import Generation
 from codegen.spec.attributes import infer_type
+from codegen.spec.load import load_project
 from codegen.spec.semconv import attribute_types, naming_problem, spec_warnings
 from tests.generator.support import FIXTURES
 from tests.support.paths import REPO, SPECS
@@ -96,7 +97,7 @@ def test_naming_rules(name: str, namespaced: bool, ok: bool) -> None:
 def test_shipped_specs_give_no_warning(capsys, tmp_path: Path) -> None:
     """`codegen apply specs/` on the project's own specs prints no warning (a user must not learn
     to ignore them): #6438's un-namespaced num_microbatches stays, declared with `compat:`."""
-    assert spec_warnings(_project()) == []
+    assert spec_warnings(load_project(SPECS)) == []
     assert main(["apply", str(SPECS), "--generated", str(tmp_path / "generated")]) == 0
     err = capsys.readouterr().err
     assert "warning" not in err, err
@@ -120,8 +121,6 @@ def _compat_specs(tmp_path: Path, declaration: str) -> Path:
 
 def test_an_unnamespaced_name_warns_without_compat_and_errors_with_strict(capsys, tmp_path: Path) -> None:
     """Without `compat:` the naming rule still warns; --strict makes it an error."""
-    from codegen.spec.load import load_project
-
     specs = _compat_specs(tmp_path, "  num_items: {type: int, brief: Items.}\n")
     warnings = [(str(pos), message) for pos, message in spec_warnings(load_project(specs))]
     assert (
@@ -134,8 +133,6 @@ def test_an_unnamespaced_name_warns_without_compat_and_errors_with_strict(capsys
 
 
 def test_compat_silences_only_the_naming_rule_of_its_attribute(tmp_path: Path) -> None:
-    from codegen.spec.load import load_project
-
     specs = _compat_specs(
         tmp_path,
         '  num_items: {type: int, brief: Items., compat: "an old exporter emits it"}\n'
@@ -156,8 +153,6 @@ def test_untyped_attribute_is_a_warning(tmp_path: Path) -> None:
         "file: megatron/demo.py\nspans:\n  - name: demo.forward\n    group: layer\n"
         "    function: forward\n    attributes: {demo.size: self.size, demo.count: len(items)}\n"
     )
-    from codegen.spec.load import load_project
-
     warnings = [m for _, m in spec_warnings(load_project(specs))]
     assert warnings == [
         "attribute 'demo.size' has no type: declare it under 'attributes:' "
@@ -166,9 +161,3 @@ def test_untyped_attribute_is_a_warning(tmp_path: Path) -> None:
     registry = yaml.safe_load(render_registry(load_project(specs))["attributes.yaml"])
     types = {a["id"]: a["type"] for a in registry["groups"][0]["attributes"]}
     assert types["demo.size"] == "any" and types["demo.count"] == "int"
-
-
-def _project():
-    from codegen.spec.load import load_project
-
-    return load_project(SPECS)

@@ -55,20 +55,8 @@ def fork(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     pristine = _tree(version)
     out = tmp_path_factory.mktemp(f"release-{version}")
     fork, generated = out / "fork", out / "generated"
-    code = main(
-        [
-            "apply",
-            str(SPECS),
-            "--release",
-            version,
-            "--out",
-            str(fork),
-            "--generated",
-            str(generated),
-            "--no-cache",
-        ]
-    )
-    assert code == 0
+    options = ["--release", version, "--out", str(fork), "--generated", str(generated), "--no-cache"]
+    assert main(["apply", str(SPECS), *options]) == 0
     patched = [
         re.sub(r"^\d{4}-", "", name) for name in (generated / "patches" / "series").read_text().split()
     ]

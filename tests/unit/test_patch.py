@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.emit.patch import make_patch, split_lines, write_patch_set
+from codegen.emit.patch import _HeadTailMatcher, make_patch, split_lines, write_patch_set
 
 PATH = "megatron/core/mod.py"
 
@@ -20,9 +22,11 @@ def _numbered(count: int, start: int = 1, eol: str = "\n") -> str:
     return "".join(f"line {i}{eol}" for i in range(start, start + count))
 
 
-def _replace_line(text: str, number: int, replacement: str) -> str:
+def _change(text: str, *numbers: int) -> str:
+    """``text`` with each line ``number`` (from 1) made ``changed NUMBER``, its line ending kept."""
     lines = split_lines(text)
-    lines[number - 1] = replacement
+    for number in numbers:
+        lines[number - 1] = f"changed {number}" + lines[number - 1].removeprefix(f"line {number}")
     return "".join(lines)
 
 
@@ -72,9 +76,9 @@ class Case:
 
 
 CASES = [
-    Case("middle", BASE, _replace_line(BASE, 10, "changed 10\n"), ("@@ -7,7 +7,7 @@",)),
-    Case("start", BASE, _replace_line(BASE, 1, "changed 1\n"), ("@@ -1,4 +1,4 @@",)),
-    Case("end", BASE, _replace_line(BASE, 20, "changed 20\n"), ("@@ -17,4 +17,4 @@",)),
+    Case("middle", BASE, _change(BASE, 10), ("@@ -7,7 +7,7 @@",)),
+    Case("start", BASE, _change(BASE, 1), ("@@ -1,4 +1,4 @@",)),
+    Case("end", BASE, _change(BASE, 20), ("@@ -17,4 +17,4 @@",)),
     Case("insert_middle", BASE, BASE.replace("line 5\n", "line 5\nnew a\nnew b\n"), ("@@ -3,6 +3,8 @@",)),
     Case("delete_middle", BASE, BASE.replace("line 5\nline 6\n", ""), ("@@ -2,8 +2,6 @@",)),
     Case("insert_at_start", BASE, "first\n" + BASE, ("@@ -1,3 +1,4 @@",)),
@@ -90,20 +94,10 @@ CASES = [
     Case("no_eol_old", BASE + "tail", BASE + "tail\nmore\n", ("@@ -18,4 +18,5 @@",)),
     Case("no_eol_new", BASE + "tail\n", BASE + "changed", ("@@ -18,4 +18,4 @@",)),
     Case("no_eol_both", BASE + "tail", BASE + "changed", ("@@ -18,4 +18,4 @@",)),
-    Case(
-        "no_eol_both_context_only",
-        BASE + "tail",
-        _replace_line(BASE, 19, "changed 19\n") + "tail",
-        ("@@ -16,6 +16,6 @@",),
-    ),
+    Case("no_eol_both_context_only", BASE + "tail", _change(BASE, 19) + "tail", ("@@ -16,6 +16,6 @@",)),
     Case("add_trailing_newline", BASE + "tail", BASE + "tail\n", ("@@ -18,4 +18,4 @@",)),
     Case("remove_trailing_newline", BASE + "tail\n", BASE + "tail", ("@@ -18,4 +18,4 @@",)),
-    Case(
-        "crlf",
-        _numbered(12, eol="\r\n"),
-        _replace_line(_numbered(12, eol="\r\n"), 6, "changed 6\r\n"),
-        ("@@ -3,7 +3,7 @@",),
-    ),
+    Case("crlf", _numbered(12, eol="\r\n"), _change(_numbered(12, eol="\r\n"), 6), ("@@ -3,7 +3,7 @@",)),
     Case("lf_to_crlf", _numbered(3), _numbered(3, eol="\r\n"), ("@@ -1,3 +1,3 @@",)),
     Case("crlf_no_eol", "a\r\nb\r\nc", "a\r\nB\r\nc", ("@@ -1,3 +1,3 @@",)),
     Case(
@@ -112,32 +106,12 @@ CASES = [
         "a\n\x0c\nb\x0cC\nd\re\nf\n",
         ("@@ -1,5 +1,5 @@",),
     ),
-    Case(
-        "two_distant_changes",
-        LONG,
-        _replace_line(_replace_line(LONG, 5, "changed 5\n"), 30, "changed 30\n"),
-        ("@@ -2,7 +2,7 @@", "@@ -27,7 +27,7 @@"),
-    ),
-    Case(
-        "two_close_changes",
-        LONG,
-        _replace_line(_replace_line(LONG, 10, "changed 10\n"), 15, "changed 15\n"),
-        ("@@ -7,12 +7,12 @@",),
-    ),
+    Case("two_distant_changes", LONG, _change(LONG, 5, 30), ("@@ -2,7 +2,7 @@", "@@ -27,7 +27,7 @@")),
+    Case("two_close_changes", LONG, _change(LONG, 10, 15), ("@@ -7,12 +7,12 @@",)),
     # Exactly 2*context unchanged lines between changes: git still merges.
-    Case(
-        "gap_of_six_merges",
-        LONG,
-        _replace_line(_replace_line(LONG, 10, "changed 10\n"), 17, "changed 17\n"),
-        ("@@ -7,14 +7,14 @@",),
-    ),
+    Case("gap_of_six_merges", LONG, _change(LONG, 10, 17), ("@@ -7,14 +7,14 @@",)),
     # One more unchanged line: git splits into two hunks.
-    Case(
-        "gap_of_seven_splits",
-        LONG,
-        _replace_line(_replace_line(LONG, 10, "changed 10\n"), 18, "changed 18\n"),
-        ("@@ -7,7 +7,7 @@", "@@ -15,7 +15,7 @@"),
-    ),
+    Case("gap_of_seven_splits", LONG, _change(LONG, 10, 18), ("@@ -7,7 +7,7 @@", "@@ -15,7 +15,7 @@")),
     Case("empty_old_file", "", "a\nb\n", ("@@ -0,0 +1,2 @@",)),
     Case("emptied_file", "a\nb\n", "", ("@@ -1,2 +0,0 @@",)),
     # git's indent heuristic places the inserted blank line differently; both apply.
@@ -384,11 +358,6 @@ def test_patch_set_applies_in_series_order(tmp_path: Path) -> None:
 def test_head_tail_matching_is_a_valid_earliest_placement() -> None:
     """Matching the common head and tail first must still give opcodes that turn old into new,
     with every ambiguous insertion or deletion placed as early as it can go."""
-    import itertools
-    import random
-
-    from codegen.emit.patch import _HeadTailMatcher
-
     rng = random.Random(20261203)
     lines = ["\n", "a\n", "b\n", "c\n", "import x\n"]
     for _ in range(2000):

@@ -14,6 +14,7 @@ import os
 import re
 from pathlib import Path
 
+from codegen.pipeline import generate
 from tests.megatron_cpu.main_tree import instrument
 from tests.support.upstream_main import snapshot
 
@@ -97,8 +98,6 @@ def _sum(rows: dict[str, tuple[int, int]], keep) -> tuple[int, int]:
 
 def release_added(runtime: str) -> dict[str, tuple[int, int]]:
     """What ``codegen apply`` adds to the pinned release (0.19.2), counted as ``added`` counts."""
-    from codegen.pipeline import generate
-
     generation = generate(REPO / "specs", runtime=runtime)
     out = {}
     for path, (old, new) in generation.changes.items():

@@ -4,8 +4,11 @@ preset it accepts is accepted here with the same meaning; each difference is in
 
 from __future__ import annotations
 
+import ast
 import os
 
+from codegen.diagnostics import Diagnostics
+from codegen.spec.load import load_project
 from tests.support.upstream_main import snapshot
 from tests.upstream import main_surface as surface
 
@@ -53,11 +56,6 @@ def test_the_compatibility_page_is_current() -> None:
 def test_the_metric_instruments_are_the_base_layers_names() -> None:
     """#6415's training_metrics names the eight instruments (MEGATRON_TRAINING_* constants); the
     runtime records the same names (with the units the base layer leaves out)."""
-    import ast
-
-    from codegen.diagnostics import Diagnostics
-    from codegen.spec.load import load_project
-
     source = (snapshot("with") / "megatron/core/telemetry/training_metrics.py").read_text()
     names = {
         node.value.value
