@@ -57,10 +57,10 @@ _current: Callable[[], Any] = dict
 
 
 def _new_lean() -> LeanSpan:
-    """A LeanSpan as ``recycle`` keeps one: its id 0, no events, links or status."""
+    """A LeanSpan as ``recycle`` keeps one: its id 0, no attributes, events, links or status."""
     span = LeanSpan()
     span._id = 0
-    span._more = None
+    span._extra = span._more = None
     return span
 
 
@@ -180,7 +180,7 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                 ):  # inside this thread's nesting: the common case, inline
                     top = nesting.top
                     if _spare:  # an ended span nothing references (_lean_span.recycle):
-                        try:  # its id 0, no events, links or status
+                        try:  # its id 0, no attributes, events, links or status
                             span = _reuse()
                         except IndexError:  # another thread took the last
                             span = _new_lean()
@@ -189,9 +189,8 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
                     span._name = name
                     span._parent = top
                     span._trace = top._trace
-                    if attributes is None:
-                        span._extra = None
-                    else:  # _evaluated, inline: one call fewer on the training thread
+                    if attributes is not None:  # (a recycled span's _extra is None already)
+                        # _evaluated, inline: one call fewer on the training thread
                         try:
                             extra = attributes()
                         except Exception:
