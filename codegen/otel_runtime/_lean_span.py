@@ -344,7 +344,7 @@ class LeanSpan:
         nesting.top = self._parent
         if nesting.root is self:
             _leave_root(nesting, self, log_at_exit=True)
-        else:
+        elif nesting.ident and type(nesting.top) is LeanSpan:  # not in a task, not handed over
             nesting.owner = nesting.tracer  # spans open inline on its parent again
 
     def abort(self, description: str, restore: bool) -> None:

@@ -70,3 +70,31 @@ def test_a_span_started_again_shows_nothing_of_its_past(
     assert event[0] == "exception" and again._status.status_code is trace.StatusCode.ERROR
     outer.end()
     assert otel._state.PROCESS.run.open_spans.stack == []
+
+
+def test_spans_open_inline_again_only_once_no_span_of_the_nesting_is_handed_over(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A span handed over to a stream stays open off the stack: spans opened meanwhile take the
+    nesting's general path (a handed span is not a plain LeanSpan until its stream ends it)."""
+    own_provider_exporting_to(otel, monkeypatch, lean=True)
+    otel.configure()
+    outer = otel.start_span("megatron.train.iteration")
+    middle = otel.start_span("megatron.train.iteration.forward_backward")
+    inner = otel.start_span("megatron.layer.forward")
+    nesting = inner._state
+    inner_body = otel.stream(inner, iter(["b"]))
+    assert nesting.owner is None  # while it is handed over
+    inner.end()  # leaves: its parent, middle, is a plain span: inline again
+    assert nesting.owner is otel._state.PROCESS.run.tracer
+    outer_body = otel.stream(outer, iter(["a"]))
+    middle_body = otel.stream(middle, iter(["c"]))
+    middle.end()  # leaves: its parent, outer, is still handed over
+    assert nesting.owner is None
+    late = otel.start_span("megatron.layer.mlp")
+    assert late._state is not nesting  # a nesting of its own, its parent outer (by its context)
+    assert late._parent.span_id == outer.get_span_context().span_id
+    late.end()
+    outer.end()
+    assert [list(b) for b in (inner_body, middle_body, outer_body)] == [["b"], ["c"], ["a"]]
+    assert otel._state.PROCESS.run.open_spans.stack == []
