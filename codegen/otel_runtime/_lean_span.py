@@ -492,7 +492,7 @@ def _queue(recorder: LeanRecorder, spans: Any, span: LeanSpan) -> None:
 
 def recycle(batch: list[Any]) -> None:
     """After ``batch`` was exported: each LeanSpan in it that nothing else references (its
-    reference count: the batch's, the loop's, the call's) is kept for ``LeanTracer.open`` to
+    reference count: the batch's, the loop's, the call's: ``_alone``) is kept for ``LeanTracer.open`` to
     start again. A training thread then allocates no span (and the collector, which runs on
     whichever thread allocates, seldom runs there). Its parent, attributes, events, links and
     status are released here (children come before their parents in a batch: a parent is free
@@ -501,13 +501,32 @@ def recycle(batch: list[Any]) -> None:
     of its past life: that context's span id differs). Never raises."""
     free = _FREE
     if len(free) < _FREE_MAX:
+        alone = _ALONE
         keep = free.append
         for span in batch:
             if type(span) is LeanSpan:
                 span._parent = span._extra = span._more = None
-                if _getrefcount(span) == 3:
+                if _getrefcount(span) == alone:
                     span._id = 0  # as open() starts a span: what a new one is set to
                     keep(span)
+
+
+def _alone() -> int:
+    """What ``recycle`` reads as the reference count of a span only its batch holds (the
+    interpreter's own way of counting the loop's reference), found the way recycle reads it;
+    0 (nothing recycled) unless a span held elsewhere reads one more."""
+    batch = [LeanSpan(), LeanSpan()]
+    held = batch[1]
+    counts = []
+    for span in batch:
+        if type(span) is LeanSpan:
+            counts.append(_getrefcount(span))
+    del held
+    alone, other = counts
+    return alone if other == alone + 1 else 0
+
+
+_ALONE = _alone()
 
 
 def draw_ids(batch: list[Any]) -> None:
