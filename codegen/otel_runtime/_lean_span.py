@@ -492,13 +492,13 @@ def _queue(recorder: LeanRecorder, spans: Any, span: LeanSpan) -> None:
 
 def recycle(batch: list[Any]) -> None:
     """After ``batch`` was exported: each LeanSpan in it that nothing else references (its
-    reference count: the batch's, the loop's, the call's: ``_alone``) is kept for ``LeanTracer.open`` to
-    start again. A training thread then allocates no span (and the collector, which runs on
-    whichever thread allocates, seldom runs there). Its parent, attributes, events, links and
-    status are released here (children come before their parents in a batch: a parent is free
-    once they are) and its id set to 0 (not drawn); the rest of what it held is replaced when it
-    starts again (``get_span_context`` never returns the context
-    of its past life: that context's span id differs). Never raises."""
+    reference count: the batch's, the loop's, the call's: ``_alone``) is kept for
+    ``LeanTracer.open`` to start again. A training thread then allocates no span (and the
+    collector, which runs on whichever thread allocates, seldom runs there). Its parent,
+    attributes, events, links and status are released here (children come before their parents
+    in a batch: a parent is free once they are) and its id set to 0 (not drawn); the rest of what
+    it held is replaced when it starts again (``get_span_context`` never returns the context of
+    its past life: that context's span id differs). Never raises."""
     free = _FREE
     if len(free) < _FREE_MAX:
         alone = _ALONE
