@@ -74,10 +74,6 @@ class InFile(Diagnostics):
 
     file: str = ""
 
-    @classmethod
-    def of(cls, diags: Diagnostics, file: str) -> InFile:
-        return cls(diags.items, diags.warnings, file)  # the same lists: collected where ``diags`` is
-
     def _named(self, message: str) -> str:
         return message if self.file in message else f"{message} ({self.file})"
 

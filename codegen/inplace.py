@@ -33,7 +33,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -165,14 +165,7 @@ def prepare(options: RunOptions, docs: Path | None = None, check: bool = False) 
     from codegen.emit.runtime import PYPROJECT, render_runtime
     from codegen.pipeline import generate
 
-    generation = generate(
-        options.specs,
-        options.source,
-        options.release,
-        options.allow_missing,
-        options.replace_upstream,
-        options.runtime,
-    )
+    generation = generate(**asdict(options))
     root = generation.source_root.resolve()
     project = generation.project
     package = project.runtime.package.strip("/")
@@ -339,13 +332,8 @@ def _import_only(removed: list[str], added: list[str], alias: str) -> bool:
     """The block only adds the runtime import (``import P.ALIAS as _ALIAS``; before the private
     name: ``from P import a, ALIAS`` or a line of its own)."""
     removed, added = [line for line in removed if line], [line for line in added if line]
-    if len(added) == 1 and not removed and re.fullmatch(rf"from [\w.]+ import {alias}", added[0]):
-        return True
-    if (
-        len(added) == 1
-        and not removed
-        and re.fullmatch(rf"import [\w.]+\.{alias} as _{alias}(  # noqa: E402)?", added[0])
-    ):
+    one_line = rf"from [\w.]+ import {alias}|import [\w.]+\.{alias} as _{alias}(  # noqa: E402)?"
+    if len(added) == 1 and not removed and re.fullmatch(one_line, added[0]):
         return True
 
     def squash(lines: list[str]) -> str:

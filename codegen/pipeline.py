@@ -100,7 +100,7 @@ def plan_only(spec_dir: Path, source: Path | None = None, release: str | None = 
 
 @_without_cyclic_gc
 def generate(
-    spec_dir: Path,
+    specs: Path,
     source: Path | None = None,
     release: str | None = None,
     allow_missing: bool = False,
@@ -119,7 +119,7 @@ def generate(
     package serves in place of a replaced tree's modules, whose entry scripts it does not serve
     (the strip keeps #6438's public parameters, see ``strip/upstream.py``)."""
     diags = Diagnostics()
-    full = load_project(spec_dir, diags)
+    full = load_project(specs, diags)
     tree = _locate(full, source, release, diags, replace_upstream)
     replaced: dict[str, tuple[str, str]] = {}
     if replace_upstream:

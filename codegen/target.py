@@ -11,12 +11,7 @@ from pathlib import Path
 from codegen.diagnostics import Diagnostic
 from codegen.instrumentation._package_info import PACKAGE_INFO, tree_release  # the one reader
 from codegen.spec.model import Hook, Project, Span, version_key
-from codegen.upstream import (
-    PACKAGE_DIR,
-    REPLACE_FLAG,
-    UpstreamError,
-    hand_written_sites,
-)
+from codegen.upstream import PACKAGE_DIR, REPLACE_FLAG, UpstreamError, hand_written_sites
 from codegen.upstream import source_root as upstream_source_root
 
 

@@ -63,7 +63,6 @@ def source_root(pin: UpstreamPin, source: Path | None = None, cache_dir: Path | 
 
 
 TELEMETRY_DIR = f"{PACKAGE_DIR}/core/telemetry"
-TRAINING_PY = f"{PACKAGE_DIR}/training/training.py"
 REPLACE_FLAG = "--replace-upstream"
 
 # What emits spans in a tree carrying Megatron-LM's hand-written instrumentation (PR #6438): the

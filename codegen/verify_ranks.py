@@ -45,14 +45,6 @@ WHERE = (
     "dl.context_parallel.rank",
     "dl.expert_parallel.rank",
 )
-# Coordinate attribute -> the dimension the export setting's one-per form names.
-DIMENSION_OF = {
-    "dl.tensor_parallel.rank": "tp",
-    "dl.pipeline_parallel.rank": "pp",
-    "dl.data_parallel.rank": "dp",
-    "dl.context_parallel.rank": "cp",
-    "dl.expert_parallel.rank": "ep",
-}
 SIZE_OF = {
     "tp": "dl.tensor_parallel.size",
     "pp": "dl.pipeline_parallel.size",

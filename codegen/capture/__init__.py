@@ -20,10 +20,6 @@ OTLP spans are read twice over: a fast path (``_fast_otlp_span``) decodes a well
 cheap checks on the parsed JSON, and anything it does not accept goes through the checked path,
 which reads it field by field and names what is wrong; both give the same records and the same
 errors on every input (tests/report/test_fast_reader.py compares them).
-
-The parts: ``records`` (what is read, ``CaptureError``), ``documents`` (files as streams of
-documents), ``fields`` (the checked path), ``console`` (the console exporters), ``fast`` (the
-fast path).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import json
 import re
 from array import array
 from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import accumulate
 from pathlib import Path
 from typing import IO, Any
@@ -194,6 +195,14 @@ class _File:
             "output (spans, resource_metrics)",
         )
 
+    @contextmanager
+    def _located(self, line: int) -> Iterator[None]:
+        """A malformed structure (not a record) as the error of the document at ``line``."""
+        try:
+            yield
+        except _Malformed as exc:
+            raise self.error(line, 1, f"{exc.where}: {exc.message}") from None
+
     def _checked(self, line: int, where: str, build: Any) -> CapturedSpan | CapturedMetric:
         self.record += 1
         source = f"{self.path}:{line}: record {self.record}"
@@ -218,22 +227,16 @@ class _File:
     ) -> Any:
         """The records of an OTLP request; ``fast`` (spans) decodes a well-formed record with cheap
         checks, or returns None and ``build`` reads it field by field, naming what is wrong."""
-        try:
+        with self._located(line):
             resources = _Obj(document, "").array(top)
-        except _Malformed as exc:
-            raise self.error(line, 1, f"{exc.where}: {exc.message}") from None
         for resource in resources:
-            try:
+            with self._located(line):
                 attrs = _otlp_attributes(resource.obj("resource", optional=True).array("attributes"))
                 scopes = resource.array(middle)
-            except _Malformed as exc:
-                raise self.error(line, 1, f"{exc.where}: {exc.message}") from None
             for scope in scopes:
-                try:
+                with self._located(line):
                     scope_name = scope.obj("scope", optional=True).string("name")
                     items = scope.raw_array(leaf)
-                except _Malformed as exc:
-                    raise self.error(line, 1, f"{exc.where}: {exc.message}") from None
                 where = scope._at(leaf)
                 prefix = f"{self.path}:{line}: record "
                 fast_path = fast if self.fast else None
@@ -315,24 +318,18 @@ class _File:
         return CapturedMetric(name, raw.string("unit"), kinds[0], points, resource, scope, source)
 
     def _console_metrics(self, document: dict[str, Any], line: int) -> Iterator[CapturedMetric]:
-        try:
+        with self._located(line):
             resources = _Obj(document, "").array("resource_metrics")
-        except _Malformed as exc:
-            raise self.error(line, 1, f"{exc.where}: {exc.message}") from None
         for resource in resources:
-            try:
+            with self._located(line):
                 attrs = _console_attributes(
                     resource.obj("resource", optional=True).obj("attributes", optional=True)
                 )
                 scopes = resource.array("scope_metrics")
-            except _Malformed as exc:
-                raise self.error(line, 1, f"{exc.where}: {exc.message}") from None
             for scope in scopes:
-                try:
+                with self._located(line):
                     scope_name = scope.obj("scope", optional=True).string("name")
                     items = scope.array("metrics")
-                except _Malformed as exc:
-                    raise self.error(line, 1, f"{exc.where}: {exc.message}") from None
                 for item in items:
                     metric = self._checked(
                         line,

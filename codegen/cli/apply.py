@@ -45,7 +45,7 @@ def _destination_problem(
     dest = dest.resolve()
     for path in protected:
         path = path.resolve()
-        if path == dest or dest in path.parents:
+        if path.is_relative_to(dest):
             return f"{option} {dest}: it contains {path}, which would be replaced"
     if dest.is_file():
         return f"{option} {dest}: a file is in the way"
@@ -121,10 +121,7 @@ def _destinations_problem(
     """Why ``--generated`` or ``--out`` cannot be written, or None."""
     checks: list[tuple[Path, str, Callable[[Path], bool], list[Path]]] = []
     if not options.check and use_generated:
-        if (
-            generated_dir.resolve() == cache_dir.resolve()
-            or cache_dir.resolve() in generated_dir.resolve().parents
-        ):
+        if generated_dir.resolve().is_relative_to(cache_dir.resolve()):
             return f"--generated {generated_dir}: inside the cache {cache_dir}"
         checks.append(
             (
@@ -137,9 +134,9 @@ def _destinations_problem(
     if options.out is not None:
         out = options.out.resolve()
         inside = [p.resolve() for p in (options.source, generated_dir) if p is not None]
-        if any(out == p or p in out.parents for p in inside):
+        if any(out.is_relative_to(p) for p in inside):
             return f"--out {out}: inside --source or --generated, it would copy itself"
-        if out == cache_dir.resolve() or cache_dir.resolve() in out.parents:
+        if out.is_relative_to(cache_dir.resolve()):
             return (
                 f"--out {out}: inside the cache {cache_dir}, which holds the pristine sources "
                 "every later run instruments"

@@ -4,6 +4,7 @@ specs' warnings printed before it."""
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from codegen.cache import CachedRun, RunOptions, input_state, run_key
@@ -32,15 +33,7 @@ def _generate(options: RunOptions) -> CachedRun:
     from codegen.pipeline import generate
     from codegen.target import label, render_failures
 
-    generation = generate(
-        options.specs,
-        options.source,
-        options.release,
-        options.allow_missing,
-        options.replace_upstream,
-        options.runtime,
-        served=options.served,
-    )
+    generation = generate(**asdict(options))
     tree = generation.tree
     notes = [
         f"{e.pos}: note: {label(e)} is not in megatron-core {tree.release}: {e.releases.why_not()}"

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from codegen.cache import RunOptions
@@ -49,9 +49,7 @@ class ApplyOptions(ValidateOptions):
 
     @property
     def run(self) -> RunOptions:
-        return RunOptions(
-            self.specs, self.source, self.release, self.allow_missing, self.replace_upstream, self.runtime
-        )
+        return replace(super().run, runtime=self.runtime)
 
     @property
     def in_tree(self) -> bool:

@@ -61,14 +61,9 @@ def coverage_context(project: Project) -> dict[str, Any]:
                 cells.append("placed")
             else:
                 cells.append(f"not in this release: {cell(span.releases.why_not())}")
+        where = f"{code_cell(span.file)}<br>{code_cell(span.function)}"
         for name in span.names or (span.name,):
-            rows.append(
-                {
-                    "name": code_cell(name),
-                    "where": f"{code_cell(span.file)}<br>{code_cell(span.function)}",
-                    "cells": cells,
-                }
-            )
+            rows.append({"name": code_cell(name), "where": where, "cells": cells})
             for pin, state in zip(releases, cells):
                 (placed if state == "placed" else absent)[id(pin)] += 1
     for lifecycle in project.lifecycle:

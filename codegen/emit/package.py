@@ -26,9 +26,8 @@ from codegen.layout import literal
 
 DISTRIBUTION = "megatron-otel-instrumentation"
 MODULE = "megatron_otel_instrumentation"
-ENTRY_POINT = (
-    "megatron"  # opentelemetry_instrumentor entry point name (OTEL_PYTHON_DISABLED_INSTRUMENTATIONS)
-)
+# the opentelemetry_instrumentor entry point's name (OTEL_PYTHON_DISABLED_INSTRUMENTATIONS)
+ENTRY_POINT = "megatron"
 SOURCE = Path(__file__).resolve().parents[1] / "instrumentation"
 RUNTIME_PREFIX = "megatron/core/otel/"
 # What the distribution needs at run time; the lower bounds are the oldest releases the runtime

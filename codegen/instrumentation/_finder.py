@@ -250,10 +250,7 @@ class MegatronFinder(importlib.abc.MetaPathFinder):
         is_package = spec.submodule_search_locations is not None
         loader = WovenLoader(fullname, spec.origin, woven, is_package)
         served = importlib.util.spec_from_file_location(
-            fullname,
-            spec.origin,
-            loader=loader,
-            submodule_search_locations=spec.submodule_search_locations,
+            fullname, spec.origin, loader=loader, submodule_search_locations=spec.submodule_search_locations
         )
         if served is not None:
             served.cached = None  # the bytecode is this package's, never beside the pristine file

@@ -6,12 +6,17 @@ that but costs a system call per span (about 5 us where it was measured). Here a
 ``random.Random`` is seeded once from ``os.urandom`` at import and again in a forked child (so a
 DataLoader worker never repeats its parent's ids): one C call per id, never touched by
 ``random.seed``. Ids are uniformly random (the W3C random-trace-id flag holds) and never zero.
+The export thread draws a batch's span ids at once, from one read of ``os.urandom`` per batch
+(``span_ids``).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
+import struct
+from collections.abc import Callable
 from typing import Any
 
 _RANDOM = random.Random(os.urandom(32))
@@ -40,6 +45,18 @@ def span_id() -> int:
     while not value:
         value = _bits(64)
     return value
+
+
+def span_ids(count: int) -> Callable[[], int]:
+    """A function giving ``count`` random span ids drawn at once (one read of ``os.urandom``,
+    one ``struct.unpack``: about a fifth of the instructions of a ``getrandbits`` call per id),
+    then 0; a caller draws again on 0 (``span_id``), as on an id that is 0 itself. For the export
+    thread, which draws the ids of a whole batch (``_otlp.SpanEncoder.encode``)."""
+    try:
+        values: tuple[int, ...] = struct.unpack(f"<{count}Q", os.urandom(8 * count))
+    except Exception:  # no randomness from the system now: one at a time (span_id)
+        values = ()
+    return itertools.chain(values, itertools.repeat(0)).__next__
 
 
 def trace_id() -> int:

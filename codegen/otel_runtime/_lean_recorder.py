@@ -25,7 +25,7 @@ from typing import Any
 
 from . import _otlp
 from ._batching import BatchQueue
-from ._lean_span import LeanSpan, draw_ids, recycle
+from ._lean_span import LeanSpan, recycle
 from ._state import log_once
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
@@ -143,9 +143,9 @@ class LeanRecorder(BatchQueue):
             self.in_flight = 0
 
     def _send(self, batch: list[Any], send: Callable[[bytes], bool]) -> None:
-        """Encode ``batch`` as one OTLP request (``_otlp``) and send it."""
+        """Encode ``batch`` as one OTLP request (``_otlp``: its span ids drawn there) and send
+        it."""
         try:
-            draw_ids(batch)
             data, count, failed = self.encoder.encode(batch)
         except Exception:
             data, count, failed = b"", 0, len(batch)

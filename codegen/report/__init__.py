@@ -71,7 +71,7 @@ def build(project: Project, paths: Sequence[Path], jobs: int | None = None) -> O
     taxonomy = Taxonomy.from_project(project)
     capture = read(paths, taxonomy, jobs)
     report = account(capture, taxonomy)
-    spans_in = partial(_read_window, list(paths), taxonomy, jobs)
+    spans_in = partial(read, list(paths), taxonomy, jobs)  # called with the window
     return Outputs(capture, taxonomy, report, render_text(report), spans_in)
 
 
@@ -125,10 +125,6 @@ def _from_connection(connection: Connection, selection: Selection, taxonomy: Tax
     report = account(capture, taxonomy)
     spans_in = partial(read_window, connection, selection, taxonomy, first=capture)
     return Outputs(capture, taxonomy, report, render_text(report), spans_in, connection.close)
-
-
-def _read_window(paths: list[Path], taxonomy: Taxonomy, jobs: int | None, window: Window) -> Capture:
-    return read(paths, taxonomy, jobs, window)
 
 
 def write_outputs(outputs: Outputs, out: Path, title: str, ranks: Collection[int] | None = None,

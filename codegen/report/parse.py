@@ -25,7 +25,7 @@ import itertools
 import os
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +45,6 @@ SHAPE_KEYS = (
     "megatron.hidden_size",
     "megatron.num_attention_heads",
 )
-THREAD_KEYS = ("thread.id",)
 RUN_KEYS = ("megatron.run_id", "run_uuid")  # one value per run (attempt), shared by its ranks
 
 
@@ -201,12 +200,6 @@ class Capture:
             self.names.append(name)
         return index
 
-    def spans_named(self, name: str) -> Iterator[int]:
-        index = self.name_index.get(name)
-        if index is None:
-            return iter(())
-        return (i for i, n in enumerate(self.name) if n == index)
-
 
 def _span_int(value: str, what: str, source: str) -> int:
     if not value:
@@ -289,15 +282,7 @@ def _merge(parts: list[Capture]) -> Capture:
     by_key: dict[tuple[Any, ...], Process] = {}
     for part in parts:
         for key, (value, source) in part.job.items():
-            seen = capture.job.setdefault(key, (value, source))
-            if seen[0] != value:
-                raise CaptureError(
-                    located(
-                        source,
-                        f"spans of two jobs mixed: {key} is {value!r} here and {seen[0]!r} at {seen[1]}; "
-                        "report one job at a time",
-                    )
-                )
+            _same_job(capture, key, value, source)
         names = [capture.name_id(n) for n in part.names]
         processes = []
         for theirs in part.processes:
@@ -513,17 +498,20 @@ def _process(capture: Capture, by_key: dict[tuple[Any, ...], Process], span: Cap
 def _check_job(capture: Capture, resource: dict[str, Any], source: str) -> None:
     for key in ("job_uuid", "service.name"):
         value = resource.get(key)
-        if value is None:
-            continue
-        seen = capture.job.setdefault(key, (value, source))
-        if seen[0] != value:
-            raise CaptureError(
-                located(
-                    source,
-                    f"spans of two jobs mixed: {key} is {value!r} here and {seen[0]!r} at {seen[1]}; "
-                    "report one job at a time",
-                )
-            )
+        if value is not None:
+            _same_job(capture, key, value, source)
+
+
+def _same_job(capture: Capture, key: str, value: Any, source: str) -> None:
+    seen = capture.job.setdefault(key, (value, source))
+    if seen[0] != value:
+        raise _mixed(
+            source, f"{key} is {value!r} here and {seen[0]!r} at {seen[1]}; report one job at a time"
+        )
+
+
+def _mixed(source: str, what: str) -> CaptureError:
+    return CaptureError(located(source, f"spans of two jobs mixed: {what}"))
 
 
 def close(capture: Capture, files: Sequence[Path] = ()) -> None:
@@ -559,12 +547,8 @@ def close(capture: Capture, files: Sequence[Path] = ()) -> None:
         _check_run(capture, run)
     for before, after in itertools.pairwise(runs):
         if after.start < before.end:
-            raise CaptureError(
-                located(
-                    capture.processes[after.processes[0]].source,
-                    f"spans of two jobs mixed: runs {before.uuid} and {after.uuid} overlap in time",
-                )
-            )
+            source = capture.processes[after.processes[0]].source
+            raise _mixed(source, f"runs {before.uuid} and {after.uuid} overlap in time")
     capture.runs = runs
     _renumber(capture)
 
@@ -594,38 +578,27 @@ def _check_run(capture: Capture, run: Run) -> None:
     first = members[0]
     unranked = [m for m in members if m.rank is None]
     if len(members) > 1 and unranked and run.uuid is None:
-        raise CaptureError(
-            located(
-                unranked[-1].source if unranked[-1] is not first else members[1].source,
-                "spans of two jobs mixed: processes ran at the same time with neither a rank (dl.rank) nor "
-                f"a run id to tie them to one run (here and at {first.source})",
-            )
+        raise _mixed(
+            unranked[-1].source if unranked[-1] is not first else members[1].source,
+            "processes ran at the same time with neither a rank (dl.rank) nor "
+            f"a run id to tie them to one run (here and at {first.source})",
         )
     for other in members[1:]:
         for key in SHAPE_KEYS:
             a, b = first.resource.get(key), other.resource.get(key)
             if a is not None and b is not None and a != b:
-                raise CaptureError(
-                    located(
-                        other.source,
-                        f"spans of two jobs mixed: processes running at the same time differ in {key} "
-                        f"({b!r} here, {a!r} at {first.source})",
-                    )
+                raise _mixed(
+                    other.source,
+                    f"processes running at the same time differ in {key} ({b!r} here, {a!r} at {first.source})",
                 )
         if first.rank is not None and first.rank == other.rank:
-            raise CaptureError(
-                located(
-                    other.source,
-                    f"spans of two jobs mixed: two processes of rank {other.rank} run at the same time "
-                    f"(here and at {first.source})",
-                )
+            raise _mixed(
+                other.source,
+                f"two processes of rank {other.rank} run at the same time (here and at {first.source})",
             )
     world = first.resource.get("dl.world_size")
     if isinstance(world, int) and len(members) > world:
-        raise CaptureError(
-            located(
-                members[-1].source,
-                f"spans of two jobs mixed: {len(members)} processes run at the same time, but "
-                f"dl.world_size is {world}",
-            )
+        raise _mixed(
+            members[-1].source,
+            f"{len(members)} processes run at the same time, but dl.world_size is {world}",
         )

@@ -50,9 +50,8 @@ LANES = (
 HEAT_COLUMNS = 600  # iterations are binned (the slowest in each bin) beyond this many
 # Pictures of big runs, drawn from the aggregates (the same from files or a store):
 HEAT_ROWS = 128  # beyond this many processes, consecutive ranks share a row (the slowest of them)
-TIMELINE_PROCESSES = (
-    32  # beyond, the timeline draws the ranks slowest most often (up to half), then the lowest
-)
+# beyond, the timeline draws the ranks slowest most often (up to half), then the lowest
+TIMELINE_PROCESSES = 32
 STEP_POINTS = 2000  # beyond, each point of the step plot is the slowest of consecutive iterations of a run
 
 

@@ -83,35 +83,18 @@ def _write(capture: Capture, taxonomy: Taxonomy, origin: int, out: IO[str]) -> i
         capture.links,
         key=lambda k: (capture.process[k.span], capture.start[k.span], capture.end[k.span], k.span_id),
     )
+
+    def flow(phase: dict[str, object], number: int, i: int, at: int) -> None:
+        event = {**phase, "id": number, "name": "link", "cat": "link", "ts": _us(at, origin)}
+        emit({**event, "pid": capture.process[i] + 1, "tid": capture.thread[i] or MAIN_THREAD})
+
     for number, link in enumerate(links, 1):
         found = where.get(link.span_id, [])
         if not found:
             continue
         own = capture.process[link.span]
         source = next((i for i in found if capture.process[i] == own), found[0])
-        target = link.span
-        emit(
-            {
-                "ph": "s",
-                "id": number,
-                "name": "link",
-                "cat": "link",
-                "ts": _us(max(capture.start[source], capture.end[source] - 1000), origin),
-                "pid": capture.process[source] + 1,
-                "tid": capture.thread[source] or MAIN_THREAD,
-            }
-        )
-        emit(
-            {
-                "ph": "f",
-                "bp": "e",
-                "id": number,
-                "name": "link",
-                "cat": "link",
-                "ts": _us(capture.start[target], origin),
-                "pid": capture.process[target] + 1,
-                "tid": capture.thread[target] or MAIN_THREAD,
-            }
-        )
+        flow({"ph": "s"}, number, source, max(capture.start[source], capture.end[source] - 1000))
+        flow({"ph": "f", "bp": "e"}, number, link.span, capture.start[link.span])
     out.write("]}\n")
     return count

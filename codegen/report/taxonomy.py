@@ -80,9 +80,8 @@ class Taxonomy:
     logging: tuple[str, ...]  # step-group spans beside the iteration (after it: logging, GC)
     save: tuple[str, ...]  # checkpoint-group spans that carry the iteration (one per save)
     load: tuple[str, ...]  # outermost load_checkpoint-group spans
-    timeline: frozenset[
-        str
-    ]  # drawn on the job timeline: the outermost span of each category, startup's phases
+    # drawn on the job timeline: the outermost span of each category, startup's phases
+    timeline: frozenset[str]
 
     @classmethod
     def from_project(cls, project: Project) -> Taxonomy:

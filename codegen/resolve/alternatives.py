@@ -35,10 +35,7 @@ def has_alternatives(selector: Selector | None) -> bool:
 
 
 def concrete(
-    entry: Span | Hook,
-    func: cst.FunctionDef,
-    line_of: Callable[[cst.CSTNode], int],
-    diags: Diagnostics,
+    entry: Span | Hook, func: cst.FunctionDef, line_of: Callable[[cst.CSTNode], int], diags: Diagnostics
 ) -> Span | Hook | None:
     """``entry`` with every ``any`` selector replaced by the alternative this function's code takes
     (the entry itself when it has none); None, with an error listing every alternative's outcome,

@@ -156,13 +156,11 @@ class _Unrecorded(cst.CSTVisitor):
         self.alias = alias
         self.found: list[cst.CSTNode] = []
 
-    def visit_MatchAs(self, node: cst.MatchAs) -> None:
+    def _capture(self, node: cst.MatchAs | cst.MatchStar) -> None:
         if node.name is not None and node.name.value == self.alias:
             self.found.append(node)
 
-    def visit_MatchStar(self, node: cst.MatchStar) -> None:
-        if node.name is not None and node.name.value == self.alias:
-            self.found.append(node)
+    visit_MatchAs = visit_MatchStar = _capture
 
     def visit_MatchMapping(self, node: cst.MatchMapping) -> None:
         if node.rest is not None and node.rest.value == self.alias:

@@ -16,7 +16,7 @@ from libcst.helpers import get_full_name_for_node
 from codegen.layout import code_of
 from codegen.resolve.statements import assigned_names, child_blocks
 from codegen.resolve.torch_names import KNOWN_BASES, REGISTERING
-from codegen.resolve.walk import walk
+from codegen.resolve.walk import bound_targets, walk
 from codegen.strip.hostile import parse_module
 
 MAX_DEPTH = 12  # bases followed through the tree, at most
@@ -196,7 +196,7 @@ def _own_attributes(classdef: cst.ClassDef, unknown: list[str]) -> set[str]:
             if not isinstance(node, cst.Call):
                 attrs |= {
                     t.attr.value
-                    for t in _targets(node)
+                    for t in bound_targets(node)
                     if isinstance(t, cst.Attribute)
                     and isinstance(t.value, cst.Name)
                     and t.value.value == self_name
@@ -229,26 +229,6 @@ def _methods(body: Sequence[cst.BaseStatement]) -> Iterator[cst.FunctionDef]:
 
 
 _ASSIGNING_TYPES = (cst.Call, cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.WithItem, cst.NamedExpr)
-
-
-def _targets(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """The targets an assigning node (=, +=, annotated, for, with, :=) binds, tuples unpacked."""
-    if isinstance(node, cst.Assign):
-        targets: list[cst.CSTNode] = [t.target for t in node.targets]
-    elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.NamedExpr)):
-        targets = [node.target]
-    elif isinstance(node, cst.WithItem) and node.asname is not None:
-        targets = [node.asname.name]
-    else:
-        return
-    while targets:
-        target = targets.pop()
-        if isinstance(target, (cst.Tuple, cst.List)):
-            targets.extend(e.value for e in target.elements)
-        elif isinstance(target, cst.StarredElement):
-            targets.append(target.value)
-        else:
-            yield target
 
 
 def _bound_by(stmt: cst.BaseStatement) -> set[str]:

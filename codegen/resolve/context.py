@@ -87,14 +87,11 @@ def _pair_block(
 ) -> None:
     index = 0
     for stmt in body:
-        if isinstance(stmt, cst.SimpleStatementLine):
-            count = len(stmt.body)
+        if isinstance(stmt, (cst.SimpleStatementLine, cst.BaseSmallStatement)):
+            # a line of statements, or one statement of a one-line suite
+            count = len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
             pairs[id(stmt)] = list(nodes[index : index + count])
             index += count
-            continue
-        if isinstance(stmt, cst.BaseSmallStatement):  # a one-line suite's statements
-            pairs[id(stmt)] = list(nodes[index : index + 1])
-            index += 1
             continue
         if index >= len(nodes):
             return

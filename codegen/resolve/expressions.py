@@ -2,11 +2,10 @@
 
 Span ``attributes``, ``when`` and ``name_expr`` run where the span starts, ``end_attributes`` where
 its statements end; hook payloads (``call``, ``record``, ``stamp``, ``enter``, ``exit``, a wrap's
-``with``) run where the hook is placed. Each free name of such an expression (found by libcst's
-scope analysis of the expression itself) must be bound at that point of the function, by libcst's
-scope analysis of the target module: a parameter or a local assigned before the point, a name of
-an enclosing function, a module global or import, a builtin, or the runtime's alias. A local that
-is only assigned after the point is an error too (it would be unbound when the expression runs).
+``with``) run where the hook is placed. Each free name of such an expression must be bound at that
+point of the function (``symtable`` and ``ast`` over the expression and the module): a parameter or
+a local assigned before the point (one assigned only after it is an error), a name of an enclosing
+function, a module global or import, a builtin, or the runtime's alias.
 
 ``self.X`` (the first parameter of the method, however it is named) is checked against the
 attributes the class and its bases assign or define: their class bodies, ``self.X = ...`` in their
@@ -176,9 +175,7 @@ class _Scopes:
         return names
 
 
-def _scope_nodes(
-    body: Sequence[ast.stmt],
-) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
+def _scope_nodes(body: Sequence[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
     """The defs and classes a block defines, also inside its compound statements (not inside
     other defs or classes)."""
     stack = list(reversed(body))
@@ -249,12 +246,8 @@ def _binding_sites(func: ast.AST) -> dict[str, list[tuple[int, int]]]:
 
 def _expressions(plan: FilePlan, alias: str) -> Iterator[Expression]:
     for wrap in plan.wraps:
-        first, last, entry, func = (
-            wrap.block.body[wrap.start],
-            wrap.block.body[wrap.end - 1],
-            wrap.entry,
-            wrap.function,
-        )
+        first, last = wrap.block.body[wrap.start], wrap.block.body[wrap.end - 1]
+        entry, func = wrap.entry, wrap.function
         if isinstance(entry, Span):
             for attr in entry.attributes:
                 yield Expression(attr.expr, f"attribute '{attr.key}'", attr.pos, func, first, False, entry)
@@ -276,15 +269,8 @@ def _expressions(plan: FilePlan, alias: str) -> Iterator[Expression]:
         body = insert.block.body
         at, after = (body[insert.index], False) if insert.index < len(body) else (body[-1], True)
         payload = hook.payload
-        yield Expression(
-            payload_call(payload, alias),
-            payload_label(payload),
-            payload.pos,
-            insert.function,
-            at,
-            after,
-            hook,
-        )
+        call = payload_call(payload, alias)
+        yield Expression(call, payload_label(payload), payload.pos, insert.function, at, after, hook)
     for rewrite in plan.rewrites:
         wrap_hook = rewrite.hook
         yield Expression(

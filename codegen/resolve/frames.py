@@ -13,7 +13,6 @@ Nested functions, lambdas and classes have frames of their own and are not looke
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from codegen.layout import code_of
+from codegen.resolve.walk import walk
 from codegen.runtime_calls import SPAN_VARIABLE
 from codegen.spec.model import Hook, Span
 
@@ -89,25 +89,6 @@ class _Finder:
 
 # Nodes with a frame of their own: not looked into (neither their defaults nor their decorators).
 _OWN_FRAME = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
-_FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
-
-
-def _fields(kind: type[cst.CSTNode]) -> tuple[str, ...]:
-    names = _FIELDS.get(kind)
-    if names is None:
-        names = _FIELDS[kind] = tuple(
-            f.name
-            for f in dataclasses.fields(kind)
-            if not f.name.startswith("whitespace") and f.name not in _TOKEN_FIELDS
-        )
-    return names
-
-
-# Fields that hold only whitespace, comments and punctuation: never a call.
-_TOKEN_FIELDS = frozenset(
-    {"lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after_decorators", "header", "footer"}
-    | {"colon", "dot", "equal", "operator", "asynchronous"}
-)
 
 
 def _calls(func: cst.FunctionDef, seen: dict[int, list[cst.Call]] | None) -> list[cst.Call]:
@@ -122,28 +103,10 @@ def _calls(func: cst.FunctionDef, seen: dict[int, list[cst.Call]] | None) -> lis
 
 
 def _walk_calls(func: cst.FunctionDef) -> list[cst.Call]:
-    """The calls in ``func``'s own frame, parents before their children.
-
-    A plain walk over the nodes' fields: libcst's ``visit`` rebuilds every node it passes, which
-    made this check cost more than parsing the file.
-    """
-    found: list[cst.Call] = []
-    stack: list[cst.CSTNode] = [func]
-    while stack:
-        node = stack.pop()
-        if node is not func and isinstance(node, _OWN_FRAME):
-            continue
-        if isinstance(node, cst.Call):
-            found.append(node)
-        children: list[cst.CSTNode] = []
-        for name in _fields(type(node)):
-            value = getattr(node, name)
-            if isinstance(value, cst.CSTNode):
-                children.append(value)
-            elif isinstance(value, (list, tuple)):
-                children.extend(v for v in value if isinstance(v, cst.CSTNode))
-        stack.extend(reversed(children))
-    return found
+    """The calls in ``func``'s own frame, parents before their children (``walk``: libcst's
+    ``visit`` rebuilds every node it passes, which made this check cost more than parsing)."""
+    own_frame = walk(func, prune=lambda node: isinstance(node, _OWN_FRAME))
+    return [node for node in own_frame if isinstance(node, cst.Call)]
 
 
 def frame_use(

@@ -10,9 +10,7 @@ from libcst.helpers import get_full_name_for_node
 from codegen.diagnostics import Diagnostics
 from codegen.resolve.regions import has_docstring, select
 from codegen.resolve.sites import Insert, Rewrite
-from codegen.resolve.statements import (
-    statement_sites,
-)
+from codegen.resolve.statements import statement_sites
 from codegen.resolve.walk import walk
 from codegen.spec.model import EntryHook, StatementHook, WrapArgument, WrapHook
 

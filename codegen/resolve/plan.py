@@ -25,9 +25,7 @@ from codegen.resolve.hooks import resolve_insert, resolve_rewrite
 from codegen.resolve.regions import early_exit, parameters, resolve_region, suspension
 from codegen.resolve.scan import Facts
 from codegen.resolve.sites import EntryResult, FilePlan, Plan, Resolution, Wrap
-from codegen.resolve.statements import (
-    block_ancestry,
-)
+from codegen.resolve.statements import block_ancestry
 from codegen.resolve.streams import resolve_stream
 from codegen.spec.model import AroundHook, EntryHook, Hook, Project, Region, Span, StatementHook, WrapHook
 from codegen.strip.hostile import parse_module
@@ -113,35 +111,32 @@ def _resolve_path(
 ) -> FilePlan | None:
     outcomes.file = rel
     path = (root / rel).resolve()
-    if not path.is_relative_to(root):
+
+    def refuse(message: str) -> None:
         for span in spans:
-            outcomes.of(span).error(span.where_file, f"file '{rel}' is outside the source root {root}")
+            outcomes.of(span).error(span.where_file, message)
+
+    if not path.is_relative_to(root):
+        refuse(f"file '{rel}' is outside the source root {root}")
         return None
     if rel.startswith(project.runtime.package + "/"):
-        for span in spans:
-            outcomes.of(span).error(
-                span.where_file,
-                f"'{rel}' is part of the runtime package {project.runtime.package}: instrumenting it "
-                "would import the runtime from inside itself (an import cycle)",
-            )
+        refuse(
+            f"'{rel}' is part of the runtime package {project.runtime.package}: instrumenting it "
+            "would import the runtime from inside itself (an import cycle)"
+        )
         return None
     if not path.is_file():
-        for span in spans:
-            outcomes.of(span).error(span.where_file, f"file '{rel}' not found under the source root {root}")
+        refuse(f"file '{rel}' not found under the source root {root}")
         return None
     try:
         source = path.read_bytes().decode("utf-8")  # CRLF stays CRLF (read_text would not)
     except UnicodeDecodeError as exc:
-        for span in spans:
-            outcomes.of(span).error(span.where_file, f"'{rel}' is not UTF-8 text (byte {exc.start})")
+        refuse(f"'{rel}' is not UTF-8 text (byte {exc.start})")
         return None
     try:
         module = stripped if stripped is not None else parse_module(source)  # strip/hostile.py
     except cst.ParserSyntaxError as exc:
-        for span in spans:
-            outcomes.of(span).error(
-                span.where_file, f"cannot parse '{rel}': {exc.message} (line {exc.raw_line})"
-            )
+        refuse(f"cannot parse '{rel}': {exc.message} (line {exc.raw_line})")
         return None
     alias = project.runtime.alias
     context = FileContext(rel, source, module, stripped=stripped is not None)

@@ -185,14 +185,10 @@ def early_exit(stmts: Sequence[cst.BaseStatement], line_of: Callable[[cst.CSTNod
             self.loops = 0
             self.found: cst.CSTNode | None = None
 
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False
+        def _own_scope(self, node: cst.FunctionDef | cst.Lambda | cst.ClassDef) -> bool:
+            return False  # its returns and yields are its own
 
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
+        visit_FunctionDef = visit_Lambda = visit_ClassDef = _own_scope
 
         def _loop(self, node: cst.For | cst.While) -> bool:
             # break/continue in the loop body stay in the loop; in its else: they leave it
@@ -209,19 +205,12 @@ def early_exit(stmts: Sequence[cst.BaseStatement], line_of: Callable[[cst.CSTNod
             if self.found is None:
                 self.found = node
 
-        def visit_Return(self, node: cst.Return) -> None:
-            self._exit(node)
-
-        def visit_Yield(self, node: cst.Yield) -> None:
-            self._exit(node)
-
-        def visit_Break(self, node: cst.Break) -> None:
+        def _jump(self, node: cst.Break | cst.Continue) -> None:
             if not self.loops:
                 self._exit(node)
 
-        def visit_Continue(self, node: cst.Continue) -> None:
-            if not self.loops:
-                self._exit(node)
+        visit_Return = visit_Yield = _exit
+        visit_Break = visit_Continue = _jump
 
     finder = _Finder()
     for stmt in stmts:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from codegen.resolve.functions import unsafe_reason
-from codegen.resolve.walk import children, nested_scope
+from codegen.resolve.walk import bound_targets, children, nested_scope
 from codegen.runtime_calls import SPAN_VARIABLE
 
 
@@ -83,14 +83,6 @@ def _comprehension_targets(comp_for: cst.CompFor | None) -> frozenset[str]:
     """The names every ``for`` of a comprehension binds (its own, not the enclosing scope's)."""
     names: set[str] = set()
     while comp_for is not None:
-        stack: list[cst.CSTNode] = [comp_for.target]
-        while stack:
-            target = stack.pop()
-            if isinstance(target, cst.Name):
-                names.add(target.value)
-            elif isinstance(target, (cst.Tuple, cst.List)):
-                stack.extend(e.value for e in target.elements)
-            elif isinstance(target, cst.StarredElement):
-                stack.append(target.value)
+        names.update(t.value for t in bound_targets(comp_for) if isinstance(t, cst.Name))
         comp_for = comp_for.inner_for_in
     return frozenset(names)

@@ -9,7 +9,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from codegen.layout import code_of
-from codegen.resolve.walk import walk
+from codegen.resolve.walk import bound_targets, walk
 from codegen.spec.model import Selector
 
 
@@ -157,22 +157,13 @@ def _calls_in(node: cst.CSTNode) -> set[str]:
 def assigned_names(stmt: cst.SimpleStatementLine) -> set[str]:
     """The plain names a statement assigns: ``x = ...``, ``x: T = ...``, ``x += ...`` and names
     unpacked by ``a, (b, *c) = ...``; never the names inside ``buf[i] = v`` or ``self.x = v``."""
-    names: set[str] = set()
-    for small in stmt.body:
-        targets: list[cst.BaseExpression] = []
-        if isinstance(small, cst.Assign):
-            targets = [t.target for t in small.targets]
-        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
-            targets = [small.target]
-        while targets:
-            target = targets.pop()
-            if isinstance(target, cst.Name):
-                names.add(target.value)
-            elif isinstance(target, (cst.Tuple, cst.List)):
-                targets.extend(e.value for e in target.elements)
-            elif isinstance(target, cst.StarredElement):
-                targets.append(target.value)
-    return names
+    return {
+        target.value
+        for small in stmt.body
+        if isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign))
+        for target in bound_targets(small)
+        if isinstance(target, cst.Name)
+    }
 
 
 def matches(selector: Selector, site: StatementSite) -> bool:

@@ -90,6 +90,27 @@ def walk(node: cst.CSTNode, prune: Callable[[cst.CSTNode], bool] | None = None) 
         stack.extend(inner)
 
 
+def bound_targets(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The targets an assigning node (=, +=, annotated, for, comprehension for, with, :=) binds,
+    tuples unpacked."""
+    if isinstance(node, cst.Assign):
+        targets: list[cst.CSTNode] = [t.target for t in node.targets]
+    elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr)):
+        targets = [node.target]
+    elif isinstance(node, cst.WithItem) and node.asname is not None:
+        targets = [node.asname.name]
+    else:
+        return
+    while targets:
+        target = targets.pop()
+        if isinstance(target, (cst.Tuple, cst.List)):
+            targets.extend(e.value for e in target.elements)
+        elif isinstance(target, cst.StarredElement):
+            targets.append(target.value)
+        else:
+            yield target
+
+
 def nested_scope(node: cst.CSTNode) -> bool:
     """A node whose body runs in its own scope, later or never: a def or a lambda."""
     return isinstance(node, (cst.FunctionDef, cst.Lambda))

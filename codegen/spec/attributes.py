@@ -13,7 +13,6 @@ from codegen.spec import fields
 from codegen.spec.model import AttributeDecl
 from codegen.spec.reader import SPAN_NAME, Reader
 from codegen.spec.vocabulary import ATTRIBUTE_TYPES
-from codegen.spec.yaml_nodes import YNode
 
 _CALL_TYPES = {"len": "int", "int": "int", "round": "int", "float": "double", "str": "string",
                "repr": "string", "bool": "boolean", "isinstance": "boolean"}  # fmt: skip
@@ -37,13 +36,8 @@ def infer_type(expr: str) -> str | None:
 
 
 class AttributeReader(Reader):
-    singletons: dict[str, tuple[str, YNode]]
-
     def _attribute_decls(self) -> tuple[AttributeDecl, ...]:
-        entry = self.singletons.get("attributes")
-        if entry is None:
-            return ()
-        node = self._map(entry[1], "attributes")
+        node = self._singleton_map("attributes")
         if node is None:
             return ()
         out = []

@@ -28,15 +28,10 @@ class Field:
 
     ``type`` is the JSON Schema of the value (without the description); ``default`` is what an
     absent optional key means, as README text; ``convert`` names the ``Reader`` method that
-    reads the value (``_str``, ``_bool``, ``_expression``, ``_attributes``, ``_selector``,
-    ``_region``, ``_call``, ``_form``, ...: called as ``method(value_node, key)``, it reports a
-    wrong value at the value and returns None), or ``""`` when the object's reader reads it
-    by hand because its reading depends on other keys or objects: a span's or hook's ``file``
-    (the spec file's ``file:`` otherwise), a wrap's call/within/occurrence (one selector), a
-    releases mapping's versions (read as the string form is), ``parents`` (per name of the
-    span), lists checked against other declarations (a preset's groups, ``flags: options``,
-    ``upstream: supported``), a selector's or region's keys (which combine), ``whole_function``
-    (only its presence counts) and the top-level declarations (each read by its own reader).
+    reads the value (``_str``, ``_selector``, ...: called as ``method(value_node, key)``, it
+    reports a wrong value at the value and returns None), or ``""`` when the object's reader
+    reads it by hand because its reading depends on other keys or objects (a span's ``file``, a
+    selector's keys, which combine, the top-level declarations, ...).
 
     ``required``: the reader reports the key's absence (``Reader._fields``), the schema lists
     it under ``required``, the README says "yes". ``required_for``: the key is optional in

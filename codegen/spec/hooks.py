@@ -40,11 +40,7 @@ class HookReader(SelectorReader, ReleasesReader):
         return tuple(hooks)
 
     def _hook(
-        self,
-        node: YMap,
-        default_file: tuple[str, Pos] | None,
-        group_names: set[str],
-        metric_names: set[str],
+        self, node: YMap, default_file: tuple[str, Pos] | None, group_names: set[str], metric_names: set[str]
     ) -> Hook | None:
         values = self._fields(node, fields.HOOK_FIELDS, "hook")
         file, file_pos = self._entry_file(node, default_file, "hook")
@@ -173,11 +169,7 @@ class HookReader(SelectorReader, ReleasesReader):
             self.diags.error(spec.pos, "wrap needs a 'call' selector")
             return None
         return WrapHook(
-            selector=selector,
-            wrapper=wrapper,
-            target=target,
-            wrapper_pos=node.value_pos("wrap"),
-            **shared,
+            selector=selector, wrapper=wrapper, target=target, wrapper_pos=node.value_pos("wrap"), **shared
         )
 
     def _placement(

@@ -13,13 +13,7 @@ from codegen.diagnostics import Diagnostics, Pos, SpecError
 from codegen.spec import fields
 from codegen.spec.attributes import AttributeReader
 from codegen.spec.hooks import HookReader
-from codegen.spec.model import (
-    LifecycleSpan,
-    Project,
-    Span,
-    SpanForm,
-    version_key,
-)
+from codegen.spec.model import LifecycleSpan, Project, Span, SpanForm, version_key
 from codegen.spec.releases import ReleasesReader
 from codegen.spec.settings import SettingsReader
 from codegen.spec.spans import SpanReader
@@ -210,7 +204,6 @@ class _Builder(SpanReader, HookReader, SettingsReader, ReleasesReader, Attribute
             groups,
             presets,
             spans,
-            files,
             lifecycle,
             metrics,
             env,

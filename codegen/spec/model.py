@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from codegen.diagnostics import Pos
@@ -282,7 +282,6 @@ class WrapHook(_HookBase):
 # A hook: a call into the runtime inserted at function entry, before/after a statement, around
 # statements, or a rewrite of one call. Consumers narrow it with ``match``.
 Hook = EntryHook | StatementHook | AroundHook | WrapHook
-HOOK_TYPES = (EntryHook, StatementHook, AroundHook, WrapHook)
 
 
 @dataclass(frozen=True)
@@ -410,7 +409,6 @@ class Project:
     groups: tuple[Group, ...]
     presets: tuple[Preset, ...]
     spans: tuple[Span, ...]
-    spec_files: tuple[str, ...] = field(default=())
     lifecycle: tuple[LifecycleSpan, ...] = ()
     metrics: tuple[Metric, ...] = ()
     env: tuple[EnvVar, ...] = ()

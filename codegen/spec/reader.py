@@ -11,9 +11,7 @@ from typing import Any
 
 from codegen.diagnostics import Diagnostics, Pos
 from codegen.spec.fields import Field, Table, keys
-from codegen.spec.model import (
-    Attribute,
-)
+from codegen.spec.model import Attribute
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
 
 SPAN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -34,6 +32,8 @@ _WHERE = {
 
 class Reader:
     """Reports problems into ``diags`` and returns None instead of raising."""
+
+    singletons: dict[str, tuple[str, YNode]]  # top-level key -> (its spec file, its value)
 
     def __init__(self, diags: Diagnostics) -> None:
         self.diags = diags
@@ -183,6 +183,11 @@ class Reader:
             return str(node.value)
         self.diags.error(node.pos, f"{what} must be a string or an integer")
         return None
+
+    def _singleton_map(self, key: str) -> YMap | None:
+        """The mapping of the top-level ``key``: None when no file declares it (or not as one)."""
+        entry = self.singletons.get(key)
+        return None if entry is None else self._map(entry[1], key)
 
     def _map(self, node: YNode, what: str) -> YMap | None:
         if isinstance(node, YMap):

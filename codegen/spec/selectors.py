@@ -7,13 +7,7 @@ from typing import Literal
 
 from codegen.spec import fields
 from codegen.spec.fields import SELECTOR_MODIFIERS, keys
-from codegen.spec.model import (
-    ANY,
-    COMPOUND_KINDS,
-    SELECTOR_KINDS,
-    Region,
-    Selector,
-)
+from codegen.spec.model import ANY, COMPOUND_KINDS, SELECTOR_KINDS, Region, Selector
 from codegen.spec.reader import DOTTED, IDENTIFIER, Reader
 from codegen.spec.yaml_nodes import YMap, YNode, YScalar, YSeq
 

@@ -36,13 +36,8 @@ PRESET_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
 class SettingsReader(SelectorReader):
-    singletons: dict[str, tuple[str, YNode]]
-
     def _runtime(self) -> Runtime | None:
-        entry = self.singletons.get("runtime")
-        if entry is None:
-            return None
-        node = self._map(entry[1], "runtime")
+        node = self._singleton_map("runtime")
         if node is None:
             return None
         package = self._fields(node, fields.RUNTIME_FIELDS, "runtime").get("package")
@@ -56,10 +51,7 @@ class SettingsReader(SelectorReader):
         return Runtime(package, node.pos)
 
     def _upstream(self) -> UpstreamPin | None:
-        entry = self.singletons.get("upstream")
-        if entry is None:
-            return None
-        node = self._map(entry[1], "upstream")
+        node = self._singleton_map("upstream")
         if node is None:
             return None
         values = self._fields(node, fields.UPSTREAM_FIELDS, "upstream")
@@ -73,10 +65,7 @@ class SettingsReader(SelectorReader):
         return UpstreamPin(distribution, version, filename, sha)
 
     def _groups(self) -> tuple[Group, ...]:
-        entry = self.singletons.get("groups")
-        if entry is None:
-            return ()
-        node = self._map(entry[1], "groups")
+        node = self._singleton_map("groups")
         if node is None:
             return ()
         groups = []
@@ -96,10 +85,7 @@ class SettingsReader(SelectorReader):
         return tuple(groups)
 
     def _presets(self, group_names: set[str]) -> tuple[Preset, ...]:
-        entry = self.singletons.get("presets")
-        if entry is None:
-            return ()
-        node = self._map(entry[1], "presets")
+        node = self._singleton_map("presets")
         if node is None:
             return ()
         presets: list[Preset] = []
@@ -134,10 +120,7 @@ class SettingsReader(SelectorReader):
         return tuple(presets)
 
     def _lifecycle(self, group_names: set[str]) -> tuple[LifecycleSpan, ...]:
-        entry = self.singletons.get("lifecycle")
-        if entry is None:
-            return ()
-        node = self._map(entry[1], "lifecycle")
+        node = self._singleton_map("lifecycle")
         if node is None:
             return ()
         self._check_keys(node, tuple(LIFECYCLE_KEYS), "lifecycle")
@@ -201,11 +184,8 @@ class SettingsReader(SelectorReader):
                 self._unknown(as_map.value_pos("kind"), "metric kind", kind, list(METRIC_KINDS))
                 continue
             if name in seen:
-                first = seen[name].pos
-                self.diags.error(
-                    as_map.value_pos("name"),
-                    f"metric '{name}' is already declared at {first.ref(as_map.pos)}",
-                )
+                first = seen[name].pos.ref(as_map.pos)
+                self.diags.error(as_map.value_pos("name"), f"metric '{name}' is already declared at {first}")
                 continue
             if name and kind and unit:
                 seen[name] = Metric(name, kind, unit, description, as_map.pos)
@@ -279,19 +259,14 @@ class SettingsReader(SelectorReader):
     def _flags(
         self, env: tuple[EnvVar, ...], presets: tuple[Preset, ...], groups: tuple[Group, ...]
     ) -> tuple[tuple[Flag, ...], tuple[Hook, ...]]:
-        entry = self.singletons.get("flags")
-        if entry is None:
-            return (), ()
-        node = self._map(entry[1], "flags")
+        node = self._singleton_map("flags")
         if node is None:
             return (), ()
         values = self._fields(node, fields.FLAGS_FIELDS, "flags")
         file, function, parser = values.get("file"), values.get("function"), values.get("parser")
         if parser is not None and not DOTTED.match(parser):
-            where = node.value_pos("parser")
-            self.diags.error(
-                where, f"parser '{parser}' must be the (dotted) name of the argparse parser or group"
-            )
+            message = f"parser '{parser}' must be the (dotted) name of the argparse parser or group"
+            self.diags.error(node.value_pos("parser"), message)
             parser = None
         before = values.get("before")
         env_names = {e.name: " ".join(e.description.split()) for e in env}

@@ -7,13 +7,7 @@ from typing import Any
 
 from codegen.diagnostics import Pos
 from codegen.spec import fields
-from codegen.spec.model import (
-    SPAN_FORMS,
-    Region,
-    Selector,
-    Span,
-    SpanForm,
-)
+from codegen.spec.model import SPAN_FORMS, Region, Selector, Span, SpanForm
 from codegen.spec.reader import DOTTED, SPAN_NAME
 from codegen.spec.releases import ReleasesReader
 from codegen.spec.selectors import SelectorReader

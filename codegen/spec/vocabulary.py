@@ -58,8 +58,6 @@ ENV_ROLES: dict[str, tuple[str, str]] = {
 }
 ROLE_BY_NAME = {name: role for role, (name, _) in ENV_ROLES.items()}
 
-# Upper-case module globals of the runtime that a group's flag (its name upper-cased) must not
-# shadow. ``METRICS`` is also the guard name of metric hooks.
 # The constants of the runtime's generated taxonomy module (_taxonomy.py), in file order.
 TAXONOMY_CONSTANTS = (
     "CHOICES",
@@ -77,6 +75,8 @@ TAXONOMY_CONSTANTS = (
     "PRE_STARTUP",
     "INSTRUMENTS",
 )
+# Upper-case module globals of the runtime that a group's flag (its name upper-cased) must not
+# shadow. ``METRICS`` is also the guard name of metric hooks.
 RESERVED_FLAGS = frozenset({*TAXONOMY_CONSTANTS, "FORMAT", "METRICS", "TYPE_CHECKING"})
 RESERVED_GROUP_NAMES = frozenset(flag.lower() for flag in RESERVED_FLAGS)
 

@@ -131,13 +131,11 @@ class _Dead(cst.CSTTransformer):
         key = self._key()
         return any(k == key or k.startswith(key + ".") for k, names in self.seeds.items() if names)
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+    def _enter(self, node: cst.FunctionDef | cst.ClassDef) -> bool:
         self.stack.append(node.name.value)
         return self._seeded_within()  # nothing can die where nothing was removed
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.stack.append(node.name.value)
-        return self._seeded_within()
+    visit_FunctionDef = visit_ClassDef = _enter
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         self.stack.pop()

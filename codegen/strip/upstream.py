@@ -133,7 +133,28 @@ class _Scope:
     contexts: set[str] = field(default_factory=set)  # bound from contextvars.copy_context()
 
 
-class _Taint(cst.CSTVisitor):
+class _Scoped:
+    """What the otel and tainted names are, seen from the innermost scope of ``stack``."""
+
+    extra: frozenset[str]
+    scopes: dict[str, _Scope]
+    stack: list[str]
+
+    def _scope(self) -> _Scope:
+        return self.scopes.setdefault(self.stack[-1], _Scope(self.stack[-1]))
+
+    def otel(self, node: cst.CSTNode) -> bool:
+        return bool(self._otel_names(node))
+
+    def _otel_names(self, node: cst.CSTNode) -> list[str]:
+        tainted = _visible(self.scopes, self.stack)
+        return sorted(n for n in names_in(node) if is_otel_name(n, self.extra) or n in tainted)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.stack.append(f"{self.stack[-1]}.{node.name.value}")
+
+
+class _Taint(_Scoped, cst.CSTVisitor):
     """Private names bound from otel expressions, per function (run to a fixed point)."""
 
     def __init__(self, extra: frozenset[str], scopes: dict[str, _Scope]) -> None:
@@ -141,13 +162,6 @@ class _Taint(cst.CSTVisitor):
         self.scopes = scopes
         self.stack = ["<module>"]
         self.grew = False
-
-    def _scope(self) -> _Scope:
-        return self.scopes.setdefault(self.stack[-1], _Scope(self.stack[-1]))
-
-    def otel(self, node: cst.CSTNode) -> bool:
-        tainted = _visible(self.scopes, self.stack)
-        return any(is_otel_name(n, self.extra) or n in tainted for n in names_in(node))
 
     def _add(self, name: str, contexts: bool = False) -> None:
         scope = self._scope()
@@ -162,14 +176,10 @@ class _Taint(cst.CSTVisitor):
         for param in params:
             self._add(param)
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+    def _leave(self, original_node: cst.FunctionDef | cst.ClassDef) -> None:
         self.stack.pop()
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.stack.append(f"{self.stack[-1]}.{node.name.value}")
-
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self.stack.pop()
+    leave_FunctionDef = leave_ClassDef = _leave
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if (
@@ -206,7 +216,7 @@ class _Taint(cst.CSTVisitor):
                 self._add(_dotted(bound).split(".")[0])
 
 
-class _Stripper(cst.CSTTransformer):
+class _Stripper(_Scoped, cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(
@@ -242,17 +252,6 @@ class _Stripper(cst.CSTTransformer):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _scope(self) -> _Scope:
-        return self.scopes.setdefault(self.stack[-1], _Scope(self.stack[-1]))
-
-    def otel(self, node: cst.CSTNode) -> bool:
-        tainted = _visible(self.scopes, self.stack)
-        return any(is_otel_name(n, self.extra) or n in tainted for n in names_in(node))
-
-    def _otel_names(self, node: cst.CSTNode) -> list[str]:
-        tainted = _visible(self.scopes, self.stack)
-        return sorted(n for n in names_in(node) if is_otel_name(n, self.extra) or n in tainted)
-
     def removed(self, node: cst.CSTNode) -> None:
         self.removed_reads.setdefault(self.stack[-1], set()).update(names_in(node))
         self.changed.add(self.stack[-1])
@@ -264,9 +263,6 @@ class _Stripper(cst.CSTTransformer):
         if isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement)):
             self.marks[id(node)] = len(self.errors)
         return super().on_visit(node)
-
-    def error(self, original: cst.CSTNode, message: str) -> None:
-        self.errors.append((original, message))
 
     def located_errors(self, module: cst.Module) -> list[str]:
         """``path:line:col: error: ...``, positions read only now (they cost a pass)."""
@@ -282,18 +278,15 @@ class _Stripper(cst.CSTTransformer):
     def unknown(self, original: cst.CSTNode, what: str) -> None:
         names = ", ".join(f"'{n}'" for n in self._otel_names(original))
         code = code_of(original).strip().splitlines()[0][:80]
-        self.error(
-            original,
+        message = (
             f"hand-written OpenTelemetry code the --replace-upstream strip does not recognise "
-            f"({what} using {names}): `{code}`; restore upstream's form of it, or remove it by hand",
+            f"({what} using {names}): `{code}`; restore upstream's form of it, or remove it by hand"
         )
+        self.errors.append((original, message))
 
     # -- scopes ----------------------------------------------------------------------------
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.stack.append(f"{self.stack[-1]}.{node.name.value}")
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.stack.append(f"{self.stack[-1]}.{node.name.value}")
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
@@ -702,7 +695,7 @@ def strip_tree(root: Path, runtime_package: str, keep_signatures: bool = False) 
     errors: list[str] = []
     runtime = (root / runtime_package).resolve()
     for path in candidate_files(root):
-        if runtime == path.resolve() or runtime in path.resolve().parents:
+        if path.resolve().is_relative_to(runtime):
             continue
         rel = path.relative_to(root).as_posix()
         try:

@@ -12,17 +12,12 @@ from collections.abc import Sequence
 import libcst as cst
 
 from codegen.layout import code_of, expression_statement, fit, fit_call_line, statement
-from codegen.resolve.sites import Insert, Rewrite, StreamSite, Wrap
+from codegen.resolve.sites import FilePlan, Insert, Rewrite, StreamSite, Wrap
 from codegen.resolve.statements import block_ancestry, child_blocks
 from codegen.runtime_calls import guard, names_runtime, payload_call, span_variable
 from codegen.spec.model import AroundHook, EntryHook, Payload, Project, Span, StatementHook, WrapResult
 from codegen.transforms.rewrite import CallRewriter
-from codegen.transforms.span import (
-    span_decorator,
-    span_end,
-    span_setter,
-    span_start,
-)
+from codegen.transforms.span import span_decorator, span_end, span_setter, span_start
 from codegen.transforms.stream import stream_statement
 
 
@@ -34,25 +29,16 @@ def nesting_depths(wraps: Sequence[Wrap]) -> dict[int, int]:
 
 
 class BlockEditor(cst.CSTTransformer):
-    def __init__(
-        self,
-        project: Project,
-        wraps: Sequence[Wrap],
-        inserts: Sequence[Insert],
-        decorations: Sequence[tuple[Span, cst.FunctionDef]],
-        step: str,
-        rewrites: Sequence[Rewrite] = (),
-        frozen: frozenset[int] = frozenset(),
-        at_exit: frozenset[int] = frozenset(),
-        streams: Sequence[tuple[Span, cst.FunctionDef, StreamSite]] = (),
-    ) -> None:
+    def __init__(self, project: Project, plan: FilePlan, frozen: frozenset[int] = frozenset()) -> None:
         super().__init__()
-        self.at_exit = at_exit  # ids of the functions that may run at the final clearing
+        wraps, inserts, rewrites, streams = plan.wraps, plan.inserts, plan.rewrites, plan.streams
+        step = plan.module.default_indent
+        self.at_exit = plan.at_exit  # ids of the functions that may run at the final clearing
         self.frozen = frozen  # ids of statements black leaves alone (`# fmt: off` / `# fmt: skip`)
         self.rewrites: dict[int, list[Rewrite]] = defaultdict(list)
         for rewrite in rewrites:
             self.rewrites[id(rewrite.statement)].append(rewrite)
-        self.decorations = {id(func): span for span, func in decorations}
+        self.decorations = {id(func): span for span, func in plan.decorations}
         self.project = project
         self.step = step
         self.steps: list[str] = [step]  # the module's step, then the enclosing edited functions'

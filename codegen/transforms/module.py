@@ -22,18 +22,7 @@ def transform_file(project: Project, plan: FilePlan) -> str:
     if not (plan.wraps or plan.inserts or plan.decorations or plan.rewrites):
         return bom + plan.module.code
     first_use = _first_use(project, plan)
-    editor = BlockEditor(
-        project,
-        plan.wraps,
-        plan.inserts,
-        plan.decorations,
-        plan.module.default_indent,
-        plan.rewrites,
-        _frozen(plan),
-        plan.at_exit,
-        plan.streams,
-    )
-    module = plan.module.visit(editor)
+    module = plan.module.visit(BlockEditor(project, plan, _frozen(plan)))
     if first_use is not None:  # a file whose edits never name the runtime gets no import (F401)
         module = add_runtime_import(project, module, first_use)
     return bom + module.code
@@ -123,9 +112,7 @@ def add_runtime_import(project: Project, module: cst.Module, first_use: int | No
     body = list(module.body)
     limit = _first_definition(body) if first_use is None else min(first_use, _first_definition(body))
     for stmt in body[:limit]:
-        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-            continue
-        node = stmt.body[0]
+        node = _only_small(stmt)
         if isinstance(node, cst.Import) and any(
             code_of(a.name) == runtime.module
             and isinstance(a.asname, cst.AsName)
@@ -137,11 +124,16 @@ def add_runtime_import(project: Project, module: cst.Module, first_use: int | No
     return _blank_lines_after_imports(_place_new_import(project, module, new, limit))
 
 
+def _only_small(stmt: cst.BaseStatement) -> cst.BaseSmallStatement | None:
+    """The one small statement of a simple statement line, or None."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        return stmt.body[0]
+    return None
+
+
 def _module_name(stmt: cst.BaseStatement) -> str | None:
     """The absolute module a top-level import line imports from, or None."""
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-        return None
-    node = stmt.body[0]
+    node = _only_small(stmt)
     if isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None:
         return code_of(node.module)
     if isinstance(node, cst.Import):
@@ -230,21 +222,19 @@ def _first_code(body: Sequence[cst.BaseStatement]) -> int:
     import not at top of file): pycodestyle allows the docstring, ``__dunder__`` assignments and
     ``if``/``try``/``with`` blocks before imports, and nothing else."""
     for index, stmt in enumerate(body):
-        if isinstance(stmt, (cst.If, cst.Try, cst.With)) or _module_name(stmt) is not None:
-            continue
-        if is_docstring(stmt):
-            continue
-        if _dunder_assignment(stmt):
-            continue
-        return index
+        if not (
+            isinstance(stmt, (cst.If, cst.Try, cst.With))
+            or _module_name(stmt) is not None
+            or is_docstring(stmt)
+            or _dunder_assignment(stmt)
+        ):
+            return index
     return len(body)
 
 
 def _dunder_assignment(stmt: cst.BaseStatement) -> bool:
     """``__name__ = ...``: one plain target, a dunder name."""
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-        return False
-    node = stmt.body[0]
+    node = _only_small(stmt)
     if not isinstance(node, cst.Assign) or len(node.targets) != 1:
         return False
     target = node.targets[0].target
@@ -252,9 +242,7 @@ def _dunder_assignment(stmt: cst.BaseStatement) -> bool:
 
 
 def _future_import(stmt: cst.BaseStatement) -> bool:
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-        return False
-    node = stmt.body[0]
+    node = _only_small(stmt)
     return (
         isinstance(node, cst.ImportFrom)
         and isinstance(node.module, cst.Name)

@@ -24,8 +24,13 @@ WORKER_TIMEOUT_S = 240
 
 from codegen.atomic import write_tree
 from codegen.pipeline import generate
+from codegen.upstream import default_cache_dir
+from tests.megatron_cpu.main_tree import instrument, shims
+from tests.megatron_cpu.pretrain_harness import build_dataset_helpers, load_runs, run_all
+from tests.support.instrumentation_wheel import build_wheel, install_wheel
 from tests.support.megatron_workers import communicate_all, worker_env
 from tests.support.ports import free_port
+from tests.support.upstream_main import snapshot
 
 
 def _start(root: Path, args: list[str], cwd: Path) -> subprocess.Popen:
@@ -117,8 +122,6 @@ def p2p_results(fork_root, tmp_path_factory) -> list[dict[str, Any]]:
 @pytest.fixture(scope="session")
 def dataset_helpers(pristine_root, tmp_path_factory) -> Path:
     """megatron-core's dataset helpers (``helpers.cpp``) built once for this Python with pybind11."""
-    from tests.megatron_cpu.pretrain_harness import build_dataset_helpers
-
     source = pristine_root / "megatron/core/datasets/helpers.cpp"
     return build_dataset_helpers(source, tmp_path_factory.mktemp("helpers"))
 
@@ -130,8 +133,6 @@ def pretrain_runs(pristine_root, fork_root, dataset_helpers, tmp_path_factory):
     ``MEGATRON_CPU_PRETRAIN_DIR=DIR`` keeps the runs in DIR and, when DIR already holds them,
     checks those again instead of running (for working on the tests, never set in CI).
     """
-    from tests.megatron_cpu.pretrain_harness import load_runs, run_all
-
     keep = os.environ.get("MEGATRON_CPU_PRETRAIN_DIR")
     if keep:
         work = Path(keep)
@@ -151,9 +152,6 @@ def pretrain_runs(pristine_root, fork_root, dataset_helpers, tmp_path_factory):
 @pytest.fixture(scope="session")
 def main_root(tmp_path_factory) -> Path:
     """Megatron-LM main with #6438 in replace mode: stripped, then instrumented by the specs."""
-    from tests.megatron_cpu.main_tree import instrument
-    from tests.support.upstream_main import snapshot
-
     tree = tmp_path_factory.mktemp("main") / "megatron-lm"
     return instrument(snapshot("with"), tree, replace=True, runtime=MAIN_RUNTIME)
 
@@ -166,26 +164,15 @@ MAIN_RUNTIME = os.environ.get("CODEGEN_MAIN_RUNTIME", "vendored")
 
 @pytest.fixture(scope="session")
 def main_shims(tmp_path_factory) -> Path:
-    from tests.megatron_cpu.main_tree import shims
-
     directory = shims(tmp_path_factory.mktemp("shims"))
     if MAIN_RUNTIME == "dependency":
-        from codegen.cli import main as codegen_main
-
-        dist = tmp_path_factory.mktemp("dist")
-        assert codegen_main(["package", str(REPO / "specs"), "--runtime", "--out", str(dist)]) == 0
-        (wheel,) = dist.glob("*.whl")
-        command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target"]
-        subprocess.run([*command, str(directory), str(wheel)], check=True, capture_output=True)
+        install_wheel(build_wheel(tmp_path_factory.mktemp("dist"), "--runtime"), directory)
     return directory
 
 
 @pytest.fixture(scope="session")
 def main_helpers(tmp_path_factory) -> Path:
     """Main's dataset helpers (``helpers.cpp``) built for this Python."""
-    from tests.megatron_cpu.pretrain_harness import build_dataset_helpers
-    from tests.support.upstream_main import snapshot
-
     source = snapshot("minus") / "megatron/core/datasets/helpers.cpp"
     return build_dataset_helpers(source, tmp_path_factory.mktemp("main-helpers"))
 
@@ -197,8 +184,6 @@ def nemo_lens_site() -> Path:
     It declares Python >= 3.13; installed with --ignore-requires-python and --no-deps (its
     dependencies, the OpenTelemetry API and SDK, are the runtime environment's). On 3.11 it needs
     one shim (py311_shims.py)."""
-    from codegen.upstream import default_cache_dir
-
     pins = [
         line.strip()
         for line in (REPO / "constraints.txt").read_text().splitlines()

@@ -27,6 +27,7 @@ What a CPU build of torch needs (nothing in megatron is patched; each is noted w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import warnings
@@ -193,6 +194,31 @@ def make_provider():
     return provider, exporter
 
 
+@contextlib.contextmanager
+def telemetry(spec: str, provider, enabled: list[str]):
+    """``spec``'s groups enabled on ``provider`` for the block, added to ``enabled``; ``plain``
+    and ``off`` leave telemetry as imported."""
+    if spec in ("plain", "off"):
+        yield
+        return
+    from megatron.core import otel
+
+    enabled.extend(sorted(otel.enable(spec, tracer_provider=provider)))
+    try:
+        yield
+    finally:
+        otel.disable()
+
+
+def recorded(run, spec: str) -> dict[str, Any]:
+    """``run(spec, provider)``'s result on a fresh in-memory provider, with the spans it recorded."""
+    provider, exporter = make_provider()
+    result = run(spec, provider)
+    provider.force_flush()
+    result["spans"] = spans_as_dicts(exporter)
+    return result
+
+
 def spans_as_dicts(exporter) -> list[dict[str, Any]]:
     out = []
     for span in exporter.get_finished_spans():
@@ -217,28 +243,19 @@ def spans_as_dicts(exporter) -> list[dict[str, Any]]:
 def train_once(otel_spec: str, provider) -> dict[str, Any]:
     from megatron.core.pipeline_parallel import schedules
 
-    otel = None
-    if otel_spec != "plain":
-        from megatron.core import otel
     model = build_model()
     model.zero_grad(set_to_none=True)
     batches = make_batches()
     enabled: list[str] = []
-    if otel is not None and otel_spec != "off":
-        enabled = sorted(otel.enable(otel_spec, tracer_provider=provider))
-    try:
-        with CudaFactoriesOnCpu():
-            reduced = schedules.forward_backward_no_pipelining(
-                forward_step_func=forward_step_func,
-                data_iterator=iter(batches),
-                model=model,
-                num_microbatches=NUM_MICROBATCHES,
-                seq_length=SEQ,
-                micro_batch_size=MICRO_BATCH,
-            )
-    finally:
-        if otel is not None and otel_spec != "off":
-            otel.disable()
+    with telemetry(otel_spec, provider, enabled), CudaFactoriesOnCpu():
+        reduced = schedules.forward_backward_no_pipelining(
+            forward_step_func=forward_step_func,
+            data_iterator=iter(batches),
+            model=model,
+            num_microbatches=NUM_MICROBATCHES,
+            seq_length=SEQ,
+            micro_batch_size=MICRO_BATCH,
+        )
     return {
         "enabled_groups": enabled,
         "losses": [item["lm loss"].clone() for item in reduced],
@@ -271,9 +288,6 @@ def mamba_once(otel_spec: str, provider) -> dict[str, Any]:
     from megatron.core.ssm.mamba_layer import MambaLayer, MambaLayerSubmodules
     from megatron.core.transformer.spec_utils import ModuleSpec
 
-    otel = None
-    if otel_spec != "plain":
-        from megatron.core import otel
     seed_everything()
     layer = MambaLayer(
         transformer_config(),
@@ -283,14 +297,9 @@ def mamba_once(otel_spec: str, provider) -> dict[str, Any]:
     )
     hidden = torch.randn(SEQ, MICRO_BATCH, HIDDEN, generator=torch.Generator().manual_seed(SEED + 2))
     enabled: list[str] = []
-    if otel is not None and otel_spec != "off":
-        enabled = sorted(otel.enable(otel_spec, tracer_provider=provider))
-    try:
+    with telemetry(otel_spec, provider, enabled):
         output = layer(hidden)
         output.square().sum().backward()
-    finally:
-        if otel is not None and otel_spec != "off":
-            otel.disable()
     return {
         "enabled_groups": enabled,
         "output": output.detach().clone(),
@@ -305,16 +314,8 @@ def main_train(args) -> None:
     results: dict[str, Any] = {"runs": {}, "mamba": {}}
     try:
         for spec in args.runs.split(","):
-            provider, exporter = make_provider()
-            result = train_once(spec, provider)
-            provider.force_flush()
-            result["spans"] = spans_as_dicts(exporter)
-            results["runs"][spec] = result
-            provider, exporter = make_provider()
-            result = mamba_once(spec, provider)
-            provider.force_flush()
-            result["spans"] = spans_as_dicts(exporter)
-            results["mamba"][spec] = result
+            for what, run in (("runs", train_once), ("mamba", mamba_once)):
+                results[what][spec] = recorded(run, spec)
         results["megatron_file"] = sys.modules["megatron.core"].__file__
     finally:
         parallel_state.destroy_model_parallel()

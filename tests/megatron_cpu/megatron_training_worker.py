@@ -38,7 +38,6 @@ What a CPU build of torch needs (nothing in megatron is patched; each is scoped 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import typing
@@ -57,29 +56,21 @@ EVAL_ITERS = 3
 TRAIN_STEPS = 2
 GLOBAL_BATCH = base.MICRO_BATCH * base.NUM_MICROBATCHES  # one data-parallel rank
 
+OPTIONS = {
+    "num-layers": base.NUM_LAYERS,
+    "hidden-size": base.HIDDEN,
+    "num-attention-heads": base.HEADS,
+    "seq-length": base.SEQ,
+    "max-position-embeddings": base.SEQ,
+    "vocab-size": base.VOCAB,
+    "micro-batch-size": base.MICRO_BATCH,
+    "global-batch-size": GLOBAL_BATCH,
+    "eval-iters": EVAL_ITERS,
+    "train-iters": 10,
+    "lr": 0.001,
+}
 ARGV = [
-    "--num-layers",
-    str(base.NUM_LAYERS),
-    "--hidden-size",
-    str(base.HIDDEN),
-    "--num-attention-heads",
-    str(base.HEADS),
-    "--seq-length",
-    str(base.SEQ),
-    "--max-position-embeddings",
-    str(base.SEQ),
-    "--vocab-size",
-    str(base.VOCAB),
-    "--micro-batch-size",
-    str(base.MICRO_BATCH),
-    "--global-batch-size",
-    str(GLOBAL_BATCH),
-    "--eval-iters",
-    str(EVAL_ITERS),
-    "--train-iters",
-    "10",
-    "--lr",
-    "0.001",
+    *(item for name, value in OPTIONS.items() for item in (f"--{name}", str(value))),
     "--use-cpu-initialization",
     "--no-gradient-accumulation-fusion",
 ]
@@ -108,27 +99,13 @@ def init_megatron(port: int, megatron_argv: list[str] = ARGV):
 make_batches = base.make_batches  # otlp_worker.py takes it from here
 
 
-@contextlib.contextmanager
-def telemetry(spec: str, provider, enabled: list[str]):
-    from megatron.core import otel
-
-    if spec == "off":
-        yield
-        return
-    enabled.extend(sorted(otel.enable(spec, tracer_provider=provider)))
-    try:
-        yield
-    finally:
-        otel.disable()
-
-
 def evaluate_once(spec: str, provider) -> dict[str, Any]:
     from megatron.training import training
 
     model = base.build_model()
     data = iter(make_batches(EVAL_ITERS * base.NUM_MICROBATCHES, base.SEED + 10))
     enabled: list[str] = []
-    with cpu_shims(), telemetry(spec, provider, enabled):
+    with cpu_shims(), base.telemetry(spec, provider, enabled):
         loss, non_loss, timelimit = training.evaluate(
             base.forward_step_func, data, [model], None, model.config
         )
@@ -182,7 +159,7 @@ def train_once(spec: str, provider) -> dict[str, Any]:
     with cpu_shims():
         model, ddp, optimizer, scheduler = build_trainer()
         config = model.config
-        with telemetry(spec, provider, enabled):
+        with base.telemetry(spec, provider, enabled):
             for iteration in range(TRAIN_STEPS):
                 result = training.train_step(
                     base.forward_step_func,
@@ -232,11 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for spec in options.runs.split(","):
             for what, run in (("evaluate", evaluate_once), ("train_step", train_once)):
-                provider, exporter = base.make_provider()
-                result = run(spec, provider)
-                provider.force_flush()
-                result["spans"] = base.spans_as_dicts(exporter)
-                results[what][spec] = result
+                results[what][spec] = base.recorded(run, spec)
         results["megatron_file"] = sys.modules["megatron.training.training"].__file__
     finally:
         parallel_state.destroy_model_parallel()

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
 import socket
 import threading
 import time
 import zlib
 from collections.abc import Callable
+from concurrent import futures
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -230,8 +232,6 @@ class OtlpReceiver:
         return len(self.spans())
 
     def write_traces(self, path: Path) -> Path:
-        import json
-
         path.write_text(json.dumps(self.traces(), indent=1) + "\n", encoding="utf-8")
         return path
 
@@ -374,8 +374,6 @@ class OtlpReceiver:
         return server
 
     def _grpc_server(self) -> Any:
-        from concurrent import futures
-
         import grpc
         from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
         from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc

@@ -12,11 +12,13 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from codegen.capture import CapturedMetric, read_metrics
 from tests.support.megatron_workers import communicate_all
 from tests.support.otlp_json import read_spans
 
@@ -72,9 +74,9 @@ class Config:
     worker_args: tuple[str, ...] = ()  # more options of the worker (--raise-at, --repeat, ...)
 
 
-def _fresh(telemetry: str, *extra: str, tree: str = "fork") -> Config:
+def _fresh(telemetry: str, *extra: str, tree: str = "fork", iters: int = TRAIN_ITERS) -> Config:
     argv = (
-        *MODEL_ARGV, *LOOP_ARGV, "--train-iters", str(TRAIN_ITERS),
+        *MODEL_ARGV, *LOOP_ARGV, "--train-iters", str(iters),
         "--save-interval", str(SAVE_INTERVAL), "--eval-interval", str(SAVE_INTERVAL), *extra,
     )  # fmt: skip
     return Config(telemetry, argv, tree=tree, save=True)
@@ -89,31 +91,15 @@ CONFIGS: dict[str, Config] = {
     # 1 rank, all groups: train 4 iterations, save and evaluate every 2
     "fresh": _fresh("all", "--num-workers", "0"),
     # the same on the runtime's own provider: the lean recording path (fresh's is a program's)
-    "fresh_lean": Config(
-        "all", _fresh("all", "--num-workers", "0").argv, env=(("PRETRAIN_RECORDING", "lean"),), save=True
-    ),
+    "fresh_lean": replace(_fresh("all", "--num-workers", "0"), env=(("PRETRAIN_RECORDING", "lean"),)),
     # the same with telemetry off, the production preset, and on the pristine release
     "off": _fresh("off", "--num-workers", "0"),
     # default preset; a DataLoader with 2 worker processes (fork, the Linux default)
     "default": _fresh("default", "--num-workers", "2"),
     "pristine": _fresh("plain", "--num-workers", "0", tree="pristine"),
     # resume "fresh" from its last checkpoint (iteration 4) and train to 6
-    "resume": Config(
-        "all",
-        (
-            *MODEL_ARGV,
-            *LOOP_ARGV,
-            "--train-iters",
-            str(RESUME_ITERS),
-            "--save-interval",
-            str(SAVE_INTERVAL),
-            "--eval-interval",
-            str(SAVE_INTERVAL),
-            "--num-workers",
-            "0",
-            "--override-opt_param-scheduler",
-        ),
-        save=True,
+    "resume": replace(
+        _fresh("all", "--num-workers", "0", "--override-opt_param-scheduler", iters=RESUME_ITERS),
         load="fresh",
     ),
     # 2 ranks, pipeline parallel 2, overlapped grad reduce; the last stage exports (the default):
@@ -134,14 +120,7 @@ CONFIGS: dict[str, Config] = {
         "all",
         (
             *MODEL_ARGV,
-            "--train-iters",
-            "6",
-            "--save-interval",
-            "4",
-            "--eval-interval",
-            "10",
-            "--num-workers",
-            "0",
+            *["--train-iters", "6", "--save-interval", "4", "--eval-interval", "10", "--num-workers", "0"],
             "--exit-signal-handler",
         ),
         env=(("MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S", "5"),),
@@ -202,8 +181,9 @@ class Run:
     def spans(self) -> list[dict[str, Any]]:
         return read_spans(self.capture)
 
-    def metrics(self) -> list[dict[str, Any]]:
-        return read_metrics(self.capture)
+    def metrics(self) -> dict[str, CapturedMetric]:
+        """The last export of each metric stream, by name."""
+        return {metric.name: metric for metric in read_metrics(self.capture)}
 
 
 def environment(root: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -320,8 +300,6 @@ def run_all(roots: dict[str, Path], helpers: Path, work: Path, free_port) -> dic
 
 def build_dataset_helpers(source: Path, dest: Path) -> Path:
     """``megatron/core/datasets/helpers.cpp`` built for this Python (the wheel ships cpython-312)."""
-    import sysconfig
-
     import pybind11
 
     dest.mkdir(parents=True, exist_ok=True)
@@ -382,8 +360,12 @@ LOOP_OPTIONS = {
     "megatron.train.gc_collect",
 }
 
+# every training run: startup, model setup, the loop, the layers, DDP's grad sync finished
+TRAINED = STARTUP | SETUP | LOOP | HOT | {"megatron.grad_sync.finish"}
 # one rank training with saves and evaluation, the loop's options on: every CPU-reachable span
-FULL = STARTUP | SETUP | LOOP | HOT | EVALUATE | SAVE | LOOP_OPTIONS | {"megatron.grad_sync.finish"}
+FULL = TRAINED | EVALUATE | SAVE | LOOP_OPTIONS
+# what both pipeline stages record of the P2P calls
+P2P = {"megatron.p2p.recv_forward", "megatron.p2p.send_forward", "megatron.p2p.send_backward"}
 
 OBSERVED: dict[str, set[str]] = {
     "fresh": FULL,
@@ -398,80 +380,13 @@ OBSERVED: dict[str, set[str]] = {
         "megatron.checkpoint.exit_finalize",
     },
     # the last stage: activations in, gradients out; DDP's grad sync launched after the schedule
-    "pp": STARTUP
-    | SETUP
-    | LOOP
-    | HOT
-    | EVALUATE
-    | {
-        "megatron.grad_sync.start",
-        "megatron.grad_sync.finish",
-        "megatron.p2p.recv_forward",
-        "megatron.p2p.send_forward",
-        "megatron.p2p.send_backward",
-    },
+    "pp": TRAINED | EVALUATE | P2P | {"megatron.grad_sync.start"},
     # the first stage: activations out, gradients in
-    "pp_first": STARTUP
-    | SETUP
-    | LOOP
-    | HOT
-    | EVALUATE
-    | {
-        "megatron.grad_sync.finish",
-        "megatron.p2p.recv_forward",
-        "megatron.p2p.send_forward",
-        "megatron.p2p.recv_backward",
-        "megatron.p2p.send_backward",
-    },
-    "dp": STARTUP | SETUP | LOOP | HOT | EVALUATE | {"megatron.grad_sync.finish"},
-    "sigterm": STARTUP | SETUP | LOOP | HOT | SAVE | {"megatron.grad_sync.finish"},
-    "killed": STARTUP
-    | SETUP
-    | HOT
-    | (LOOP - {"megatron.checkpoint.exit_finalize"})
-    | {"megatron.grad_sync.finish"},
+    "pp_first": TRAINED | EVALUATE | P2P | {"megatron.p2p.recv_backward"},
+    "dp": TRAINED | EVALUATE,
+    "sigterm": TRAINED | SAVE,
+    "killed": TRAINED - {"megatron.checkpoint.exit_finalize"},
 }
-
-
-# -- reading captures ----------------------------------------------------------------------------
-
-
-def _value(value: dict[str, Any]) -> Any:
-    if "intValue" in value:
-        return int(value["intValue"])
-    if "arrayValue" in value:
-        return [_value(v) for v in value["arrayValue"].get("values", [])]
-    for key in ("stringValue", "boolValue", "doubleValue"):
-        if key in value:
-            return value[key]
-    return None
-
-
-def _attributes(raw: list[dict[str, Any]]) -> dict[str, Any]:
-    return {a["key"]: _value(a.get("value", {})) for a in raw or []}
-
-
-def _documents(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The last exported state of every metric stream: name, unit, kind and data points."""
-    latest: dict[str, dict[str, Any]] = {}
-    for document in _documents(path):
-        for resource in document.get("resourceMetrics", []):
-            for scope in resource.get("scopeMetrics", []):
-                for raw in scope.get("metrics", []):
-                    kind = next(k for k in ("histogram", "sum", "gauge") if k in raw)
-                    latest[raw["name"]] = {
-                        "name": raw["name"],
-                        "unit": raw.get("unit", ""),
-                        "kind": kind,
-                        "points": raw[kind]["dataPoints"],
-                    }
-    return list(latest.values())
 
 
 CHECKPOINT_DUMP = """\

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
+from codegen.capture import CapturedMetric, CapturedSpan, iter_records
+
 WORKER = Path(__file__).resolve().parent / "serving_worker.py"
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 60
@@ -131,34 +133,12 @@ def traceparent(n: int) -> dict[str, str]:
     return {"traceparent": f"00-{n:032x}-{n:016x}-01"}
 
 
-def read_capture(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The spans and the histogram metrics (each with its data points) of an OTLP JSON capture;
-    metrics exported more than once (cumulative) count once, as last exported."""
-    spans: list[dict[str, Any]] = []
-    metrics: dict[str, dict[str, Any]] = {}
-    if not path.is_file():
-        return spans, []
-    for line in path.read_text().splitlines():
-        document = json.loads(line)
-        for resource in document.get("resourceSpans", ()):
-            for scope in resource["scopeSpans"]:
-                for span in scope["spans"]:
-                    span["attrs"] = {a["key"]: _plain(a["value"]) for a in span.get("attributes", ())}
-                    spans.append(span)
-        for resource in document.get("resourceMetrics", ()):
-            for scope in resource["scopeMetrics"]:
-                for metric in scope["metrics"]:
-                    metrics[metric["name"]] = metric
-    return spans, list(metrics.values())
-
-
-def _plain(value: dict[str, Any]) -> Any:
-    ((kind, inner),) = value.items()
-    if kind == "intValue":
-        return int(inner)
-    if kind == "arrayValue":
-        return [_plain(v) for v in inner.get("values", ())]
-    return inner
+def read_capture(path: Path) -> tuple[list[CapturedSpan], list[CapturedMetric]]:
+    """The spans and the metrics of an OTLP JSON capture; metrics exported more than once
+    (cumulative) count once, as last exported."""
+    records = list(iter_records(path)) if path.is_file() else []
+    metrics = {r.name: r for r in records if isinstance(r, CapturedMetric)}
+    return [r for r in records if isinstance(r, CapturedSpan)], list(metrics.values())
 
 
 def without_id(reply: Reply) -> bytes:

@@ -16,16 +16,11 @@ import pytest
 for _module in ("torch", "triton", "numpy"):
     pytest.importorskip(_module, reason=f"{_module} is needed to run megatron")
 
-from tests.megatron_cpu.main_tree import instrument
-from tests.megatron_cpu.pretrain_harness import MODEL_ARGV, Config, Run, finish, start
+from tests.megatron_cpu.main_tree import MAIN_ARGV, TRAIN_ITERS, instrument
+from tests.megatron_cpu.pretrain_harness import Config, Run, finish, start
 from tests.support.ports import free_port
 from tests.support.upstream_main import snapshot
 
-TRAIN_ITERS = 4
-ARGV = (
-    *MODEL_ARGV, "--train-iters", str(TRAIN_ITERS), "--save-interval", "2", "--eval-interval", "2",
-    "--num-workers", "0",
-)  # fmt: skip
 WARNING = "telemetry stays off: not installed: pip install megatron-otel-runtime"
 
 
@@ -37,8 +32,8 @@ def runs(main_helpers: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     roots = {"fork": tree, "pristine": snapshot("minus")}
     configs = {
         # the worker's own providers need the runtime: "global" leaves the providers to it
-        "dependency": Config("all", ARGV, save=True, worker_args=("--providers", "global")),
-        "minus": Config("plain", ARGV, tree="pristine", save=True),
+        "dependency": Config("all", MAIN_ARGV, save=True, worker_args=("--providers", "global")),
+        "minus": Config("plain", MAIN_ARGV, tree="pristine", save=True),
     }
     started = [
         start(name, config, roots, main_helpers, work, free_port()) for name, config in configs.items()

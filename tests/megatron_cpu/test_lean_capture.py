@@ -26,6 +26,8 @@ for _module in (
 ):
     pytest.importorskip(_module, reason=f"{_module} is needed for the OTLP capture tests")
 
+from codegen.capture import read_spans
+from codegen.cli import main
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver
 from tests.support.megatron_workers import Worker, distro_env, otel_env
 from tests.support.paths import SPECS
@@ -84,8 +86,6 @@ def captures(fork_root: Path, tmp_path_factory) -> dict[str, dict[str, Any]]:
 
 def normalized(path: Path) -> list[dict[str, Any]]:
     """Each span as a backend receives it, in start order, ids replaced by span positions."""
-    from codegen.capture import read_spans
-
     spans = sorted(read_spans(path), key=lambda s: (s.start_ns, s.name))
     index = {s.span_id: i for i, s in enumerate(spans)}
     traces: dict[str, int] = {}
@@ -110,8 +110,6 @@ def normalized(path: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("recording", RECORDINGS)
 def test_each_recording_path_passes_codegen_verify(captures, recording, capsys) -> None:
-    from codegen.cli import main
-
     capture = captures[recording]
     assert capture["results"]["tracer"] == TRACERS[recording]
     path = str(capture["traces"])
@@ -122,8 +120,6 @@ def test_each_recording_path_passes_codegen_verify(captures, recording, capsys) 
 
 
 def test_verify_reports_the_same_on_every_path(captures, capsys) -> None:
-    from codegen.cli import main
-
     reports = {}
     for recording in RECORDINGS:
         capsys.readouterr()

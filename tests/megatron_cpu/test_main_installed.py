@@ -35,6 +35,7 @@ from tests.megatron_cpu.main_tree import MAIN_ARGV, TRAIN_ITERS, main_configs
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver
 from tests.megatron_cpu.pretrain_harness import LAUNCH_OFFSETS, WORKER, environment, finish, read_spans, start
 from tests.support.doc_blocks import INSTALLED, run_block, workspace
+from tests.support.instrumentation_wheel import build_wheel, install_wheel
 from tests.support.ports import free_port
 from tests.support.upstream_main import snapshot
 
@@ -52,22 +53,14 @@ def wheel_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "Megatron-LM").symlink_to(snapshot("with"), target_is_directory=True)
     run_block("package-main", root, page=INSTALLED)
     (wheel,) = (root / "dist").glob("*.whl")
-    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target"]
-    subprocess.run([*command, str(root / "site"), str(wheel)], check=True, capture_output=True)
-    return root / "site"
+    return install_wheel(wheel, root / "site")
 
 
 @pytest.fixture(scope="module")
 def runtime_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``codegen package --runtime``'s wheel (megatron-otel-runtime), installed from its file."""
-    from codegen.cli import main
-
     root = tmp_path_factory.mktemp("main-runtime")
-    assert main(["package", str(SPECS), "--runtime", "--out", str(root / "dist")]) == 0
-    (wheel,) = (root / "dist").glob("*.whl")
-    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target"]
-    subprocess.run([*command, str(root / "site"), str(wheel)], check=True, capture_output=True)
-    return root / "site"
+    return install_wheel(build_wheel(root / "dist", "--runtime"), root / "site")
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -37,6 +36,7 @@ from tests.megatron_cpu.main_tree import (
     main_configs,
 )
 from tests.megatron_cpu.pretrain_harness import Run, finish, start
+from tests.support.otlp_json import named
 from tests.support.ports import free_port
 from tests.support.upstream_main import snapshot
 
@@ -61,10 +61,6 @@ def _run(runs: dict[str, Run], name: str) -> Run:
     run = runs[name]
     run.check()
     return run
-
-
-def _named(spans: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [s for s in spans if s["name"] == name]
 
 
 def _groups_ours() -> dict[str, str]:
@@ -120,27 +116,27 @@ def test_the_comparison_page_is_current(main_runs):
 
 def test_startup_span_opens_and_closes_once(main_runs):
     spans = _run(main_runs, "generated").spans()
-    (startup,) = _named(spans, "megatron.startup")
+    (startup,) = named(spans, "megatron.startup")
     assert startup["parent_id"] is None and startup["status"] != 2
-    intervals = sorted(_named(spans, "megatron.train"), key=lambda s: s["start"])
+    intervals = sorted(named(spans, "megatron.train"), key=lambda s: s["start"])
     assert startup["end"] <= intervals[0]["start"]  # closed before the training loop
     for name in ("megatron.startup.model_init", "megatron.startup.dataloader"):
-        (span,) = _named(spans, name)
+        (span,) = named(spans, name)
         assert span["parent_id"] == startup["span_id"]
 
 
 def test_intervals_reroot_at_save_interval_boundaries(main_runs):
     spans = _run(main_runs, "generated").spans()
-    intervals = sorted(_named(spans, "megatron.train"), key=lambda s: s["start"])
+    intervals = sorted(named(spans, "megatron.train"), key=lambda s: s["start"])
     assert [i["attributes"]["megatron.iteration"] for i in intervals] == [0, SAVE_INTERVAL]
-    (startup,) = _named(spans, "megatron.startup")
+    (startup,) = named(spans, "megatron.startup")
     previous = startup
     for interval in intervals:
         assert interval["parent_id"] is None and interval["trace_id"] != previous["trace_id"]
         assert interval["links"] == [previous["span_id"]]
         previous = interval
     by_start = {i["attributes"]["megatron.iteration"]: i for i in intervals}
-    for span in _named(spans, "megatron.train.iteration"):
+    for span in named(spans, "megatron.train.iteration"):
         number = span["attributes"]["megatron.iteration"]
         assert span["parent_id"] == by_start[number - number % SAVE_INTERVAL]["span_id"], number
 
@@ -153,9 +149,9 @@ def test_exit_hooks_installed_once_across_repeated_pretrain_calls(main_runs):
     assert separator == TRAIN_ITERS  # the first run trained, then the second
     assert result["exit_hooks"] == {"atexit": 1, "sigterm": 0}  # no flush timeout: no handler
     spans = run.spans()
-    startups = _named(spans, "megatron.startup")
+    startups = named(spans, "megatron.startup")
     assert len(startups) == 2  # the second run in the process exports again
-    assert len(_named(spans, "megatron.train")) == 2 * (TRAIN_ITERS // SAVE_INTERVAL)
+    assert len(named(spans, "megatron.train")) == 2 * (TRAIN_ITERS // SAVE_INTERVAL)
     assert result["open_spans"] == []
 
 
@@ -164,25 +160,21 @@ def test_spans_closed_on_the_exception_path(main_runs):
     (result,) = run.results
     assert result["finished"] is False and result["open_spans"] == []
     spans = run.spans()
-    (interval,) = _named(spans, "megatron.train")
+    (interval,) = named(spans, "megatron.train")
     assert interval["status"] == 2  # ERROR: the exception escaped train()
-    failed = [
-        s
-        for s in _named(spans, "megatron.train.iteration")
-        if s["attributes"]["megatron.iteration"] == RAISE_AT
-    ]
+    failed = named(spans, "megatron.train.iteration", iteration=RAISE_AT)
     assert len(failed) == 1 and failed[0]["status"] == 2
-    (startup,) = _named(spans, "megatron.startup")
+    (startup,) = named(spans, "megatron.startup")
     assert startup["status"] != 2  # it had closed before the loop
 
 
 def test_spans_closed_on_the_sigterm_path(main_runs):
     run = _run(main_runs, "killed")
     spans = run.spans()
-    (interval,) = _named(spans, "megatron.train")
+    (interval,) = named(spans, "megatron.train")
     assert interval["status"] == 2
-    iterations = _named(spans, "megatron.train.iteration")
+    iterations = named(spans, "megatron.train.iteration")
     done = [s["attributes"]["megatron.iteration"] for s in iterations if s["status"] != 2]
     assert done == list(range(KILL_AT))
-    interrupted = [s for s in iterations if s["attributes"]["megatron.iteration"] == KILL_AT]
+    interrupted = named(iterations, "megatron.train.iteration", iteration=KILL_AT)
     assert len(interrupted) == 1 and interrupted[0]["status"] == 2

@@ -9,17 +9,20 @@ initialization) runs two microbatches of forward + backward through
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.otlp_json import console_capture
+from tests.support.otlp_json import console_capture, named
 
 for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace"):
     pytest.importorskip(_module, reason=f"{_module} is needed to run megatron-core on CPU")
 
 import torch
+
+from codegen.cli import main
 
 LAYER_SPANS = {"megatron.layer.forward", "megatron.layer.self_attention", "megatron.layer.mlp"}
 MICROBATCH_SPANS = {"megatron.microbatch.forward", "megatron.microbatch.backward"}
@@ -41,10 +44,6 @@ NUM_MICROBATCHES = 2
 
 def _by_id(spans: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {span["span_id"]: span for span in spans}
-
-
-def _named(spans: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [span for span in spans if span["name"] == name]
 
 
 def _ancestors(span: dict[str, Any], by_id: dict[int, dict[str, Any]]) -> list[str]:
@@ -112,7 +111,7 @@ def test_every_span_carries_its_group(all_spans):
 
 def test_layer_forward_records_layer_number(all_spans):
     numbers = sorted(
-        span["attributes"]["megatron.layer_number"] for span in _named(all_spans, "megatron.layer.forward")
+        span["attributes"]["megatron.layer_number"] for span in named(all_spans, "megatron.layer.forward")
     )
     assert numbers == sorted(list(range(1, NUM_LAYERS + 1)) * NUM_MICROBATCHES)
 
@@ -120,23 +119,23 @@ def test_layer_forward_records_layer_number(all_spans):
 def test_attention_and_mlp_are_children_of_layer_forward(all_spans):
     by_id = _by_id(all_spans)
     for name in ("megatron.layer.self_attention", "megatron.layer.mlp"):
-        for span in _named(all_spans, name):
+        for span in named(all_spans, name):
             parent = by_id[span["parent_id"]]
             assert parent["name"] == "megatron.layer.forward"
     # each layer.forward has exactly one of each
-    for layer in _named(all_spans, "megatron.layer.forward"):
+    for layer in named(all_spans, "megatron.layer.forward"):
         children = sorted(s["name"] for s in all_spans if s["parent_id"] == layer["span_id"])
         assert children == ["megatron.layer.mlp", "megatron.layer.self_attention"]
 
 
 def test_layer_forward_is_under_microbatch_forward(all_spans):
     by_id = _by_id(all_spans)
-    for span in _named(all_spans, "megatron.layer.forward"):
+    for span in named(all_spans, "megatron.layer.forward"):
         assert "megatron.microbatch.forward" in _ancestors(span, by_id)
-    for microbatch in _named(all_spans, "megatron.microbatch.forward"):
+    for microbatch in named(all_spans, "megatron.microbatch.forward"):
         layers = [
             s
-            for s in _named(all_spans, "megatron.layer.forward")
+            for s in named(all_spans, "megatron.layer.forward")
             if microbatch["span_id"] in _ids_above(s, by_id)
         ]
         assert len(layers) == NUM_LAYERS
@@ -157,15 +156,15 @@ def test_microbatch_spans_are_roots_here(all_spans):
     for span in all_spans:
         if span["name"] in MICROBATCH_SPANS:
             assert span["parent_id"] is None
-    backward = _named(all_spans, "megatron.microbatch.backward")
+    backward = named(all_spans, "megatron.microbatch.backward")
     assert all(not any(s["parent_id"] == b["span_id"] for s in all_spans) for b in backward)
 
 
 def test_mamba_layer_spans(train_results):
     spans = train_results["instrumented"]["mamba"]["all"]["spans"]
     assert sorted(s["name"] for s in spans) == ["megatron.layer.forward", "megatron.layer.mamba"]
-    (forward,) = _named(spans, "megatron.layer.forward")
-    (mamba,) = _named(spans, "megatron.layer.mamba")
+    (forward,) = named(spans, "megatron.layer.forward")
+    (mamba,) = named(spans, "megatron.layer.mamba")
     assert mamba["parent_id"] == forward["span_id"]
     assert forward["attributes"] == {"megatron.span_group": "layer", "megatron.layer_number": 3}
     assert mamba["attributes"] == {"megatron.span_group": "layer"}
@@ -233,7 +232,7 @@ def test_p2p_receive_needs_cuda_and_the_span_records_the_error(p2p_results):
     if rank1["cuda_available"]:
         pytest.skip("megatron's P2P receive runs where CUDA is available")
     assert rank1["recv_forward_error"] == "AssertionError: Torch not compiled with CUDA enabled"
-    (failed,) = _named(rank1["spans"], "megatron.p2p.recv_forward")
+    (failed,) = named(rank1["spans"], "megatron.p2p.recv_forward")
     assert failed["status"] == "ERROR"
     assert failed["events"] == ["exception"]
     for span in rank1["spans"]:
@@ -246,8 +245,6 @@ def test_p2p_receive_needs_cuda_and_the_span_records_the_error(p2p_results):
 
 
 def test_codegen_verify_accepts_the_cpu_run(train_results, p2p_results, tmp_path, capsys):
-    from codegen.cli import main
-
     spans = list(train_results["instrumented"]["runs"]["all"]["spans"])
     spans += train_results["instrumented"]["mamba"]["all"]["spans"]
     capture = tmp_path / "capture.json"
@@ -264,10 +261,6 @@ def test_codegen_verify_accepts_the_cpu_run(train_results, p2p_results, tmp_path
 
 
 def test_codegen_verify_rejects_a_span_moved_to_another_group(train_results, tmp_path, capsys):
-    import shutil
-
-    from codegen.cli import main
-
     specs = tmp_path / "specs"
     shutil.copytree(SPECS, specs)
     layers = specs / "layers.yaml"

@@ -35,36 +35,29 @@ for _module in (
 from codegen.capture import read_spans
 from codegen.cli import main
 from tests.megatron_cpu.otlp_receiver import OtlpReceiver
-from tests.megatron_cpu.pretrain_harness import MODEL_ARGV, PP_ARGV, Config, finish, start
+from tests.megatron_cpu.pretrain_harness import MODEL_ARGV, OBSERVED, PP_ARGV, Config, finish, start
+from tests.support.ports import free_port
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 ALL = (("MEGATRON_OTEL_EXPORT_RANKS", "all"),)
 PP = ("--pipeline-model-parallel-size", "2")
 LOOP = ("--save-interval", "2", "--eval-interval", "2", "--num-workers", "0")
+
+
+def _live(*argv: str, ranks: int = 2, **options: Any) -> Config:
+    """All groups, every rank exporting over OTLP to the run's receiver."""
+    return Config("all", (*MODEL_ARGV, *argv), ranks=ranks, env=ALL, live=True, **options)
+
+
 RUNS: dict[str, Config] = {
     # data parallel 2: two intervals of two iterations
-    "dp": Config("all", (*MODEL_ARGV, *LOOP, "--train-iters", "4"), ranks=2, env=ALL, live=True),
+    "dp": _live(*LOOP, "--train-iters", "4"),
     # pipeline parallel 2, checkpoints at 2 and 4; two microbatches per iteration
-    "pp": Config(
-        "all", (*MODEL_ARGV, *PP, *LOOP, "--train-iters", "4"), ranks=2, env=ALL, live=True, save=True
-    ),
+    "pp": _live(*PP, *LOOP, "--train-iters", "4", save=True),
     # resumed at iteration 4, trained to 6: interval 2
-    "pp_resume": Config(
-        "all",
-        (*MODEL_ARGV, *PP, *LOOP, "--train-iters", "6", "--override-opt_param-scheduler"),
-        ranks=2,
-        env=ALL,
-        live=True,
-        load="pp",
-    ),
+    "pp_resume": _live(*PP, *LOOP, "--train-iters", "6", "--override-opt_param-scheduler", load="pp"),
     # pipeline 2 x data parallel 2 (rank = dp + 2 * pp): two microbatches per replica
-    "pp_dp": Config(
-        "all",
-        (*MODEL_ARGV, *PP, *LOOP, "--train-iters", "2", "--global-batch-size", "8"),
-        ranks=4,
-        env=ALL,
-        live=True,
-    ),
+    "pp_dp": _live(*PP, *LOOP, "--train-iters", "2", "--global-batch-size", "8", ranks=4),
     # the default export setting (the last rank only), the run of test_pretrain_cpu.py's "pp"
     "pp_default": Config("all", PP_ARGV, ranks=2, live=True),
 }
@@ -86,8 +79,6 @@ def runs(fork_root, dataset_helpers, tmp_path_factory) -> dict[str, dict[str, An
     ``MEGATRON_CPU_MULTIRANK_DIR=DIR`` keeps the runs in DIR and, when DIR already holds a run's
     capture, checks it again instead of running (for working on the tests, never set in CI).
     """
-    from tests.support.ports import free_port
-
     keep = os.environ.get("MEGATRON_CPU_MULTIRANK_DIR")
     work = Path(keep) if keep else tmp_path_factory.mktemp("multirank")
     out: dict[str, dict[str, Any]] = {}
@@ -221,8 +212,6 @@ def test_span_ids_unique_across_ranks(runs):
 def test_default_setting_exports_from_the_last_rank_only(runs):
     """As before multi-rank export: the last rank, the same span names as test_pretrain_cpu's
     "pp" run (which captures through its own providers, not OTLP)."""
-    from tests.megatron_cpu.pretrain_harness import OBSERVED
-
     spans = runs["pp_default"]["spans"]
     assert {s.resource["dl.rank"] for s in spans} == {1}
     assert {s.resource["megatron.export_ranks"] for s in spans} == {"last"}

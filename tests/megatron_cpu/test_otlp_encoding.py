@@ -32,7 +32,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
@@ -40,6 +39,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanContext, TraceFlags, TraceState
 
 from tests.support.lean_workload import own_provider_exporting_to, workload
+from tests.support.processors import in_memory
 
 
 @pytest.fixture
@@ -79,8 +79,7 @@ def test_the_runtime_encodes_a_batch_as_the_sdk_exporter_does(
     monkeypatch.setattr(
         otel._lean_recorder.LeanRecorder, "_export", lambda self, batch: batches.append(batch)
     )
-    foreign_provider = TracerProvider()
-    foreign_provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    foreign_provider, _ = in_memory()
     otel.configure()
     (recorder,) = otel._state.PROCESS.run.processors
     workload(otel, foreign_provider.get_tracer("foreign"), TracerProvider(sampler=ALWAYS_OFF).get_tracer("m"))
@@ -191,6 +190,125 @@ def test_the_sender_reads_the_environment_once_and_sends_as_requests_would(
     exporter.shutdown()
 
 
+class RawCollector:
+    """An HTTP/1.1 server on a thread that keeps every request's bytes as they arrived (head and
+    body) and answers each with ``answers`` in turn (then 200, no body), keeping connections
+    alive."""
+
+    def __init__(self, answers: list[bytes]) -> None:
+        import socket
+        import threading
+
+        self.answers = list(answers)
+        self.requests: list[bytes] = []
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self) -> None:
+        import threading
+
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.answer, args=(connection,), daemon=True).start()
+
+    def answer(self, connection: Any) -> None:
+        buffered = b""
+        with connection:
+            while True:
+                while b"\r\n\r\n" not in buffered:
+                    chunk = connection.recv(65536)
+                    if not chunk:
+                        return
+                    buffered += chunk
+                head, _, buffered = buffered.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                while len(buffered) < length:
+                    buffered += connection.recv(65536)
+                self.requests.append(head + b"\r\n\r\n" + buffered[:length])
+                buffered = buffered[length:]
+                answer = self.answers.pop(0) if self.answers else b""
+                connection.sendall(answer or b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+    def close(self) -> None:
+        self.server.close()
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_the_sender_puts_on_the_wire_what_the_exporter_s_client_puts(
+    otel: ModuleType, monkeypatch: pytest.MonkeyPatch, compression: str
+) -> None:
+    """The sender's requests (the request prepared once, sent by the session's adapter) are,
+    byte for byte, the exporter's own client's: its headers, the session's, the compression,
+    a cookie the collector set, a session header and proxy changed afterwards; a refused request
+    fails alike."""
+    import gzip
+
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    cookie = b"HTTP/1.1 200 OK\r\nSet-Cookie: lb=one; Path=/\r\nContent-Length: 0\r\n\r\n"
+    refused = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\nno"
+    seen: dict[str, list[bytes]] = {}
+    results: dict[str, list[Any]] = {}
+    collector = RawCollector([b"", b"", cookie, b"", refused] * 2)
+    for way in ("client", "sender"):
+        collector.requests = []
+        exporter = OTLPSpanExporter(
+            endpoint=f"http://127.0.0.1:{collector.port}/v1/traces",
+            headers={"x-tenant": "a b", "Authorization": "Bearer t"},
+            compression={"none": Compression.NoCompression, "gzip": Compression.Gzip}[compression],
+            timeout=5,
+        )
+        send = otel._otlp.sender(exporter)
+        assert send is not None
+        transport = exporter._client._transport
+        session = transport._session
+        base = transport.request
+        through_session: list[bytes] = []  # the sender's requests that go the session's way
+
+        def request(*args: Any, **kwargs: Any) -> Any:
+            through_session.append(kwargs["data"])
+            return base(*args, **kwargs)
+
+        monkeypatch.setattr(transport, "request", request)
+        post = (lambda d: exporter._client.export(d).success) if way == "client" else send
+        outcomes = [post(b"\x0a\x00" * 40)]
+        session.proxies = {"http": f"http://127.0.0.1:{collector.port}"}  # itself, as a proxy
+        outcomes += [post(b"\x0a\x01")]
+        session.headers["X-Later"] = "2"
+        outcomes += [post(b"\x0a\x02" * 300), post(b"\x0a\x03"), post(b"\x0a\x04")]
+        seen[way] = collector.requests
+        results[way] = outcomes
+        assert len(session.cookies) == 1
+        if way == "sender":  # once the session holds a cookie, requests prepares each request
+            assert len(through_session) == 2  # the last two
+        exporter.shutdown()
+    collector.close()
+    assert results["client"] == results["sender"] == [True, True, True, True, False]
+
+    def parts(request: bytes) -> tuple[bytes, bytes]:  # gzip writes the time: compare the data
+        head, _, body = request.partition(b"\r\n\r\n")
+        return head, gzip.decompress(body) if compression == "gzip" else body
+
+    assert len(seen["sender"]) == 5
+    assert list(map(parts, seen["client"])) == list(map(parts, seen["sender"]))
+    assert parts(seen["sender"][0])[1] == b"\x0a\x00" * 40
+    assert b"Cookie: lb=one" in seen["sender"][3] and b"X-Later: 2" in seen["sender"][2]
+    assert seen["sender"][0].startswith(b"POST /v1/traces ")
+    assert seen["sender"][1].startswith(b"POST http://127.0.0.1:")  # through the proxy
+
+
 def test_a_batch_with_spans_of_another_resource_keeps_its_own_spans_too(otel: ModuleType) -> None:
     """A batch holding lean spans and an SDK span of another resource: one request with both
     resources, every span in it (counted once)."""
@@ -199,9 +317,7 @@ def test_a_batch_with_spans_of_another_resource_keeps_its_own_spans_too(otel: Mo
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
     resource = Resource.create({"service.name": "own"})
-    provider = TracerProvider(resource=Resource.create({"service.name": "other"}))
-    exporter = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = in_memory(resource=Resource.create({"service.name": "other"}))
     for name in ("other.a", "other.b"):
         provider.get_tracer("other").start_span(name).end()
     foreign = list(exporter.get_finished_spans())

@@ -15,7 +15,6 @@ for _module in (
     pytest.importorskip(_module, reason=f"{_module} is needed for the OTLP receiver")
 
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: F401
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult

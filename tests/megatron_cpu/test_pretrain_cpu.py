@@ -26,6 +26,11 @@ for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace", "pybind11
 
 import torch
 
+from codegen.capture import read_metrics
+from codegen.capture import read_spans as read_capture
+from codegen.cli import main
+from codegen.pipeline import plan_only
+from codegen.verify import expectations, verify
 from tests.megatron_cpu.pretrain_harness import (
     CONFIGS,
     KILL_AT,
@@ -39,6 +44,7 @@ from tests.megatron_cpu.pretrain_harness import (
     TRAIN_ITERS,
     checkpoint_tensors,
 )
+from tests.support.otlp_json import named
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 TELEMETRY_RUNS = [name for name, config in CONFIGS.items() if config.telemetry not in ("plain", "off")]
@@ -67,10 +73,6 @@ UNREACHABLE_ON_CPU = {
 }
 
 
-def _named(spans: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [span for span in spans if span["name"] == name]
-
-
 def _run(pretrain_runs, name: str):
     run = pretrain_runs[name]
     run.check()
@@ -79,24 +81,16 @@ def _run(pretrain_runs, name: str):
 
 @pytest.fixture(scope="module")
 def project_and_plan():
-    from codegen.pipeline import plan_only
-
     return plan_only(SPECS, None)
 
 
 @pytest.fixture(scope="module")
 def taxonomy(project_and_plan) -> set[str]:
-    from codegen.verify import expectations
-
     return set(expectations(*project_and_plan))
 
 
 def _verify(project_and_plan, capture: Path, groups: frozenset[str]):
     """What ``codegen verify SPECS CAPTURE --groups ...`` reports (its code, the plan built once)."""
-    from codegen.capture import read_metrics
-    from codegen.capture import read_spans as read_capture
-    from codegen.verify import verify
-
     return verify(*project_and_plan, read_capture(capture), groups, read_metrics(capture))
 
 
@@ -128,8 +122,6 @@ def test_pretrain_returns_after_training(pretrain_runs, name):
 
 
 def test_codegen_verify_cli_passes_on_the_proof_capture(pretrain_runs, capsys):
-    from codegen.cli import main
-
     run = _run(pretrain_runs, "fresh")
     assert main(["verify", str(SPECS), str(run.capture), "--groups", ""]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
@@ -215,11 +207,11 @@ def test_the_lean_path_records_the_same_spans_as_the_sdk_path(pretrain_runs, pro
 def test_one_startup_span_with_its_backdated_phases(pretrain_runs):
     run = _run(pretrain_runs, "fresh")
     spans = run.spans()
-    (startup,) = _named(spans, "megatron.startup")
-    (pre_startup,) = _named(spans, "pre_startup")
+    (startup,) = named(spans, "megatron.startup")
+    (pre_startup,) = named(spans, "pre_startup")
     assert startup["parent_id"] is None and pre_startup["parent_id"] is None
     assert startup["trace_id"] != pre_startup["trace_id"]
-    phases = [_named(spans, name) for name in PHASES]
+    phases = [named(spans, name) for name in PHASES]
     assert all(len(found) == 1 for found in phases), [len(f) for f in phases]
     phases = [found[0] for found in phases]
     assert all(phase["parent_id"] == startup["span_id"] for phase in phases)
@@ -235,17 +227,17 @@ def test_one_startup_span_with_its_backdated_phases(pretrain_runs):
     # backdated to program start (the imports phase), closed before the training loop
     assert startup["start"] == phases[2]["start"]
     assert startup["end"] >= max(p["end"] for p in phases)
-    intervals = sorted(_named(spans, "megatron.train"), key=lambda s: s["start"])
+    intervals = sorted(named(spans, "megatron.train"), key=lambda s: s["start"])
     assert startup["end"] <= intervals[0]["start"]
     for name in SETUP | {"megatron.startup.weight_hash_check"}:
-        (span,) = _named(spans, name)
+        (span,) = named(spans, name)
         assert span["parent_id"] == startup["span_id"]
         assert startup["start"] <= span["start"] <= span["end"] <= startup["end"]
     assert startup["attributes"]["megatron.model_type"] == "ModelType.encoder_or_decoder"
 
 
 def _intervals(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(_named(spans, "megatron.train"), key=lambda s: s["start"])
+    return sorted(named(spans, "megatron.train"), key=lambda s: s["start"])
 
 
 def _check_intervals(spans, first_iteration: int, last_iteration: int) -> None:
@@ -256,7 +248,7 @@ def _check_intervals(spans, first_iteration: int, last_iteration: int) -> None:
         s // SAVE_INTERVAL for s in starts
     ]
     # each interval a root of its own trace, linked to the one before (the first to startup)
-    (startup,) = _named(spans, "megatron.startup")
+    (startup,) = named(spans, "megatron.startup")
     previous = startup
     for interval in intervals:
         assert interval["parent_id"] is None
@@ -267,7 +259,7 @@ def _check_intervals(spans, first_iteration: int, last_iteration: int) -> None:
         assert before["end"] <= after["start"]
     # every iteration under the interval of its save_interval window
     by_start = {i["attributes"]["megatron.iteration"]: i for i in intervals}
-    iterations = _named(spans, "megatron.train.iteration")
+    iterations = named(spans, "megatron.train.iteration")
     assert sorted(s["attributes"]["megatron.iteration"] for s in iterations) == list(
         range(first_iteration, last_iteration)
     )
@@ -277,7 +269,7 @@ def _check_intervals(spans, first_iteration: int, last_iteration: int) -> None:
         assert span["parent_id"] == interval["span_id"], number
         assert interval["start"] <= span["start"] <= span["end"] <= interval["end"]
     # a checkpoint saved at iteration k closes the window that ends there
-    for save in _named(spans, "megatron.checkpoint.exposed_save"):
+    for save in named(spans, "megatron.checkpoint.exposed_save"):
         number = save["attributes"]["megatron.iteration"]
         assert save["parent_id"] == by_start[number - SAVE_INTERVAL]["span_id"], number
 
@@ -286,7 +278,7 @@ def test_train_intervals_reroot_at_save_interval_fresh(pretrain_runs):
     spans = _run(pretrain_runs, "fresh").spans()
     _check_intervals(spans, 0, TRAIN_ITERS)
     saves = sorted(
-        s["attributes"]["megatron.iteration"] for s in _named(spans, "megatron.checkpoint.exposed_save")
+        s["attributes"]["megatron.iteration"] for s in named(spans, "megatron.checkpoint.exposed_save")
     )
     assert saves == list(range(SAVE_INTERVAL, TRAIN_ITERS + 1, SAVE_INTERVAL))
 
@@ -295,18 +287,16 @@ def test_train_intervals_reroot_at_save_interval_resumed(pretrain_runs):
     spans = _run(pretrain_runs, "resume").spans()
     _check_intervals(spans, TRAIN_ITERS, RESUME_ITERS)
     # the checkpoint load ran during model setup, inside the startup trace
-    (model_init,) = _named(spans, "megatron.startup.model_init")
-    (load,) = _named(spans, "megatron.checkpoint.load")
-    (io_read,) = _named(spans, "megatron.checkpoint.load.io_read")
+    (model_init,) = named(spans, "megatron.startup.model_init")
+    (load,) = named(spans, "megatron.checkpoint.load")
+    (io_read,) = named(spans, "megatron.checkpoint.load.io_read")
     assert load["parent_id"] == model_init["span_id"] and io_read["parent_id"] == load["span_id"]
 
 
 def test_first_iteration_only_once_and_around_the_first_step(pretrain_runs):
     spans = _run(pretrain_runs, "fresh").spans()
-    (first,) = _named(spans, "megatron.train.first_iteration")
-    (iteration,) = [
-        s for s in _named(spans, "megatron.train.iteration") if s["attributes"]["megatron.iteration"] == 0
-    ]
+    (first,) = named(spans, "megatron.train.first_iteration")
+    (iteration,) = named(spans, "megatron.train.iteration", iteration=0)
     assert first["parent_id"] == iteration["span_id"]
     steps = [s for s in spans if s["name"].startswith("megatron.train.iteration.")]
     assert sum(s["parent_id"] == first["span_id"] for s in steps) == 2  # forward_backward, optimizer
@@ -362,25 +352,25 @@ DECLARED_UNITS = {
 
 def test_metrics_recorded_with_their_units(pretrain_runs):
     run = _run(pretrain_runs, "fresh")
-    metrics = {m["name"]: m for m in run.metrics()}
+    metrics = run.metrics()
     # not recorded here: skipped_iters (added only when > 0), memory_allocated_gb (no CUDA)
-    assert {name: (m["unit"], m["kind"]) for name, m in metrics.items()} == DECLARED_UNITS
+    assert {name: (m.unit, m.kind) for name, m in metrics.items()} == DECLARED_UNITS
     last = run.results[0]["iterations"][-1]
-    (loss,) = metrics["megatron.training.loss"]["points"]
-    assert loss["asDouble"] == pytest.approx(last["lm_loss"], rel=1e-6)
-    (grad_norm,) = metrics["megatron.training.grad_norm"]["points"]
-    assert grad_norm["asDouble"] == pytest.approx(last["grad_norm"], rel=1e-6)
-    (durations,) = metrics["megatron.training.step_duration_ms"]["points"]
-    assert int(durations["count"]) == TRAIN_ITERS  # --log-interval 1: every iteration
-    assert durations["min"] > 0
-    (tokens,) = metrics["megatron.training.tokens_per_sec"]["points"]
-    assert tokens["asDouble"] > 0
+    (loss,) = metrics["megatron.training.loss"].data_points
+    assert loss.value == pytest.approx(last["lm_loss"], rel=1e-6)
+    (grad_norm,) = metrics["megatron.training.grad_norm"].data_points
+    assert grad_norm.value == pytest.approx(last["grad_norm"], rel=1e-6)
+    (durations,) = metrics["megatron.training.step_duration_ms"].data_points
+    assert durations.count == TRAIN_ITERS  # --log-interval 1: every iteration
+    assert durations.explicit_bounds[0] == 0 and durations.bucket_counts[0] == 0  # min > 0
+    (tokens,) = metrics["megatron.training.tokens_per_sec"].data_points
+    assert isinstance(tokens.value, float) and tokens.value > 0
 
 
 def test_off_records_nothing(pretrain_runs):
     run = _run(pretrain_runs, "off")
     assert run.results[0]["configured_groups"] == [[]]
-    assert not run.capture.exists() or run.spans() == [] and run.metrics() == []
+    assert not run.capture.exists() or run.spans() == [] and run.metrics() == {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -393,7 +383,7 @@ def test_pipeline_stages_train_together(pretrain_runs):
         run = _run(pretrain_runs, name)
         spans = run.spans()
         by_id = {s["span_id"]: s for s in spans}
-        for span in _named(spans, "megatron.p2p.recv_forward") + _named(spans, "megatron.p2p.send_backward"):
+        for span in named(spans, "megatron.p2p.recv_forward") + named(spans, "megatron.p2p.send_backward"):
             assert by_id[span["parent_id"]]["name"] in (
                 "megatron.train.iteration.forward_backward",
                 "megatron.evaluate.step",
@@ -407,7 +397,7 @@ def test_pipeline_stages_train_together(pretrain_runs):
     # which rank exports changes nothing the stages compute
     assert losses["pp"] == losses["pp_first"]
     # the last stage launches DDP's grad sync after the schedule's last backward, every iteration
-    starts = _named(_run(pretrain_runs, "pp").spans(), "megatron.grad_sync.start")
+    starts = named(_run(pretrain_runs, "pp").spans(), "megatron.grad_sync.start")
     assert len(starts) == 2
 
 
@@ -418,7 +408,7 @@ def test_data_parallel_ranks_agree(pretrain_runs):
     assert first["open_spans"] is None or first["open_spans"] == []
     spans = run.spans()
     by_id = {s["span_id"]: s for s in spans}
-    finishes = _named(spans, "megatron.grad_sync.finish")
+    finishes = named(spans, "megatron.grad_sync.finish")
     assert len(finishes) == 2
     assert all(by_id[s["parent_id"]]["name"] == "megatron.train.iteration.forward_backward" for s in finishes)
 
@@ -451,10 +441,10 @@ def test_sigterm_with_exit_signal_handler_saves_and_exits(pretrain_runs):
     assert result["finished"] is False and result["open_spans"] == []
     assert (run.checkpoints / f"iter_{SIGTERM_AT + 1:07d}").is_dir()
     spans = run.spans()
-    (save,) = _named(spans, "megatron.checkpoint.exposed_save")
+    (save,) = named(spans, "megatron.checkpoint.exposed_save")
     assert save["attributes"]["megatron.iteration"] == SIGTERM_AT + 1
     assert {s["name"] for s in spans if s["parent_id"] == save["span_id"]} >= {"megatron.checkpoint.save"}
-    (interval,) = _named(spans, "megatron.train")
+    (interval,) = named(spans, "megatron.train")
     assert save["parent_id"] == interval["span_id"]
 
 
@@ -466,24 +456,20 @@ def test_sigterm_with_exit_signal_handler_keeps_the_interval_open_for_the_exit_s
 def test_sigterm_without_handler_ends_the_process_and_drains(pretrain_runs):
     run = _run(pretrain_runs, "killed")
     spans = run.spans()
-    (_interval,) = _named(spans, "megatron.train")
-    iterations = _named(spans, "megatron.train.iteration")
+    (_interval,) = named(spans, "megatron.train")
+    iterations = named(spans, "megatron.train.iteration")
     done = [s["attributes"]["megatron.iteration"] for s in iterations if s["status"] != 2]
     assert done == list(range(KILL_AT))  # the iterations before the signal ended normally
 
 
 def test_sigterm_ends_every_open_span_with_an_error_status(pretrain_runs):
     spans = _run(pretrain_runs, "killed").spans()
-    interrupted = [
-        s
-        for s in _named(spans, "megatron.train.iteration")
-        if s["attributes"]["megatron.iteration"] == KILL_AT
-    ]
+    interrupted = named(spans, "megatron.train.iteration", iteration=KILL_AT)
     assert len(interrupted) == 1 and interrupted[0]["status"] == 2  # STATUS_CODE_ERROR
     children = [s for s in spans if s["parent_id"] == interrupted[0]["span_id"]]
     assert "megatron.train.iteration.forward_backward" in {s["name"] for s in children}
     assert all(s["status"] == 2 for s in children if s["name"].endswith("forward_backward"))
-    (interval,) = _named(spans, "megatron.train")
+    (interval,) = named(spans, "megatron.train")
     assert interval["status"] == 2
 
 

@@ -24,6 +24,7 @@ for _module in ("torch", "triton", "numpy"):
     pytest.importorskip(_module, reason=f"{_module} is needed to import megatron")
 
 from tests.support.doc_blocks import blocks, run_block, workspace
+from tests.support.megatron_workers import parse_flags
 from tests.support.ports import free_port
 
 EXAMPLE = "layer_example.py"
@@ -82,18 +83,6 @@ def test_verify_rejects_a_capture_from_another_group_set(work: Path) -> None:
     assert result.returncode == 1 and "megatron.layer.mamba" in result.stdout + result.stderr
 
 
-FLAGS_SCRIPT = """\
-import json, sys, typing
-typing.override = getattr(typing, "override", lambda f: f)
-from megatron.training.arguments import parse_args
-from megatron.core import otel
-
-sys.argv = ["pretrain_gpt.py"] + json.loads(sys.argv[1])
-args = parse_args()
-print(json.dumps({"groups": sorted(otel.configure(args)), "service": args.otel_service_name}))
-"""
-
-
 def test_flags_block_turns_telemetry_on_with_the_flags_over_the_environment(work: Path) -> None:
     export, launch = [line for line in blocks()["flags"].splitlines() if line.strip()]
     env = _clean_env()
@@ -103,20 +92,10 @@ def test_flags_block_turns_telemetry_on_with_the_flags_over_the_environment(work
     argv = shlex.split(launch)
     assert argv[:3] == ["python", "pretrain_gpt.py", "$MEGATRON_ARGS"]
     env.update(PYTHONPATH=str(work / "megatron-otel"), MEGATRON_OTEL_EXPORTER="none")
-    result = subprocess.run(
-        [sys.executable, "-c", FLAGS_SCRIPT, json.dumps(argv[3:])],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out = parse_flags(argv[3:], env)
     # the flag's default,layer wins over the environment's default
-    assert out == {
-        "groups": ["checkpoint", "evaluate", "first_iteration", "inference", "job", "layer"],
-        "service": "gpt-8b",
-    }
+    assert out["groups"] == ["checkpoint", "evaluate", "first_iteration", "inference", "job", "layer"]
+    assert out["service_name"] == "gpt-8b"
 
 
 def _exporter_installed() -> bool:

@@ -16,6 +16,10 @@ import pytest
 
 pytest.importorskip("torch", reason="torch is needed to run megatron.training on CPU")
 
+from codegen.cli import main
+from codegen.diagnostics import Diagnostics
+from codegen.report import CaptureError, build
+from codegen.spec.load import load_project
 from tests.megatron_cpu.pretrain_harness import (
     KILL_AT,
     RESUME_ITERS,
@@ -23,21 +27,17 @@ from tests.megatron_cpu.pretrain_harness import (
     SIGTERM_AT,
     TRAIN_ITERS,
 )
+from tests.support.otlp_json import named
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 
 
 @pytest.fixture(scope="module")
 def project():
-    from codegen.diagnostics import Diagnostics
-    from codegen.spec.load import load_project
-
     return load_project(SPECS, Diagnostics())
 
 
 def _report(project, *runs):
-    from codegen.report import build
-
     for run in runs:
         run.check()
     return build(project, [run.capture for run in runs]).report
@@ -103,11 +103,7 @@ def test_resumed_run_lost_progress_and_restart(pretrain_runs, project):
     assert second.saves == [RESUME_ITERS]
     assert first.redone == 0
     fresh_spans, resume_spans = fresh.spans(), resume.spans()
-    (last_save,) = [
-        s
-        for s in _named(fresh_spans, "megatron.checkpoint.exposed_save")
-        if s["attributes"]["megatron.iteration"] == TRAIN_ITERS
-    ]
+    (last_save,) = named(fresh_spans, "megatron.checkpoint.exposed_save", iteration=TRAIN_ITERS)
     fresh_end = max(s["end"] for s in fresh_spans)
     # lost: goodput after the save, at most the time left in the run after it
     assert 0 <= report.totals["progress_lost"] <= (fresh_end - last_save["end"]) / 1e9
@@ -140,8 +136,6 @@ def test_killed_run_then_a_run_from_scratch_loses_everything_it_trained(pretrain
 
 def test_runs_that_overlapped_are_refused_as_two_jobs(pretrain_runs, project):
     """resume and killed ran side by side (one harness batch): one rank each, at the same time."""
-    from codegen.report import CaptureError, build
-
     with pytest.raises(CaptureError, match="spans of two jobs mixed"):
         build(project, [pretrain_runs["resume"].capture, pretrain_runs["killed"].capture])
 
@@ -174,8 +168,6 @@ def test_default_preset_has_no_iterations_but_goodput(pretrain_runs, project):
 
 
 def test_cli_writes_the_outputs(pretrain_runs, tmp_path, capsys):
-    from codegen.cli import main
-
     fresh, resume = pretrain_runs["fresh"], pretrain_runs["resume"]
     out = tmp_path / "report"
     assert main(["report", str(fresh.capture), str(resume.capture), "--out", str(out)]) == 0

@@ -11,6 +11,8 @@ to (telemetry off: byte-identical).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ for _module, _why in (
 ):
     pytest.importorskip(_module, reason=_why)
 
+from codegen.capture import CapturedSpan
 from tests.megatron_cpu.serving import (
     CASES,
     SLOW_CASE,
@@ -111,7 +114,8 @@ def serve(root: Path, out: Path, tree: str, env: dict[str, str] | None = None) -
     with Server(root, out, env=env) as server:
         result = exercise(server, tree)
     result["log"] = server.output()
-    result["spans"], result["metrics"] = read_capture(out / "capture.jsonl")
+    result["capture"] = out / "capture.jsonl"
+    result["spans"], result["metrics"] = read_capture(result["capture"])
     return result
 
 
@@ -226,8 +230,8 @@ def instrumented(instrumented_tree, tmp_path_factory) -> dict[str, dict[str, Any
     return runs
 
 
-def by_trace(spans: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-    return [s for s in spans if int(s["traceId"], 16) == n]
+def by_trace(spans: list[CapturedSpan], n: int) -> list[CapturedSpan]:
+    return [s for s in spans if int(s.trace_id, 16) == n]
 
 
 def test_telemetry_off_answers_byte_for_byte_as_the_pristine_server(baseline, instrumented):
@@ -255,18 +259,18 @@ def test_32_concurrent_requests_are_32_server_spans_each_with_its_own_children(i
     for i, case in enumerate(concurrent_cases()):
         payload = json.loads(case.body)
         trace = by_trace(spans, CONCURRENT_TRACE + i)
-        servers = [s for s in trace if s["name"] in SERVER_SPANS]
-        assert len(servers) == 1, (i, [s["name"] for s in trace])
+        servers = [s for s in trace if s.name in SERVER_SPANS]
+        assert len(servers) == 1, (i, [s.name for s in trace])
         (server,) = servers
-        assert int(server["parentSpanId"], 16) == CONCURRENT_TRACE + i  # the client's span
+        assert int(server.parent_id, 16) == CONCURRENT_TRACE + i  # the client's span
         children = [s for s in trace if s is not server]
-        assert all(s["parentSpanId"] == server["spanId"] for s in children)
-        assert {s["name"] for s in children} == CHILDREN[server["name"]] and len(children) == 3
-        (formatting,) = [s for s in children if s["name"].endswith("format")]
-        (engine,) = [s for s in children if s["name"].endswith("engine")]
-        assert int(formatting["startTimeUnixNano"]) >= int(engine["endTimeUnixNano"])
-        assert formatting.get("status", {}).get("code", 0) != 2
-        attrs = server["attrs"]
+        assert all(s.parent_id == server.span_id for s in children)
+        assert {s.name for s in children} == CHILDREN[server.name] and len(children) == 3
+        (formatting,) = [s for s in children if s.name.endswith("format")]
+        (engine,) = [s for s in children if s.name.endswith("engine")]
+        assert formatting.start_ns >= engine.end_ns
+        assert formatting.status != "ERROR"
+        attrs = server.attributes
         prompt = (
             chat_prompt_ids(payload["messages"])
             if "messages" in payload
@@ -280,72 +284,72 @@ def test_32_concurrent_requests_are_32_server_spans_each_with_its_own_children(i
         assert attrs["gen_ai.response.finish_reasons"] == ["length"]
         assert "error.type" not in attrs
     # every child of a request's span is in that request's trace: none parented across requests
-    ids = {s["spanId"]: s for s in spans}
+    ids = {s.span_id: s for s in spans}
     for span in spans:
-        parent = ids.get(span.get("parentSpanId", ""))
-        assert parent is None or parent["traceId"] == span["traceId"]
+        parent = ids.get(span.parent_id or "")
+        assert parent is None or parent.trace_id == span.trace_id
 
 
 def test_request_attributes_and_the_response(instrumented, baseline):
     spans = instrumented["all"]["spans"]
-    (server,) = [s for s in by_trace(spans, CASE_TRACE["completion-batch"]) if s["name"] in SERVER_SPANS]
-    assert server["name"] == "text_completion"
-    attrs = server["attrs"]
+    (server,) = [s for s in by_trace(spans, CASE_TRACE["completion-batch"]) if s.name in SERVER_SPANS]
+    assert server.name == "text_completion"
+    attrs = server.attributes
     assert (attrs["gen_ai.request.top_p"], attrs["gen_ai.request.top_k"]) == (0.9, 5.0)
     assert attrs["gen_ai.response.finish_reasons"] == ["length"] * 3
     assert attrs["gen_ai.usage.output_tokens"] == 12
-    (chat,) = [s for s in by_trace(spans, CASE_TRACE["chat-unversioned"]) if s["name"] in SERVER_SPANS]
-    assert chat["name"] == "chat" and chat["attrs"]["gen_ai.request.choice.count"] == 2
+    (chat,) = [s for s in by_trace(spans, CASE_TRACE["chat-unversioned"]) if s.name in SERVER_SPANS]
+    assert chat.name == "chat" and chat.attributes["gen_ai.request.choice.count"] == 2
     engine = [
         s
         for s in by_trace(spans, CASE_TRACE["chat-unversioned"])
-        if s["name"] == "megatron.inference.chat_engine"
+        if s.name == "megatron.inference.chat_engine"
     ]
-    assert [s["attrs"]["megatron.inference.engine_requests"] for s in engine] == [2]
+    assert [s.attributes["megatron.inference.engine_requests"] for s in engine] == [2]
     response = baseline["replies"]["chat-unversioned"].json()
     if baseline["tree"] == "main":  # main answers with the engine request's uid; 0.19.2 makes its own
-        assert chat["attrs"]["gen_ai.response.id"] == response["id"]
+        assert chat.attributes["gen_ai.response.id"] == response["id"]
 
 
 def test_error_paths_set_error_type(instrumented):
     spans = instrumented["all"]["spans"]
 
-    def server(case: str) -> dict[str, Any]:
-        (found,) = [s for s in by_trace(spans, CASE_TRACE[case]) if s["name"] in SERVER_SPANS]
+    def server(case: str) -> CapturedSpan:
+        (found,) = [s for s in by_trace(spans, CASE_TRACE[case]) if s.name in SERVER_SPANS]
         return found
 
     for case in ("engine-failed", "chat-engine-failed"):
         failed = server(case)
-        assert failed["attrs"]["error.type"] == "500", case
-        assert failed["status"].get("code") == 2, case
+        assert failed.attributes["error.type"] == "500", case
+        assert failed.status == "ERROR", case
     bad = server("bad-json")  # Quart raises BadRequest from get_json: the span records it
-    assert bad["status"] == {"code": 2, "message": "BadRequest"}
-    assert bad["attrs"]["error.type"] == "400"  # the HTTP status, as on the engine's failures
-    assert [e["name"] for e in bad.get("events", ())] == ["exception"]
+    assert (bad.status, bad.status_message) == ("ERROR", "BadRequest")
+    assert bad.attributes["error.type"] == "400"  # the HTTP status, as on the engine's failures
+    assert [e.name for e in bad.events] == ["exception"]
     durations: dict[int, int] = {}
     for metric in instrumented["all"]["metrics"]:
-        if metric["name"] != "gen_ai.server.request.duration":
+        if metric.name != "gen_ai.server.request.duration":
             continue
-        for point in metric["histogram"]["dataPoints"]:
-            errors = [a["value"]["stringValue"] for a in point["attributes"] if a["key"] == "error.type"]
-            if errors:
-                durations[int(errors[0])] = durations.get(int(errors[0]), 0) + int(point["count"])
+        assert metric.kind == "histogram"
+        for point in metric.data_points:
+            if error := point.attributes.get("error.type"):
+                durations[int(error)] = durations.get(int(error), 0) + point.count
     assert durations == {400: 3, 500: 2}
 
 
 def test_a_client_that_goes_away_ends_its_span_once_marked(instrumented):
     trace = by_trace(instrumented["all"]["spans"], SLOW_TRACE)
-    servers = [s for s in trace if s["name"] in SERVER_SPANS]
+    servers = [s for s in trace if s.name in SERVER_SPANS]
     assert len(servers) == 1
-    assert servers[0]["status"]["code"] == 2  # ERROR: cancelled
-    assert "Cancel" in servers[0]["status"].get("message", "")
-    engine = [s for s in trace if s["name"] == "megatron.inference.engine"]
-    assert len(engine) == 1 and engine[0]["status"]["code"] == 2
+    assert servers[0].status == "ERROR"  # cancelled
+    assert "Cancel" in servers[0].status_message
+    engine = [s for s in trace if s.name == "megatron.inference.engine"]
+    assert len(engine) == 1 and engine[0].status == "ERROR"
 
 
 def test_the_default_preset_keeps_the_server_span_alone(instrumented):
     spans = instrumented["default"]["spans"]
-    assert {s["name"] for s in spans} == SERVER_SPANS
+    assert {s.name for s in spans} == SERVER_SPANS
     streamed = streams(instrumented["default"]["tree"])
     # the cases, the 32, the one that went away, one after; main: the streamed ones and the stream
     # the client went away from
@@ -356,14 +360,13 @@ def test_the_default_preset_keeps_the_server_span_alone(instrumented):
 def test_the_metrics_carry_the_conventions_buckets(instrumented):
     from codegen.otel_runtime._genai import BUCKETS
 
-    metrics = {m["name"]: m for m in instrumented["all"]["metrics"]}
+    metrics = {m.name: m for m in instrumented["all"]["metrics"]}
     assert set(BUCKETS) <= set(metrics)
     for name, bounds in BUCKETS.items():
-        points = metrics[name]["histogram"]["dataPoints"]
-        assert points and all(p["explicitBounds"] == list(bounds) for p in points), name
-    answered = sum(
-        int(p["count"]) for p in metrics["gen_ai.server.request.duration"]["histogram"]["dataPoints"]
-    )
+        points = metrics[name].data_points
+        assert metrics[name].kind == "histogram", name
+        assert points and all(p.explicit_bounds == tuple(bounds) for p in points), name
+    answered = sum(p.count for p in metrics["gen_ai.server.request.duration"].data_points)
     # the ones that went away have no response; a streamed one is answered when its stream ends
     streamed = streams(instrumented["all"]["tree"])
     assert answered == len(CASES) + len(concurrent_cases()) + 1 + len(streamed)
@@ -372,8 +375,9 @@ def test_the_metrics_carry_the_conventions_buckets(instrumented):
 def test_time_to_first_token_per_engine_request_and_per_stream(instrumented):
     """From the engine's events for each answered engine request (n of them for a chat with n
     choices), from the first chunk for a streamed answer (main): one more than without it."""
-    metrics = {m["name"]: m for m in instrumented["all"]["metrics"]}
-    points = metrics["gen_ai.server.time_to_first_token"]["histogram"]["dataPoints"]
+    metrics = {m.name: m for m in instrumented["all"]["metrics"]}
+    assert metrics["gen_ai.server.time_to_first_token"].kind == "histogram"
+    points = metrics["gen_ai.server.time_to_first_token"].data_points
 
     def engine_requests(case: str) -> int:  # a batch of prompts, or n choices
         payload = json.loads(CASES[case].body)
@@ -385,7 +389,7 @@ def test_time_to_first_token_per_engine_request_and_per_stream(instrumented):
     # the cases, the 32 and the one after the disconnect
     expected = sum(map(engine_requests, answered)) + len(concurrent_cases()) + 1
     streamed = streams(instrumented["all"]["tree"])
-    assert sum(int(p["count"]) for p in points) == expected + len(streamed)
+    assert sum(p.count for p in points) == expected + len(streamed)
 
 
 def test_a_streamed_chat_span_ends_once_when_its_stream_ends(instrumented):
@@ -393,21 +397,21 @@ def test_a_streamed_chat_span_ends_once_when_its_stream_ends(instrumented):
         pytest.skip("megatron-core 0.19.2's chat endpoint does not stream (main's does)")
     spans = instrumented["all"]["spans"]
     trace = by_trace(spans, CASE_TRACE["chat-stream"])
-    servers = [s for s in trace if s["name"] in SERVER_SPANS]
-    assert len(servers) == 1, [s["name"] for s in trace]  # ended once
+    servers = [s for s in trace if s.name in SERVER_SPANS]
+    assert len(servers) == 1, [s.name for s in trace]  # ended once
     (server,) = servers
-    assert server["name"] == "chat" and server["status"].get("code", 0) != 2
-    assert int(server["parentSpanId"], 16) == CASE_TRACE["chat-stream"]
-    assert server["attrs"]["gen_ai.request.stream"] is True
-    assert server["attrs"]["gen_ai.operation.name"] == "chat"
+    assert server.name == "chat" and server.status != "ERROR"
+    assert int(server.parent_id, 16) == CASE_TRACE["chat-stream"]
+    assert server.attributes["gen_ai.request.stream"] is True
+    assert server.attributes["gen_ai.operation.name"] == "chat"
     # the template rendered under it; no engine wait (the stream is the wait), the span outlives it
     (template,) = [s for s in trace if s is not server]
-    assert template["name"] == "megatron.inference.chat_template"
-    assert template["parentSpanId"] == server["spanId"]
-    assert int(server["endTimeUnixNano"]) > int(template["endTimeUnixNano"])
+    assert template.name == "megatron.inference.chat_template"
+    assert template.parent_id == server.span_id
+    assert server.end_ns > template.end_ns
     # the client that went away from a stream: its span ends once, marked
-    gone = [s for s in by_trace(spans, STREAM_SLOW_TRACE) if s["name"] in SERVER_SPANS]
-    assert len(gone) == 1 and gone[0]["status"]["code"] == 2, gone
+    gone = [s for s in by_trace(spans, STREAM_SLOW_TRACE) if s.name in SERVER_SPANS]
+    assert len(gone) == 1 and gone[0].status == "ERROR", gone
 
 
 # Spans of the serving groups no CPU run reaches, each with what blocks it (as test_pretrain_cpu.py's
@@ -421,31 +425,9 @@ NEEDS_CUDA = {
 
 @pytest.mark.parametrize("run", ["default", "all"])
 def test_the_capture_passes_codegen_verify(instrumented, run, tmp_path):
-    import subprocess
-    import sys
-
-    capture = tmp_path / "capture.jsonl"
-    capture.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "resourceSpans": [
-                        {
-                            "resource": {},
-                            "scopeSpans": [
-                                {
-                                    "scope": {"name": "megatron"},
-                                    "spans": [{k: v for k, v in s.items() if k != "attrs"}],
-                                }
-                            ],
-                        }
-                    ]
-                }
-            )
-            + "\n"
-            for s in instrumented[run]["spans"]
-        )
-    )
+    capture = tmp_path / "capture.jsonl"  # the spans alone
+    lines = instrumented[run]["capture"].read_text().splitlines(keepends=True)
+    capture.write_text("".join(line for line in lines if line.startswith('{"resourceSpans"')))
     groups = "inference" if run == "default" else "inference,inference_steps"
     command = [
         sys.executable,

@@ -17,39 +17,13 @@ for _module in ("torch", "triton", "numpy"):
     pytest.importorskip(_module, reason=f"{_module} is needed to import megatron.training")
 
 from codegen.spec.load import load_project
-from tests.support.megatron_workers import worker_env
+from tests.support.megatron_workers import parse_flags, worker_env
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 
-SCRIPT = """\
-import json, sys, typing
-typing.override = getattr(typing, "override", lambda f: f)
-from megatron.training.arguments import parse_args
-from megatron.core import otel
-
-sys.argv = ["pretrain"] + json.loads(sys.argv[1])
-args = parse_args()
-groups = otel.configure(args)
-print(json.dumps({
-    "enabled": args.otel_enabled,
-    "span_groups": args.otel_span_groups,
-    "service_name": args.otel_service_name,
-    "groups": sorted(groups),
-}))
-"""
-
 
 def _run(fork_root: Path, argv: list[str], **env: str) -> dict:
-    environment = {**worker_env(fork_root), "MEGATRON_OTEL_EXPORTER": "none", **env}
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps(argv)],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return parse_flags(argv, {**worker_env(fork_root), "MEGATRON_OTEL_EXPORTER": "none", **env})
 
 
 def test_otel_flags_parse_and_configure_the_runtime(fork_root: Path) -> None:

@@ -23,8 +23,9 @@ for _module in ("torch", "triton", "numpy", "opentelemetry.sdk.trace"):
 
 import torch
 
+from codegen.cli import main
 from tests.support.megatron_workers import worker_env
-from tests.support.otlp_json import console_capture
+from tests.support.otlp_json import console_capture, named
 from tests.support.ports import free_port
 
 WORKER = Path(__file__).resolve().parent / "megatron_training_worker.py"
@@ -55,10 +56,6 @@ def training_results(fork_root: Path, tmp_path_factory) -> dict[str, Any]:
     return torch.load(out, weights_only=False)
 
 
-def _named(spans: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
-    return [span for span in spans if span["name"] == name]
-
-
 def _children(spans: list[dict[str, Any]], parent: dict[str, Any]) -> list[dict[str, Any]]:
     return [span for span in spans if span["parent_id"] == parent["span_id"]]
 
@@ -80,7 +77,7 @@ def eval_spans(training_results) -> list[dict[str, Any]]:
 
 
 def test_evaluate_span_carries_eval_iters(eval_spans):
-    (evaluate,) = _named(eval_spans, "megatron.evaluate")
+    (evaluate,) = named(eval_spans, "megatron.evaluate")
     assert evaluate["attributes"] == {
         "megatron.span_group": "evaluate",
         "megatron.eval_iters": EVAL_ITERS,
@@ -90,8 +87,8 @@ def test_evaluate_span_carries_eval_iters(eval_spans):
 
 
 def test_evaluate_steps_are_children_numbered_from_one(eval_spans):
-    (evaluate,) = _named(eval_spans, "megatron.evaluate")
-    steps = _named(eval_spans, "megatron.evaluate.step")
+    (evaluate,) = named(eval_spans, "megatron.evaluate")
+    steps = named(eval_spans, "megatron.evaluate.step")
     assert [s["attributes"] for s in steps] == [
         {"megatron.span_group": "evaluate", "megatron.eval_iteration": i} for i in range(1, EVAL_ITERS + 1)
     ]
@@ -102,15 +99,15 @@ def test_evaluate_steps_are_children_numbered_from_one(eval_spans):
 
 def test_eval_microbatch_forward_is_under_evaluate_step(eval_spans):
     by_id = {span["span_id"]: span for span in eval_spans}
-    forwards = _named(eval_spans, "megatron.microbatch.forward")
+    forwards = named(eval_spans, "megatron.microbatch.forward")
     assert len(forwards) == EVAL_ITERS * NUM_MICROBATCHES
     for forward in forwards:
         assert by_id[forward["parent_id"]]["name"] == "megatron.evaluate.step"
-    for step in _named(eval_spans, "megatron.evaluate.step"):
+    for step in named(eval_spans, "megatron.evaluate.step"):
         children = _children(eval_spans, step)
         assert [c["name"] for c in children] == ["megatron.microbatch.forward"] * NUM_MICROBATCHES
-    assert not _named(eval_spans, "megatron.microbatch.backward")  # forward_only=True
-    for layer in _named(eval_spans, "megatron.layer.forward"):
+    assert not named(eval_spans, "megatron.microbatch.backward")  # forward_only=True
+    for layer in named(eval_spans, "megatron.layer.forward"):
         assert by_id[layer["parent_id"]]["name"] == "megatron.microbatch.forward"
 
 
@@ -146,12 +143,12 @@ def test_train_step_emits_forward_backward_then_optimizer(train_spans):
         "megatron.train.iteration.forward_backward",
         "megatron.train.iteration.optimizer",
     ] * TRAIN_STEPS
-    for span in _named(train_spans, "megatron.train.iteration.forward_backward"):
+    for span in named(train_spans, "megatron.train.iteration.forward_backward"):
         assert span["attributes"] == {
             "megatron.span_group": "forward_backward",
             "num_microbatches": NUM_MICROBATCHES,
         }
-    for span in _named(train_spans, "megatron.train.iteration.optimizer"):
+    for span in named(train_spans, "megatron.train.iteration.optimizer"):
         assert span["attributes"] == {
             "megatron.span_group": "optimizer",
             "megatron.update_successful": True,
@@ -163,15 +160,15 @@ def test_train_step_emits_forward_backward_then_optimizer(train_spans):
 
 
 def test_train_microbatches_are_under_forward_backward(train_spans):
-    for forward_backward in _named(train_spans, "megatron.train.iteration.forward_backward"):
+    for forward_backward in named(train_spans, "megatron.train.iteration.forward_backward"):
         children = sorted(c["name"] for c in _children(train_spans, forward_backward))
         assert children == sorted(
             ["megatron.microbatch.forward", "megatron.microbatch.backward"] * NUM_MICROBATCHES
         )
     by_id = {span["span_id"]: span for span in train_spans}
-    for layer in _named(train_spans, "megatron.layer.forward"):
+    for layer in named(train_spans, "megatron.layer.forward"):
         assert by_id[layer["parent_id"]]["name"] == "megatron.microbatch.forward"
-    assert len(_named(train_spans, "megatron.layer.forward")) == TRAIN_STEPS * NUM_MICROBATCHES * NUM_LAYERS
+    assert len(named(train_spans, "megatron.layer.forward")) == TRAIN_STEPS * NUM_MICROBATCHES * NUM_LAYERS
 
 
 @pytest.mark.parametrize("run", ["off", "default", "job"])
@@ -221,8 +218,6 @@ def test_results_identical_with_and_without_telemetry(training_results, run):
 
 
 def test_codegen_verify_accepts_the_training_run(training_results, tmp_path, capsys):
-    from codegen.cli import main
-
     spans = training_results["evaluate"]["all"]["spans"] + training_results["train_step"]["all"]["spans"]
     capture = tmp_path / "capture.json"
     capture.write_text(console_capture(spans))

@@ -84,18 +84,10 @@ def test_many_ranks_into_one_receiver_nothing_lost_memory_bounded():
         }
         env.update(receiver.environ(), PYTHONWARNINGS="ignore")
         env = with_pythonpath(REPO, env=env)
+        command = [sys.executable, str(WORKER), "--world-size", str(N_RANKS), "--spans", str(SPANS_PER_RANK)]
         procs = [
             subprocess.Popen(
-                [
-                    sys.executable,
-                    str(WORKER),
-                    "--rank",
-                    str(rank),
-                    "--world-size",
-                    str(N_RANKS),
-                    "--spans",
-                    str(SPANS_PER_RANK),
-                ],
+                [*command, "--rank", str(rank)],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

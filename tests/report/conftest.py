@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import pytest
 
+from codegen.diagnostics import Diagnostics
+from codegen.report.taxonomy import Taxonomy
+from codegen.spec.load import load_project
 from tests.support.paths import SPECS
 
 
 @pytest.fixture(scope="session")
 def project():
-    from codegen.diagnostics import Diagnostics
-    from codegen.spec.load import load_project
-
     return load_project(SPECS, Diagnostics())
 
 
 @pytest.fixture(scope="session")
 def taxonomy(project):
-    from codegen.report.taxonomy import Taxonomy
-
     return Taxonomy.from_project(project)

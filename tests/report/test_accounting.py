@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from codegen.report import build
+from codegen.report import CaptureError, build
 from codegen.report.taxonomy import CATEGORIES, Taxonomy, TaxonomyError
 from tests.support.otlp_json import Spans, simple_run
 
@@ -131,8 +131,6 @@ def test_run_id_groups_ranks_and_separates_restarts(project, tmp_path):
 
 
 def test_overlapping_runs_of_different_ids_are_two_jobs(project, tmp_path):
-    from codegen.report import CaptureError
-
     captures = []
     for run_id in ("aa", "bb"):
         spans = Spans({"service.name": "test", "process.pid": 7, "megatron.run_id": run_id})
@@ -165,8 +163,6 @@ def test_files_read_in_worker_processes_give_the_same_report(project, tmp_path):
 
 
 def test_worker_processes_report_the_first_bad_file(project, tmp_path):
-    from codegen.report import CaptureError
-
     good = Spans({"service.name": "a", "process.pid": 1})
     simple_run(good)
     other = Spans({"service.name": "b", "process.pid": 2})

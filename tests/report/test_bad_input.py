@@ -51,38 +51,22 @@ def test_invalid_json_names_line_and_column(capsys, tmp_path):
     assert err.startswith(f"{path}:2:")
 
 
-def test_two_jobs_mixed_by_job_uuid(capsys, tmp_path):
-    _good(tmp_path, "a.json", job_uuid="job-a")
-    _good(tmp_path, "b.json", job_uuid="job-b", **{"process.pid": 2})
-    _refused(
-        capsys, tmp_path, tmp_path / "a.json", tmp_path / "b.json", match="spans of two jobs mixed: job_uuid"
-    )
-
-
-def test_two_jobs_mixed_by_overlapping_single_rank_runs(capsys, tmp_path):
-    """Two one-rank jobs that ran side by side."""
-    _good(tmp_path, "a.json", **{"dl.world_size": 1, "dl.rank": 0})
-    _good(tmp_path, "b.json", **{"dl.world_size": 1, "dl.rank": 1, "process.pid": 2})
-    _refused(capsys, tmp_path, tmp_path / "a.json", tmp_path / "b.json", match="dl.world_size is 1")
-
-
-def test_two_jobs_mixed_by_overlapping_processes_without_rank(capsys, tmp_path):
-    """Two CPU runs of the harness side by side: no rank, no run id, at the same time."""
-    _good(tmp_path, "a.json")
-    _good(tmp_path, "b.json", **{"process.pid": 2})
-    _refused(
-        capsys,
-        tmp_path,
-        tmp_path / "a.json",
-        tmp_path / "b.json",
-        match="neither a rank (dl.rank) nor a run id",
-    )
-
-
-def test_two_jobs_mixed_same_rank_twice(capsys, tmp_path):
-    _good(tmp_path, "a.json", **{"dl.rank": 0})
-    _good(tmp_path, "b.json", **{"dl.rank": 0, "process.pid": 2})
-    _refused(capsys, tmp_path, tmp_path / "a.json", tmp_path / "b.json", match="two processes of rank 0")
+@pytest.mark.parametrize(
+    ("a", "b", "match"),
+    [
+        ({"job_uuid": "job-a"}, {"job_uuid": "job-b"}, "spans of two jobs mixed: job_uuid"),
+        # two one-rank jobs that ran side by side
+        ({"dl.world_size": 1, "dl.rank": 0}, {"dl.world_size": 1, "dl.rank": 1}, "dl.world_size is 1"),
+        # two CPU runs of the harness side by side: no rank, no run id, at the same time
+        ({}, {}, "neither a rank (dl.rank) nor a run id"),
+        ({"dl.rank": 0}, {"dl.rank": 0}, "two processes of rank 0"),
+    ],
+    ids=["job_uuid", "overlapping_single_rank_runs", "overlapping_processes_without_rank", "same_rank_twice"],
+)
+def test_two_jobs_mixed(capsys, tmp_path, a, b, match):
+    _good(tmp_path, "a.json", **a)
+    _good(tmp_path, "b.json", **b, **{"process.pid": 2})
+    _refused(capsys, tmp_path, tmp_path / "a.json", tmp_path / "b.json", match=match)
 
 
 def _negative_duration(spans: list[dict]) -> None:
@@ -109,12 +93,9 @@ def test_span_times_that_cannot_be(capsys, tmp_path, mutate, match: str, place: 
     assert err.startswith(f"{tmp_path / 'bad.json'}:1:1: error: {place}"), err
 
 
-def test_not_a_capture(capsys, tmp_path):
+def test_not_a_capture_and_missing_file(capsys, tmp_path):
     (tmp_path / "x.json").write_text(json.dumps({"hello": 1}))
     _refused(capsys, tmp_path, tmp_path / "x.json", match="neither OTLP JSON")
-
-
-def test_missing_file(capsys, tmp_path):
     _refused(capsys, tmp_path, tmp_path / "nope.json", match="cannot read")
 
 
@@ -144,10 +125,8 @@ def test_unknown_names_warn_and_still_report(capsys, tmp_path):
     assert "Goodput:" in out
 
 
-@pytest.mark.parametrize("console", [True])
-def test_console_exporter_stream(capsys, tmp_path, console):
+def test_console_exporter_stream(capsys, tmp_path):
     """The SDK console exporter's output: indented span objects one after the other."""
-    del console
     spans = []
     for name, start, end, parent in (
         ("megatron.startup", "2026-01-01T00:00:00.000000Z", "2026-01-01T00:00:02.000000Z", None),

@@ -7,33 +7,12 @@ runtime environment checks the same against the session's own runs
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from codegen.report import build
 from codegen.report.render_text import FIRST_RULE, render_text, seconds
+from tests.support.otlp_json import named, read_spans
 from tests.support.paths import REPORT_DATA as DATA
-
-
-def _spans(name: str) -> list[dict]:
-    found = []
-    for line in (DATA / name).read_text().splitlines():
-        for resource in json.loads(line).get("resourceSpans", []):
-            for scope in resource["scopeSpans"]:
-                for raw in scope["spans"]:
-                    attrs = {a["key"]: a["value"] for a in raw.get("attributes", [])}
-                    found.append(
-                        {
-                            "name": raw["name"],
-                            "start": int(raw["startTimeUnixNano"]),
-                            "end": int(raw["endTimeUnixNano"]),
-                            "iteration": int(attrs["megatron.iteration"]["intValue"])
-                            if "megatron.iteration" in attrs
-                            else None,
-                        }
-                    )
-    return found
 
 
 def _seconds(spans, name) -> float:
@@ -42,7 +21,7 @@ def _seconds(spans, name) -> float:
 
 def test_fresh_capture(project):
     report = build(project, [DATA / "fresh.jsonl"]).report
-    spans = _spans("fresh.jsonl")
+    spans = read_spans(DATA / "fresh.jsonl")
     assert report.wall == pytest.approx((max(s["end"] for s in spans) - min(s["start"] for s in spans)) / 1e9)
     assert abs(sum(report.totals.values()) - report.wall) <= 0.01 * report.wall
     (run,) = report.runs
@@ -52,7 +31,7 @@ def test_fresh_capture(project):
     assert report.totals["data_loading"] == pytest.approx(_seconds(spans, "megatron.startup.dataloader"))
     saves = [c for c in report.checkpoints if c.kind == "save"]
     assert [(c.iteration, c.seconds) for c in saves] == [
-        (s["iteration"], pytest.approx((s["end"] - s["start"]) / 1e9))
+        (s["attributes"]["megatron.iteration"], pytest.approx((s["end"] - s["start"]) / 1e9))
         for s in sorted(spans, key=lambda s: s["start"])
         if s["name"] == "megatron.checkpoint.exposed_save"
     ]
@@ -65,11 +44,11 @@ def test_fresh_capture(project):
 
 def test_fresh_then_resume(project):
     report = build(project, [DATA / "fresh.jsonl", DATA / "resume.jsonl"]).report
-    fresh, resume = _spans("fresh.jsonl"), _spans("resume.jsonl")
+    fresh, resume = read_spans(DATA / "fresh.jsonl"), read_spans(DATA / "resume.jsonl")
     assert abs(sum(report.totals.values()) - report.wall) <= 0.01 * report.wall
     first, second = report.runs
     assert second.resumed_from == 4 and second.saves == [6] and first.redone == 0
-    (save4,) = [s for s in fresh if s["name"] == "megatron.checkpoint.exposed_save" and s["iteration"] == 4]
+    (save4,) = named(fresh, "megatron.checkpoint.exposed_save", iteration=4)
     fresh_end = max(s["end"] for s in fresh)
     assert 0 <= report.totals["progress_lost"] <= (fresh_end - save4["end"]) / 1e9
     assert report.totals["restart"] == pytest.approx((min(s["start"] for s in resume) - fresh_end) / 1e9)
@@ -93,10 +72,8 @@ def test_first_iteration_overhead_states_its_rule_and_per_process_median(project
     compared with (run 0's median step is 294.7 ms, above its 199.1 ms first step: no overhead),
     beside the step-time median over every run (191.4 ms)."""
     report = build(project, [DATA / "fresh.jsonl", DATA / "resume.jsonl"]).report
-    fresh = sorted(
-        (s for s in _spans("fresh.jsonl") if s["name"] == "megatron.train.iteration"),
-        key=lambda s: s["start"],
-    )
+    iterations = named(read_spans(DATA / "fresh.jsonl"), "megatron.train.iteration")
+    fresh = sorted(iterations, key=lambda s: s["start"])
     first_ns = fresh[0]["end"] - fresh[0]["start"]
     others = sorted(s["end"] - s["start"] for s in fresh[1:])
     own_median = others[len(others) // 2] / 1e9

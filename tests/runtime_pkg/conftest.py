@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,8 +44,6 @@ _ENV_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """No telemetry, rank or SLURM variables from the machine running the tests."""
-    import os
-
     for name in list(os.environ):
         if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES:
             monkeypatch.delenv(name)
@@ -51,9 +52,6 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def exit_hooks(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[object]]:
     """Record atexit registrations and SIGTERM handler installs instead of making them."""
-    import atexit
-    import signal
-
     calls: dict[str, list[object]] = {"atexit": [], "sigterm": []}
     monkeypatch.setattr(atexit, "register", lambda fn, *a, **k: calls["atexit"].append(fn) or fn)
     real_signal = signal.signal
@@ -66,6 +64,12 @@ def exit_hooks(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[object]]:
 
     monkeypatch.setattr(signal, "signal", fake_signal)
     return calls
+
+
+@pytest.fixture
+def sites(rendered: Rendered) -> ModuleType:
+    """The call sites (runtime_pkg_support.CALL_SITES) on the rendered runtime, imported."""
+    return rendered.import_call_sites()
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import re
@@ -10,10 +11,12 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
+from typing import Any
 
 from codegen.diagnostics import Pos
 from codegen.emit.runtime import render_runtime
+from codegen.spec.load import load_project
 from codegen.spec.model import (
     EnvVar,
     Flag,
@@ -28,6 +31,7 @@ from codegen.spec.model import (
 )
 from codegen.upstream import UpstreamPin
 from tests.support.modules import with_pythonpath
+from tests.support.paths import SPECS
 
 POS = Pos("specs/groups.yaml", 1, 1)
 
@@ -189,10 +193,6 @@ class Rendered:
     def parent_module(self) -> str:
         return self.project.runtime.parent_module
 
-    @property
-    def init_path(self) -> Path:
-        return self.root / self.project.runtime.package / "__init__.py"
-
     def import_runtime(self) -> ModuleType:
         return importlib.import_module(self.project.runtime.module)
 
@@ -209,6 +209,27 @@ def render_into(root: Path, project: Project) -> Rendered:
     sites = root / parent.replace(".", "/") / "sites.py"
     sites.write_text(CALL_SITES.replace("RUNTIME_PARENT", parent), encoding="utf-8")
     return Rendered(root, project, files)
+
+
+def specs_runtime_in_memory(root: Path, top: str, monkeypatch: Any, groups: str) -> SimpleNamespace:
+    """The runtime rendered from the real specs as ``TOP/core/otel`` into ``root`` and configured,
+    ``groups`` on, on SDK providers that keep what they record: ``otel``, its ``spans`` (an
+    in-memory exporter), its metric ``reader`` and the groups configure() ``enabled``."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from tests.support.processors import in_memory
+
+    project = load_project(SPECS)
+    runtime = dataclasses.replace(project.runtime, package=f"{top}/core/otel")
+    otel = render_into(root, dataclasses.replace(project, runtime=runtime)).import_runtime()
+    tracer_provider, spans = in_memory()
+    reader = InMemoryMetricReader()
+    monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
+    monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", groups)
+    meter_provider = MeterProvider(metric_readers=[reader])
+    enabled = otel.configure(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    return SimpleNamespace(otel=otel, spans=spans, reader=reader, enabled=enabled)
 
 
 # -- scripts run in a subprocess on a rendered runtime (test_process_exit.py and others)

@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import random
+import sys
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 
 from tests.support.lean_workload import enable_env, own_provider_exporting_to
+from tests.support.processors import in_memory
 
 
 @pytest.fixture(params=["lean", "sdk"])
@@ -35,9 +36,7 @@ def recording(
         otel.configure()
         assert type(otel._state.PROCESS.run.tracer).__name__ == "LeanTracer"
     else:
-        exporter = InMemorySpanExporter()
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        provider, exporter = in_memory()
         enable_env(monkeypatch)
         otel.configure(tracer_provider=provider)
         assert type(otel._state.PROCESS.run.tracer).__name__ == "Tracer"
@@ -358,8 +357,6 @@ def test_a_traced_coroutine_off_is_the_coroutine_itself(otel: ModuleType) -> Non
     frame of the wrapper's: the disabled async span's cost, benchmarks/README.md); frameworks
     that ask whether it is a coroutine function (Quart: asyncio's on 3.11, inspect's on 3.14)
     are told so, and a second traced on it wraps it as a coroutine function too."""
-    import inspect
-    import sys
 
     async def handle(number: int) -> int:
         return number

@@ -12,7 +12,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
-from runtime_pkg_support import POS, make_project
+from runtime_pkg_support import POS, make_project, render_into
 
 from codegen.diagnostics import SpecError
 from codegen.spec.load import load_project
@@ -156,8 +156,6 @@ def test_env_table_comes_from_the_specs(importable, unique_top: str) -> None:
         for var in project.env
     )
     project = Project(**{**project.__dict__, "env": env})
-    from runtime_pkg_support import render_into
-
     otel = render_into(importable, project).import_runtime()
     assert otel._taxonomy.ENV["exporter"] == ("MEGATRON_OTEL_EXPORTER", "console", ("console", "none"))
     assert otel._taxonomy.ENV["enabled"] == ("MEGATRON_OTEL_ENABLED", "0", ())

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from codegen.cli import main as codegen_main
 from codegen.diagnostics import Diagnostics
-from codegen.emit.runtime import DEPENDENCY, render_runtime, runtime_sources
+from codegen.emit.runtime import DEPENDENCY, RECORDS, declare_runtime, render_runtime, runtime_sources
 from codegen.spec.load import load_project
+from tests.support.instrumentation_wheel import build_wheel, install_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "megatron/core/otel"
@@ -51,30 +51,14 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    assert codegen_main(["package", str(REPO / "specs"), "--runtime", "--out", str(out)]) == 0
-    (built,) = out.glob("*.whl")
-    return built
+    return build_wheel(tmp_path_factory.mktemp("dist"), "--runtime")
 
 
 @pytest.fixture(scope="module")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel installed from its file into a directory of its own (no dependencies: the test
     environment's OpenTelemetry is used)."""
-    target = tmp_path_factory.mktemp("site")
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "-q",
-        "--no-deps",
-        "--no-index",
-        "--target",
-        str(target),
-    ]
-    subprocess.run([*command, str(wheel)], check=True, capture_output=True)
-    return target
+    return install_wheel(wheel, tmp_path_factory.mktemp("site"))
 
 
 @pytest.fixture
@@ -185,7 +169,6 @@ def test_package_absent_stream_and_stamp_return_what_they_are_handed(tree: Path)
 def test_the_shims_record_types_have_the_runtimes_fields(tree: Path) -> None:
     """The taxonomy's values are the same tuples whether the shim or the runtime made their types:
     the shim's ``_records`` has every record type of the runtime's ``_records.py``, field for field."""
-    from codegen.emit.runtime import RECORDS
     from codegen.otel_runtime import _records
 
     probe = (
@@ -265,8 +248,6 @@ def test_the_otel_extra_names_the_runtime_instead_of_nemo_lens(tmp_path: Path) -
     """Replace + dependency mode on main: pyproject.toml's ``otel`` extra (#6438's nemo-lens[sdk])
     names megatron-otel-runtime; nothing else in the file changes (the ``dev`` group's nemo-lens
     serves #6415's base layer and stays). A file without such an extra is left alone."""
-    from codegen.emit.runtime import declare_runtime
-
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text(
         '[project.optional-dependencies]\ndev = [\n    "nemo-lens",\n]\n\notel = [\n    "nemo-lens[sdk]",\n]\n'

@@ -8,20 +8,14 @@ fields ``tests/target/test_engine_step_source.py`` finds in the real one); the
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from runtime_pkg_support import render_into
+from runtime_pkg_support import specs_runtime_in_memory
 
-from codegen.spec.load import load_project
+from tests.support.processors import metric_points
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 
@@ -29,20 +23,10 @@ SPECS = Path(__file__).resolve().parents[2] / "specs"
 @pytest.fixture
 def engine(importable: Path, unique_top: str, exit_hooks: Any, monkeypatch: pytest.MonkeyPatch):
     """The runtime rendered from the real specs, on SDK providers (in-memory), the engine's group on."""
-    project = load_project(SPECS)
-    project = dataclasses.replace(
-        project, runtime=dataclasses.replace(project.runtime, package=f"{unique_top}/core/otel")
-    )
-    otel: ModuleType = render_into(importable, project).import_runtime()
-    spans = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    reader = InMemoryMetricReader()
-    monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
-    monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", "inference_steps")
-    otel.configure(tracer_provider=tracer_provider, meter_provider=MeterProvider(metric_readers=[reader]))
+    engine = specs_runtime_in_memory(importable, unique_top, monkeypatch, "inference_steps")
+    otel = engine.otel
     assert otel.SPANS["megatron.inference.step"].group == "inference_steps" and otel.INFERENCE_STEPS
-    yield SimpleNamespace(otel=otel, spans=spans, reader=reader)
+    yield engine
     otel.reset()
 
 
@@ -71,16 +55,6 @@ def step(otel: ModuleType, *contexts: Any) -> None:
         asyncio.run(async_step(ctx))
 
 
-def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
-    found: dict[str, list[Any]] = {}
-    data = reader.get_metrics_data()
-    for resource in data.resource_metrics if data else ():
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                found.setdefault(metric.name, []).extend(metric.data.data_points)
-    return found
-
-
 def test_a_step_carries_its_batch_and_the_kv_blocks_in_use(engine):
     # two prompts of 100 and 28 tokens being prefilled beside 3 decoding requests (2 speculative
     # tokens each: 3 tokens per decode request), then a decode-only step
@@ -97,7 +71,7 @@ def test_a_step_carries_its_batch_and_the_kv_blocks_in_use(engine):
     }
     assert second.attributes["megatron.inference.prefill_tokens"] == 0
     assert second.attributes["megatron.inference.decode_tokens"] == 5
-    found = points(engine.reader)
+    found = metric_points(engine.reader)
     tokens = {
         p.attributes["megatron.inference.token.type"]: (p.count, p.sum)
         for p in found["megatron.inference.step.tokens"]
@@ -117,7 +91,7 @@ def test_nothing_raises_on_what_a_context_may_lack(engine):
     ]
     # a boolean is no count: the batch left out, the blocks kept
     assert attributes == [{}, {}, {}, {"megatron.inference.kv_cache.blocks_used": 7}]
-    assert "megatron.inference.step.tokens" not in points(engine.reader)
+    assert "megatron.inference.step.tokens" not in metric_points(engine.reader)
 
 
 def test_off_the_step_records_nothing(otel):

@@ -5,28 +5,26 @@ attributes, record the metrics, and never raise on what a server may hand them."
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
 import re
 import sys
 from importlib.metadata import version
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from opentelemetry.semconv._incubating.metrics import gen_ai_metrics
 from opentelemetry.semconv.attributes import error_attributes
 from opentelemetry.semconv.schemas import Schemas
-from runtime_pkg_support import render_into
+from runtime_pkg_support import specs_runtime_in_memory
 
 from codegen.otel_runtime import _genai
 from codegen.spec.load import load_project
+from tests.support.processors import metric_points
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs"
@@ -131,26 +129,14 @@ def test_bucket_boundaries_increase():
 @pytest.fixture
 def served(importable: Path, unique_top: str, exit_hooks: Any, monkeypatch: pytest.MonkeyPatch):
     """The runtime rendered from the real specs, on SDK providers (in-memory), inference on."""
-    project = load_project(SPECS)
-    project = dataclasses.replace(
-        project, runtime=dataclasses.replace(project.runtime, package=f"{unique_top}/core/otel")
-    )
-    rendered = render_into(importable, project)
-    otel: ModuleType = rendered.import_runtime()
-    spans = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    reader = InMemoryMetricReader()
-    meter_provider = MeterProvider(metric_readers=[reader])
-    monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
-    monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", "inference")
-    assert "inference" in otel.configure(tracer_provider=tracer_provider, meter_provider=meter_provider)
-    quart = SimpleNamespace(request=None)
-    monkeypatch.setitem(sys.modules, "quart", quart)
-    app = App()
-    otel.serve_app(app)
-    yield SimpleNamespace(otel=otel, spans=spans, reader=reader, app=app, quart=quart)
-    otel.reset()
+    served = specs_runtime_in_memory(importable, unique_top, monkeypatch, "inference")
+    assert "inference" in served.enabled
+    served.quart = SimpleNamespace(request=None)
+    monkeypatch.setitem(sys.modules, "quart", served.quart)
+    served.app = App()
+    served.otel.serve_app(served.app)
+    yield served
+    served.otel.reset()
 
 
 class App:
@@ -194,16 +180,6 @@ def respond(served: SimpleNamespace, status: int) -> None:
         assert _run(fn, response) is response
 
 
-def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
-    found: dict[str, list[Any]] = {}
-    data = reader.get_metrics_data()
-    for resource in data.resource_metrics if data else ():
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                found.setdefault(metric.name, []).extend(metric.data.data_points)
-    return found
-
-
 def test_a_request_continues_the_clients_trace_and_is_attributed(served):
     otel = served.otel
     traceparent = f"00-{TRACE_ID:032x}-{PARENT_ID:016x}-01"
@@ -244,7 +220,7 @@ def test_a_request_continues_the_clients_trace_and_is_attributed(served):
         "gen_ai.usage.input_tokens": 11,
         "gen_ai.usage.output_tokens": 6,
     }
-    recorded = points(served.reader)
+    recorded = metric_points(served.reader)
     ttft = recorded["gen_ai.server.time_to_first_token"]
     assert [(p.count, p.sum) for p in ttft] == [(1, 0.5)]
     assert list(ttft[0].explicit_bounds) == _advised_bounds(
@@ -279,7 +255,7 @@ def test_an_error_sets_error_type_and_status(served):
     assert finished.parent is None
     assert finished.attributes["error.type"] == "500"
     assert finished.status.status_code.name == "ERROR"
-    durations = points(served.reader)["gen_ai.server.request.duration"]
+    durations = metric_points(served.reader)["gen_ai.server.request.duration"]
     assert sorted(p.attributes["error.type"] for p in durations) == ["400", "500"]
 
 
@@ -317,8 +293,6 @@ class BadRequest(Exception):
 
 
 def test_a_body_that_is_not_json_sets_error_type_to_its_status(served):
-    import asyncio
-
     otel = served.otel
 
     async def get_json(fails: BaseException | None) -> Any:
@@ -343,7 +317,7 @@ def test_a_body_that_is_not_json_sets_error_type_to_its_status(served):
         respond(served, status)
     found = [s.attributes.get("error.type") for s in served.spans.get_finished_spans()]
     assert found == [None, "400", "ValueError"]
-    durations = points(served.reader)["gen_ai.server.request.duration"]
+    durations = metric_points(served.reader)["gen_ai.server.request.duration"]
     assert sorted(p.attributes.get("error.type", "") for p in durations) == ["", "400", "ValueError"]
 
 
@@ -351,8 +325,6 @@ def test_a_streamed_answer_records_first_token_and_duration_at_its_end(served):
     """The span handed over to the stream (``otel.stream``): time to first token at its first
     chunk, the request's duration when it is exhausted (not when the handler returned); a stream
     the client leaves has neither a duration nor a second end."""
-    import asyncio
-
     otel = served.otel
 
     async def chunks(count: int) -> Any:
@@ -379,13 +351,13 @@ def test_a_streamed_answer_records_first_token_and_duration_at_its_end(served):
 
     stream = handler(3)
     respond(served, 200)  # the response exists before its body is streamed
-    assert "gen_ai.server.request.duration" not in points(served.reader)
+    assert "gen_ai.server.request.duration" not in metric_points(served.reader)
     assert served.spans.get_finished_spans() == ()
     assert asyncio.run(read(stream)) == ["data: 0\n\n", "data: 1\n\n", "data: 2\n\n"]
     left = handler(3)
     respond(served, 200)
     assert asyncio.run(read(left, leave_after=1)) == ["data: 0\n\n"]
-    recorded = points(served.reader)
+    recorded = metric_points(served.reader)
     assert [p.count for p in recorded["gen_ai.server.time_to_first_token"]] == [2]
     (duration,) = recorded["gen_ai.server.request.duration"]
     assert duration.count == 1 and "error.type" not in duration.attributes

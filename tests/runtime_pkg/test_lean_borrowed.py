@@ -32,6 +32,7 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, TraceIdRatioBased
 
 from tests.support.lean_workload import normalized, workload
+from tests.support.processors import in_memory
 
 
 def environment(monkeypatch: pytest.MonkeyPatch, recording: str) -> None:
@@ -64,9 +65,7 @@ def run(otel: ModuleType, monkeypatch: pytest.MonkeyPatch, recording: str) -> li
     environment(monkeypatch, recording)
     exporter = InMemorySpanExporter()
     provider = distro_provider(exporter, span_limits=SpanLimits(max_span_attributes=4))
-    foreign_exporter = InMemorySpanExporter()
-    foreign_provider = TracerProvider(shutdown_on_exit=False)
-    foreign_provider.add_span_processor(SimpleSpanProcessor(foreign_exporter))
+    foreign_provider, foreign_exporter = in_memory(shutdown_on_exit=False)
     otel.configure(tracer_provider=provider)
     assert tracer_name(otel) == ("LeanTracer" if recording == "lean" else "Tracer")
     workload(

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 from opentelemetry import baggage, context, trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.support.lean_workload import own_provider_exporting_to
+from tests.support.processors import in_memory
 
 
 @pytest.fixture
@@ -32,9 +32,7 @@ def lean(otel: ModuleType, monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExpor
 
 @pytest.fixture
 def foreign() -> tuple[trace.Tracer, InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = in_memory()
     return provider.get_tracer("foreign"), exporter
 
 

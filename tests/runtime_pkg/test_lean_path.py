@@ -19,18 +19,15 @@ from types import ModuleType
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
 from tests.support.lean_workload import normalized, own_provider_exporting_to, workload
+from tests.support.processors import in_memory
 
 
 def run(otel: ModuleType, monkeypatch: pytest.MonkeyPatch, lean: bool) -> list[ReadableSpan]:
     exporter = own_provider_exporting_to(otel, monkeypatch, lean)
-    foreign_exporter = InMemorySpanExporter()
-    foreign_provider = TracerProvider()
-    foreign_provider.add_span_processor(SimpleSpanProcessor(foreign_exporter))
+    foreign_provider, foreign_exporter = in_memory()
     muted_provider = TracerProvider(sampler=ALWAYS_OFF)
     otel.configure()
     expected = "LeanTracer" if lean else "Tracer"
@@ -88,9 +85,7 @@ def test_foreign_spans_and_taxonomy_spans_parent_each_other_on_the_lean_path(
 def test_spans_started_with_a_program_provider_take_the_sdk_path(
     otel: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    provider = TracerProvider()
-    exporter = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = in_memory()
     monkeypatch.setenv("MEGATRON_OTEL_ENABLED", "1")
     monkeypatch.setenv("MEGATRON_OTEL_SPAN_GROUPS", "all")
     monkeypatch.setenv("MEGATRON_OTEL_METRICS_ENABLED", "0")

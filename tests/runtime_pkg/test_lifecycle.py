@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType, SimpleNamespace
 
 import pytest
@@ -39,11 +40,6 @@ TIMESTAMPS = {
 
 def ns(seconds: float) -> int:
     return int(seconds * 1e9)
-
-
-@pytest.fixture
-def sites(rendered: Rendered) -> ModuleType:
-    return rendered.import_call_sites()
 
 
 @pytest.fixture
@@ -471,8 +467,6 @@ def test_in_context_runs_in_a_copy_of_the_callers_context(
     exporter: InMemorySpanExporter,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
     def build(index: int) -> int:
         span = otel.LAYER and otel.start_span("megatron.layer.mlp")
         span and span.end()

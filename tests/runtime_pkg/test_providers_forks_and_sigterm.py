@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import signal
@@ -12,12 +13,12 @@ from types import ModuleType, SimpleNamespace
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from runtime_pkg_support import Rendered
+from runtime_pkg_support import Rendered, run_script, span_names
 
 from tests.support.lean_workload import enable_env
-from tests.support.processors import counting_provider
+from tests.support.processors import counting_provider, in_memory, metric_points
 
 STAMPS = {"program_start": 1_700_000_000.0, "main_entry": 1_700_000_004.0}
 
@@ -200,9 +201,7 @@ def test_programmatic_enable_before_configure_is_kept(
     otel: ModuleType, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A script that calls enable() itself, then pretrain() without --otel-enabled."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = in_memory(shutdown_on_exit=False)
     assert otel.enable("checkpoint", tracer_provider=provider) == {"checkpoint"}
     with caplog.at_level("INFO"):
         assert otel.configure(SimpleNamespace(otel_enabled=False)) == {"checkpoint"}
@@ -248,9 +247,7 @@ def test_a_global_provider_set_by_the_application_is_used_and_flushed_not_replac
     otel.end_training()
     otel.shutdown()  # flushes the application's provider, never shuts it down
     assert "megatron.train" in names(exporter.get_finished_spans())
-    metrics = reader.get_metrics_data()
-    recorded = {m.name for rm in metrics.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
-    assert "megatron.training.loss" in recorded
+    assert "megatron.training.loss" in metric_points(reader)
     assert trace.get_tracer_provider().get_tracer("app").start_span("x").is_recording()
 
 
@@ -288,8 +285,6 @@ def write(module):
 def test_forked_children_record_nothing_unless_set_up_as_workers_and_never_reexport(
     rendered: Rendered,
 ) -> None:
-    from runtime_pkg_support import run_script, span_names
-
     (rendered.root / "fork_target.py").write_text(FORK_TARGET, encoding="utf-8")
     body = f"""\
     import multiprocessing
@@ -335,8 +330,6 @@ def test_forked_children_record_nothing_unless_set_up_as_workers_and_never_reexp
 
 def exported(stdout: str) -> list[dict]:
     """The span objects ConsoleSpanExporter printed."""
-    import json
-
     decoder, spans, at = json.JSONDecoder(), [], stdout.find("{")
     while at != -1:
         span, end = decoder.raw_decode(stdout, at)
@@ -370,8 +363,6 @@ started.wait()
 def test_sigterm_ends_every_open_span_of_every_thread_with_an_error_status(
     rendered: Rendered,
 ) -> None:
-    from runtime_pkg_support import run_script
-
     body = SIGTERM_RUN + "os.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(30)\n"
     result = run_script(rendered, body, env={"MEGATRON_OTEL_SIGTERM_FLUSH_TIMEOUT_S": "5"})
     assert result.returncode == -signal.SIGTERM, result.stderr
@@ -383,8 +374,6 @@ def test_sigterm_ends_every_open_span_of_every_thread_with_an_error_status(
 
 def test_sigterm_with_a_handler_that_returns_keeps_the_run_going(rendered: Rendered) -> None:
     """Megatron's --exit-signal-handler only sets a flag: training saves a checkpoint and exits."""
-    from runtime_pkg_support import run_script
-
     body = (
         "received = []\n"
         "signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))\n"
@@ -419,8 +408,6 @@ sys.exit(0)
 def test_sigterm_with_a_handler_that_raises_ends_and_flushes_then_propagates(
     rendered: Rendered,
 ) -> None:
-    from runtime_pkg_support import run_script
-
     body = (
         "class Terminated(Exception):\n    pass\n\n"
         "def previous(signum, frame):\n"

@@ -23,16 +23,6 @@ from codegen.spec.model import Project
 from tests.support.modules import with_pythonpath
 
 
-@pytest.fixture
-def otel(rendered: Rendered) -> ModuleType:
-    return rendered.import_runtime()
-
-
-@pytest.fixture
-def sites(rendered: Rendered) -> ModuleType:
-    return rendered.import_call_sites()
-
-
 def finished(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
     spans = exporter.get_finished_spans()
     by_name = {s.name: s for s in spans}

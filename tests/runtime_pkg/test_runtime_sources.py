@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from runtime_pkg_support import make_project
 
+from codegen import cache
 from codegen.emit.runtime import (
     HEADER,
     RECORDS,
@@ -116,8 +117,6 @@ def test_taxonomy_is_data_only(name: str) -> None:
 
 def test_result_cache_keys_on_the_runtime_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A change to a runtime module is a new result-cache key (the fork gets a new copy)."""
-    from codegen import cache
-
     assert RUNTIME_SOURCE.is_relative_to(cache.PACKAGE)
     package = tmp_path / "codegen"
     shutil.copytree(cache.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))

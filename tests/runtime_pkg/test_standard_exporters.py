@@ -18,9 +18,10 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from codegen.emit.package import REQUIRES
 from tests.support.lean_workload import set_env
+from tests.support.processors import in_memory
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME = REPO / "codegen" / "otel_runtime"
@@ -75,11 +76,7 @@ def test_own_providers_use_the_chosen_exporters(
 
 
 def test_tracer_and_meter_carry_version_and_schema_url(otel: ModuleType) -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(shutdown_on_exit=False)
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = in_memory(shutdown_on_exit=False)
     reader = InMemoryMetricReader()
     meters = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
     otel.configure(tracer_provider=provider, meter_provider=meters)
@@ -177,8 +174,6 @@ def test_oldest_otel_constraints_differ_only_in_opentelemetry() -> None:
     """constraints-otel-oldest.txt (tox -e sdk-oldest) is constraints.txt with the oldest
     OpenTelemetry the instrumentation package admits; nothing else may drift but what that
     OpenTelemetry itself caps."""
-    from codegen.emit.package import REQUIRES
-
     capped_by_oldest_otel = {"wrapt"}  # opentelemetry-instrumentation 0.48b0: wrapt<2
 
     def pins(name: str) -> dict[str, str]:

@@ -9,9 +9,8 @@ import inspect
 from types import ModuleType
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.support.processors import in_memory
 
 SPAN = "megatron.checkpoint.save"
 
@@ -58,9 +57,7 @@ def test_the_exact_wrapper_is_the_function_to_its_callers(otel: ModuleType) -> N
 
 @pytest.mark.parametrize("which", ["exact", "generic", "method"])
 def test_enabled_both_wrappers_record_the_span_with_its_argument(otel: ModuleType, which: str) -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(shutdown_on_exit=False)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider, exporter = in_memory(shutdown_on_exit=False)
     f = functions(otel)[which]
     assert otel.enable("checkpoint", tracer_provider=provider) == {"checkpoint"}
     f(5)

@@ -62,3 +62,14 @@ def unpack(wheel: Path, root: Path) -> Path:
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(root)
     return root
+
+
+def install_wheel(wheel: Path, target: Path) -> Path:
+    """``wheel`` pip-installed from its file into ``target`` (no index, no dependencies: the test
+    environment's are used); ``target``."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target"]
+    subprocess.run([*command, str(target), str(wheel)], check=True, capture_output=True)
+    return target

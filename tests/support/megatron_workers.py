@@ -180,3 +180,31 @@ class Worker:
 
     def results(self) -> dict[str, Any]:
         return json.loads(self.out.read_text())
+
+
+# megatron/training uses typing.override (Python 3.12): 3.11 is given the identity decorator first
+FLAGS_SCRIPT = """\
+import json, sys, typing
+typing.override = getattr(typing, "override", lambda f: f)
+from megatron.training.arguments import parse_args
+from megatron.core import otel
+
+sys.argv = ["pretrain"] + json.loads(sys.argv[1])
+args = parse_args()
+groups = otel.configure(args)
+print(json.dumps({
+    "enabled": args.otel_enabled,
+    "span_groups": args.otel_span_groups,
+    "service_name": args.otel_service_name,
+    "groups": sorted(groups),
+}))
+"""
+
+
+def parse_flags(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Megatron's ``parse_args`` on ``argv``, then ``otel.configure`` on its result, in a subprocess
+    with ``env``: the otel flags' values and the groups enabled."""
+    command = [sys.executable, "-c", FLAGS_SCRIPT, json.dumps(argv)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])

@@ -63,6 +63,17 @@ def read_spans(path: Path) -> list[dict[str, Any]]:
     ]
 
 
+def named(spans: list[dict[str, Any]], name: str, iteration: int | None = None) -> list[dict[str, Any]]:
+    """The spans called ``name`` (plain dicts, as :func:`read_spans` gives them); with
+    ``iteration``, only those whose ``megatron.iteration`` it is."""
+    return [
+        span
+        for span in spans
+        if span["name"] == name
+        and (iteration is None or span["attributes"].get("megatron.iteration") == iteration)
+    ]
+
+
 def console_capture(spans: list[dict[str, Any]]) -> str:
     """Spans (plain dicts with integer ids) in the SDK console exporter's JSON layout (the fields
     `codegen verify` reads)."""

@@ -20,9 +20,6 @@ column mapping: ``Timestamp`` the span's start, ``Duration`` end - start in ns, 
 (``ParentSpanId`` empty for a root), ``StatusCode`` ``Unset``/``Ok``/``Error``, every attribute
 value as a string. The columns read are checked before any figure (:data:`COLUMNS`); the older
 exporter's ``Duration Int64`` is accepted too.
-
-The parts: ``connection`` (the table, the two ways to reach it, the selection), ``queries`` (what
-is computed in the store), ``load`` (local captures into the table).
 """
 
 from __future__ import annotations

@@ -206,18 +206,7 @@ def read_store(connection: Connection, selection: Selection, taxonomy: Taxonomy)
     kinds = _kinds(taxonomy)
     for key, name, start, end, span_id, parent, number, thread, error in connection.rows(sql["marks"]):
         p = processes[tuple(key)].index
-        _add_span(
-            capture,
-            p,
-            str(name),
-            int(start),
-            int(end),
-            str(span_id),
-            str(parent),
-            int(number),
-            int(thread),
-            bool(error),
-        )
+        _add_span(capture, p, name, start, end, span_id, parent, number, thread, error)
         if kinds.get(str(name), 0) & FIRST:
             capture.steps.aliases.append((p, _hex(span_id), _hex(parent)))
     steps = capture.steps
@@ -244,16 +233,17 @@ def _hex(value: Any) -> int:
         raise StoreError(f"error: span id {text!r} in the store is not hexadecimal") from None
 
 
-def _add_span(capture: Capture, p: int, name: str, start: int, end: int, span_id: str, parent: str,
-              number: int, thread: int, error: bool) -> None:  # fmt: skip
-    capture.name.append(capture.name_id(name))
+def _add_span(capture: Capture, p: int, name: Any, start: Any, end: Any, span_id: Any, parent: Any,
+              number: Any, thread: Any, error: Any) -> None:  # fmt: skip
+    """One span of a store row (its values as the store gives them) into ``capture``'s arrays."""
+    capture.name.append(capture.name_id(str(name)))
     capture.process.append(p)
-    capture.start.append(start)
-    capture.end.append(end)
+    capture.start.append(int(start))
+    capture.end.append(int(end))
     capture.span_id.append(_hex(span_id))
     capture.parent_id.append(_hex(parent))
-    capture.iteration.append(number)
-    capture.thread.append(thread)
+    capture.iteration.append(int(number))
+    capture.thread.append(int(thread))
     capture.error.append(1 if error else 0)
 
 
@@ -309,18 +299,7 @@ def read_window(connection: Connection, selection: Selection, taxonomy: Taxonomy
         if int(end) < a or int(start) > b:
             continue
         index = len(capture.name)
-        _add_span(
-            capture,
-            process.index,
-            str(name),
-            int(start),
-            int(end),
-            str(span_id),
-            str(parent),
-            int(number_),
-            int(thread),
-            bool(error),
-        )
+        _add_span(capture, process.index, name, start, end, span_id, parent, number_, thread, error)
         for trace_id, linked in zip(link_traces, link_spans):
             capture.links.append(Link(index, str(trace_id), _hex(linked)))
     capture.total = len(capture.name)
