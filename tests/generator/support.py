@@ -11,6 +11,7 @@ from types import ModuleType
 
 import pytest
 
+from codegen.atomic import write_files
 from tests.support.modules import with_pythonpath
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -44,10 +45,7 @@ def make_project(
     files = {PACKAGE_INFO: package_info("0.0.0"), **(extra_sources or {})}  # the fixture pin's release
     if source is not None:
         files[DEMO] = source
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+    write_files(root, files)
     (root / "megatron").mkdir(parents=True, exist_ok=True)
     return specs, root
 

@@ -13,6 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
 
 from codegen.capture import (
     CapturedEvent,
@@ -126,10 +129,6 @@ def test_otlp_span_is_read_in_full(tmp_path: Path) -> None:
 
 
 def test_console_span_and_metrics_are_read(tmp_path: Path) -> None:
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-
     tracer = TracerProvider().get_tracer("t")
     with tracer.start_as_current_span("outer") as outer, tracer.start_as_current_span("inner") as inner:
         inner.set_attribute("k", [1, 2])

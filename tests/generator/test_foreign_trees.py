@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.generator.support import make_project
+from tests.generator.support import WORK_SPEC, make_project
 from tests.support.cli import apply, codegen
 
 SPEC = """\
@@ -228,9 +228,7 @@ def test_mismatch_advice_fits_the_failures(
 def test_hostile_source_files_are_located_errors(tmp_path: Path, text: bytes, message: str) -> None:
     """libcst's native parser overflows its stack on deep nesting (SIGSEGV): run in a subprocess,
     so that a crash is a failure here and not the end of the test run."""
-    specs, root = make_project(
-        tmp_path, "file: megatron/demo.py\nspans:\n  - {name: demo.work, group: step, function: work}\n", None
-    )
+    specs, root = make_project(tmp_path, WORK_SPEC, None)
     (root / "megatron/demo.py").write_bytes(text)
     result = subprocess.run(
         [sys.executable, "-m", "codegen", "validate", str(specs), "--source", str(root)],

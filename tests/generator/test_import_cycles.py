@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from codegen.atomic import write_files
 from codegen.diagnostics import Diagnostics
 from codegen.emit.runtime import render_runtime
 from codegen.pipeline import generate
@@ -50,9 +51,7 @@ def test_a_module_imported_by_its_package_init_imports_the_runtime(tmp_path: Pat
     submodule, and the runtime imports nothing back."""
     specs, root = make_project(tmp_path, SPEC, "def f(x):\n    return x + 1\n")
     (root / "megatron" / "__init__.py").write_text("from megatron.demo import f\n", encoding="utf-8")
-    for path, (_, new) in generate(specs, root).changes.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(new, encoding="utf-8")
+    write_files(root, {path: new for path, (_, new) in generate(specs, root).changes.items()})
     code = "import megatron; print(megatron.f(1), megatron.otel.__name__)"
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=False

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from types import ModuleType
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 
-def _enable(otel: ModuleType, exporter: InMemorySpanExporter, groups: str) -> None:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    otel.enable(groups, tracer_provider=provider)
-
-
-def test_enabled_group_emits_spans_with_attributes_and_parents(modules, exporter) -> None:
+def test_enabled_group_emits_spans_with_attributes_and_parents(modules, exporter, provider) -> None:
     _, demo, otel = modules
-    _enable(otel, exporter, "layer")
+    otel.enable("layer", tracer_provider=provider)
     layer = demo.Layer()
     assert layer.forward(3, scale=2) == 13
     spans = {s.name: s for s in exporter.get_finished_spans()}
@@ -32,17 +22,17 @@ def test_enabled_group_emits_spans_with_attributes_and_parents(modules, exporter
     assert layer.attribute_reads == 1
 
 
-def test_end_attributes_are_set_after_the_statements(modules, exporter) -> None:
+def test_end_attributes_are_set_after_the_statements(modules, exporter, provider) -> None:
     _, demo, otel = modules
-    _enable(otel, exporter, "step")
+    otel.enable("step", tracer_provider=provider)
     assert demo.step([1, 2, 3]) == (6, True)
     (span,) = exporter.get_finished_spans()
     assert span.name == "demo.step" and span.attributes["demo.total"] == 6
 
 
-def test_disabled_group_emits_nothing_and_evaluates_no_attribute(modules, exporter) -> None:
+def test_disabled_group_emits_nothing_and_evaluates_no_attribute(modules, exporter, provider) -> None:
     _, demo, otel = modules
-    _enable(otel, exporter, "step")
+    otel.enable("step", tracer_provider=provider)
     layer = demo.Layer()
     assert layer.forward(3, scale=2) == 13
     assert exporter.get_finished_spans() == ()
@@ -56,9 +46,9 @@ def test_never_enabled_runs_unchanged(modules) -> None:
     assert demo.step([4, -1]) == pristine.step([4, -1])
 
 
-def test_exception_is_recorded_and_reraised(modules, exporter) -> None:
+def test_exception_is_recorded_and_reraised(modules, exporter, provider) -> None:
     _, demo, otel = modules
-    _enable(otel, exporter, "everything")
+    otel.enable("everything", tracer_provider=provider)
     with pytest.raises(ValueError, match="boom") as raised:
         demo.failing("boom")
     (span,) = exporter.get_finished_spans()
@@ -68,9 +58,9 @@ def test_exception_is_recorded_and_reraised(modules, exporter) -> None:
     assert isinstance(raised.value, ValueError)
 
 
-def test_signatures_and_return_values_unchanged(modules, exporter) -> None:
+def test_signatures_and_return_values_unchanged(modules, exporter, provider) -> None:
     pristine, demo, otel = modules
-    _enable(otel, exporter, "everything")
+    otel.enable("everything", tracer_provider=provider)
     for name in ("failing", "step"):
         assert inspect.signature(getattr(demo, name)) == inspect.signature(getattr(pristine, name))
         assert getattr(demo, name).__doc__ == getattr(pristine, name).__doc__
@@ -81,9 +71,11 @@ def test_signatures_and_return_values_unchanged(modules, exporter) -> None:
     assert demo.Layer().forward(-4, scale=3) == pristine.Layer().forward(-4, scale=3)
 
 
-def test_flat_span_is_closed_by_its_enclosing_span_when_an_exception_leaves_it(modules, exporter) -> None:
+def test_flat_span_is_closed_by_its_enclosing_span_when_an_exception_leaves_it(
+    modules, exporter, provider
+) -> None:
     _, demo, otel = modules
-    _enable(otel, exporter, "everything")
+    otel.enable("everything", tracer_provider=provider)
     assert demo.staged(False) == 3
     with pytest.raises(RuntimeError, match="stage failed"):
         demo.staged(True)

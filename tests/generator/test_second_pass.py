@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from codegen.atomic import write_files
 from codegen.pipeline import generate
 from tests.generator.support import make_project
 
@@ -38,9 +39,7 @@ def test_flat_span_with_a_try_inside_keeps_its_children_on_the_second_pass(tmp_p
         "| `demo.a` |" in first.docs["hierarchy.md"]
         or "- `demo.a`\n  - `demo.b`" in first.docs["hierarchy.md"]
     )
-    for path, (_, new) in first.changes.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(new, encoding="utf-8")
+    write_files(root, {path: new for path, (_, new) in first.changes.items()})
     second = generate(specs, root)
     assert second.changes == {}
     assert second.docs == first.docs
@@ -58,9 +57,7 @@ def test_renamed_spans_applied_to_an_instrumented_tree_equal_a_fresh_application
     changed specs to an instrumented tree gives exactly what applying them to the pristine tree
     gives, instead of wrapping the statements a second time."""
     specs, root = make_project(tmp_path / "fork", SPEC, SOURCE)
-    for path, (_, new) in generate(specs, root).changes.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(new, encoding="utf-8")
+    write_files(root, {path: new for path, (_, new) in generate(specs, root).changes.items()})
     renamed = SPEC
     for old, new in RENAMED.items():
         renamed = renamed.replace(f"name: {old}\n", f"name: {new}\n")

@@ -21,17 +21,16 @@ import difflib
 import importlib
 import importlib.util
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from codegen.atomic import write_tree
+from codegen.atomic import write_files, write_tree
 from codegen.diagnostics import SpecError
 from codegen.pipeline import generate
 from tests.generator.support import DEMO, make_project, pin_fixture_tree
-from tests.support.modules import import_fresh
+from tests.support.modules import forget, import_fresh
 from tests.support.transform_cases import (
     ALL_CASES,
     CHANGED,
@@ -100,8 +99,7 @@ def test_refused_case(case: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 @pytest.fixture
 def fresh_megatron() -> Iterator[None]:
     yield
-    for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
-        del sys.modules[name]
+    forget("megatron")
 
 
 @pytest.mark.parametrize("case", CHECKED, ids=lambda p: p.name)
@@ -134,9 +132,7 @@ def test_case(case: Path, tmp_path: Path, snapshot) -> None:
     compile(output, DEMO, "exec")
 
     # Second pass over the instrumented tree, runtime package included: nothing left to do.
-    for path, (_, new) in generation.changes.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(new, encoding="utf-8")
+    write_files(root, {path: new for path, (_, new) in generation.changes.items()})
     assert generate(specs, root).changes == {}
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from codegen.cli import main
@@ -36,11 +35,8 @@ def console(spans: tuple[ReadableSpan, ...]) -> str:
 
 
 @pytest.fixture
-def capture(modules, tmp_path: Path) -> tuple[ReadableSpan, ...]:
+def capture(modules, exporter: InMemorySpanExporter, provider: TracerProvider) -> tuple[ReadableSpan, ...]:
     _, demo, otel = modules
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
     otel.enable("everything", tracer_provider=provider)
     demo.Layer().forward(2)
     demo.step([1, 2])

@@ -7,7 +7,6 @@ tagged ``core_v0.19.2`` (what the README's clone gets, redirected there with git
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from codegen.diagnostics import Diagnostics
 from codegen.spec.load import load_project
 from codegen.target import locate_tree
-from tests.support.git_repo import git
+from tests.support.git_repo import tagged_repository
 from tests.support.paths import SPECS
 
 TAG = "core_v0.19.2"
@@ -30,10 +29,4 @@ def pristine_root() -> Path:
 
 @pytest.fixture(scope="session")
 def upstream(pristine_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("upstream") / "Megatron-LM"
-    shutil.copytree(pristine_root / "megatron", root / "megatron")
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "megatron-core 0.19.2")
-    git(root, "tag", TAG)
-    return root
+    return tagged_repository(pristine_root, tmp_path_factory.mktemp("upstream") / "Megatron-LM", TAG)

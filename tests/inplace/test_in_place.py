@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import re
 import shlex
 import shutil
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,7 +23,7 @@ from codegen.cli import main
 from codegen.inplace import MANIFEST_NAME
 from tests.support.git_repo import clone, git
 from tests.support.paths import REPO, SPECS
-from tests.support.pre_commit import HOOK_ARGS
+from tests.support.pre_commit import HOOK_ARGS, pre_commit
 
 LAYER = "megatron/core/transformer/transformer_layer.py"  # made CRLF and mode 0755
 DDP = "megatron/core/distributed/distributed_data_parallel.py"  # the flat span
@@ -55,6 +52,13 @@ def _main_in(checkout: Path, argv: list[str]) -> tuple[int, str, str]:
     with contextlib.chdir(checkout), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = main(argv)
     return rc, out.getvalue(), err.getvalue()
+
+
+def succeeds(result: tuple[int, str, str]) -> tuple[str, str]:
+    """The stdout and stderr of a ``codegen`` run that must exit 0."""
+    rc, out, err = result
+    assert rc == 0, out + err
+    return out, err
 
 
 def rename_mlp(root: Path, name: str = "megatron.layer.mlp_block") -> None:
@@ -92,8 +96,7 @@ def checkout(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     small_specs(root / "specs")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "specs; transformer_layer.py CRLF and executable")
-    rc, out, err = codegen(root)
-    assert rc == 0, err
+    out, _err = succeeds(codegen(root))
     assert f"+{4} -0  {DDP}" in out, out
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "instrumented")
@@ -132,8 +135,7 @@ def test_first_apply_instruments_the_files_and_writes_runtime_docs_and_manifest(
 
 def test_reapply_changes_nothing(repo: Path) -> None:
     stamp = {p: (repo / p).stat().st_mtime_ns for p in (LAYER, DDP, MANIFEST, "docs/otel/spans.md")}
-    rc, out, err = codegen(repo)
-    assert rc == 0, err
+    out, _err = succeeds(codegen(repo))
     assert "nothing to write" in out
     assert status(repo) == ""
     assert {p: (repo / p).stat().st_mtime_ns for p in stamp} == stamp
@@ -169,12 +171,10 @@ def test_spec_change_check_fails_with_the_diff_then_apply_and_check_passes(repo:
     )
     assert status(repo) == before  # --check wrote nothing
 
-    rc, out, err = codegen(repo)
-    assert rc == 0, err
+    out, err = succeeds(codegen(repo))
     assert f"+1 -1  {LAYER}" in out and "docs/otel/spans.md" in out
     assert b'start_span("megatron.layer.mlp_block")\r\n' in (repo / LAYER).read_bytes()
-    rc, out, err = codegen(repo, "--check")
-    assert rc == 0, out + err
+    out, err = succeeds(codegen(repo, "--check"))
 
 
 def test_dirty_touched_file_is_refused_and_nothing_is_written(repo: Path) -> None:
@@ -192,8 +192,7 @@ def test_dirty_touched_file_is_refused_and_nothing_is_written(repo: Path) -> Non
     assert layer.read_bytes() == edited
     assert {p: (repo / p).read_bytes() for p in before} == before
     # the user says otherwise: their line is kept, the instrumentation follows the specs
-    rc, _out, err = codegen(repo, "--allow-dirty")
-    assert rc == 0, err
+    _out, err = succeeds(codegen(repo, "--allow-dirty"))
     data = layer.read_bytes()
     assert b"  # mine\r\n" in data and b'start_span("megatron.layer.mlp_block")' in data
 
@@ -238,16 +237,14 @@ def test_hand_edits_inside_generated_lines_are_reported_with_their_location(repo
     assert rc == 1 and f"{LAYER}:{renamed}: error:" in err
     assert '+            _otel_span_2 = _otel.LAYER and _otel.start_span("megatron.layer.mlp")\r\n' in out
 
-    rc, out, err = codegen(repo, "--discard-hand-edits")
-    assert rc == 0, err
+    out, err = succeeds(codegen(repo, "--discard-hand-edits"))
     assert f"{LAYER}:{renamed}: warning:" in err
     assert git(repo, "diff", "HEAD~1", "--stat") == ""  # back to what the specs give
 
 
 def test_a_file_whose_spans_are_all_removed_is_stripped(repo: Path) -> None:
     (repo / "specs" / "ddp.yaml").unlink()
-    rc, out, err = codegen(repo)
-    assert rc == 0, err
+    out, _err = succeeds(codegen(repo))
     assert f"+0 -4  {DDP}" in out
     assert git(repo, "diff", "HEAD~1", "--", DDP) == ""  # as the release has it
     assert "megatron.grad_sync.start" not in (repo / "docs/otel/spans.md").read_text()
@@ -270,8 +267,7 @@ def test_outside_git_the_first_run_is_refused(repo: Path, tmp_path: Path) -> Non
     assert b'start_span("megatron.layer.mlp_block")' in (tree / LAYER).read_bytes()
     layers = tree / "specs" / "layers.yaml"
     layers.write_text(layers.read_text().replace("megatron.layer.mlp_block", "megatron.layer.mlp"))
-    rc, _out, err = codegen(tree)
-    assert rc == 0, err
+    _out, err = succeeds(codegen(tree))
     assert (tree / LAYER).read_bytes() == before
 
 
@@ -293,19 +289,6 @@ def test_options_that_need_in_place(repo: Path) -> None:
 # -- the pre-commit hook, run by pre-commit itself ---------------------------------------------
 
 
-def _pre_commit(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PRE_COMMIT_HOME=str(home))
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    return subprocess.run(
-        [sys.executable, "-m", "pre_commit", *args],
-        check=False,
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-
-
 def test_pre_commit_hook_passes_then_fails_on_a_spec_change(repo: Path, tmp_path: Path) -> None:
     """The manifest's hook as a ``repo: local`` hook with ``language: system`` (the installed
     codegen; pre-commit would otherwise install it from the network), its ``args`` overridden as
@@ -320,13 +303,13 @@ def test_pre_commit_hook_passes_then_fails_on_a_spec_change(repo: Path, tmp_path
     )
     git(repo, "add", ".pre-commit-config.yaml")
     home = tmp_path / "home"
-    result = _pre_commit("run", "--all-files", cwd=repo, home=home)
+    result = pre_commit("run", "--all-files", cwd=repo, home=home)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "the instrumented checkout agrees with its specs" in result.stdout and "Passed" in result.stdout
 
     rename_mlp(repo)
     git(repo, "add", "specs/layers.yaml")
-    result = _pre_commit("run", "--files", "specs/layers.yaml", cwd=repo, home=home)
+    result = pre_commit("run", "--files", "specs/layers.yaml", cwd=repo, home=home)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Failed" in result.stdout and 'start_span("megatron.layer.mlp_block")' in result.stdout
 
@@ -359,16 +342,14 @@ def test_check_after_a_hand_edit_names_the_two_ways_out_and_each_succeeds(repo: 
     assert discard == f"{apply} --discard-hand-edits", err
     assert "move it into the specs (or outside the generated lines)" in err
     if way == "discard":
-        rc, _out, err = _run_hint(repo, discard)
-        assert rc == 0, err
+        _out, err = succeeds(_run_hint(repo, discard))
         assert b'start_span("megatron.layer.mlp")' in (repo / LAYER).read_bytes()
     else:
         rc, _out, _err = _run_hint(repo, apply)  # not yet in the specs: refused, as the hint says
         assert rc == 3
         rename_mlp(repo, "my.mlp")
         git(repo, "commit", "-q", "-am", "the edit, in the specs")
-        rc, _out, err = _run_hint(repo, apply)
-        assert rc == 0, err
+        _out, err = succeeds(_run_hint(repo, apply))
         assert b'start_span("my.mlp")' in (repo / LAYER).read_bytes()
     git(repo, "commit", "-q", "-am", "applied")
     assert codegen(repo, "--check")[0] == 0
@@ -385,8 +366,7 @@ def test_check_with_uncommitted_changes_names_a_command_that_succeeds(repo: Path
     (command,) = HINT.findall(err)
     assert command == "codegen apply specs/ --source . --in-place --docs docs/otel --allow-dirty", err
     assert "uncommitted changes (commit or stash them first" in err
-    rc, _out, err = _run_hint(repo, command)
-    assert rc == 0, err
+    _out, err = succeeds(_run_hint(repo, command))
     assert (
         b"  # mine\r\n" in layer.read_bytes()
         and b'start_span("megatron.layer.mlp_block")' in layer.read_bytes()
@@ -410,19 +390,16 @@ def test_runtime_mode_switches_both_ways_and_checks(repo: Path) -> None:
     otel = repo / "megatron/core/otel"
     vendored = sorted(p.name for p in otel.glob("*.py"))
     layer = (repo / LAYER).read_bytes()
-    rc, out, err = codegen(repo, "--runtime", "dependency")
-    assert rc == 0, err
+    succeeds(codegen(repo, "--runtime", "dependency"))
     assert sorted(p.name for p in otel.glob("*.py")) == ["__init__.py", "_taxonomy.py"]
     assert "megatron_otel_runtime" in (otel / "__init__.py").read_text()
     assert (repo / LAYER).read_bytes() == layer
-    rc, out, err = codegen(repo, "--runtime", "dependency", "--check")
-    assert rc == 0, out + err
+    succeeds(codegen(repo, "--runtime", "dependency", "--check"))
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "dependency mode")
-    rc, out, err = codegen(repo, "--check")  # the vendored default differs from the checkout now
+    rc, out, _err = codegen(repo, "--check")  # the vendored default differs from the checkout now
     assert rc == 1 and "megatron/core/otel/_spans.py" in out
-    rc, out, err = codegen(repo)
-    assert rc == 0, err
+    succeeds(codegen(repo))
     assert sorted(p.name for p in otel.glob("*.py")) == vendored
     git(repo, "add", "-A")
     assert git(repo, "diff", "--cached", "--name-only", "instrumented", "--", "megatron") == ""

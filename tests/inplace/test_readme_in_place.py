@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.doc_blocks import IN_REPO, env_redirecting_clone, workspace
+from tests.support.doc_blocks import IN_REPO, env_redirecting_clone, run_block, workspace
 from tests.support.doc_blocks import blocks as page_blocks
 from tests.support.git_repo import IDENTITY, clone, git
+from tests.support.megatron_linters import flake8_findings, isort_format, new_formatter_findings, write_tree
 from tests.support.paths import REPO
+from tests.support.pre_commit import HOOK_ARGS
 from tests.support.serving_files import SERVING_FILES, instrumented
 
 MANIFEST = "megatron/core/otel/_in_place.json"
@@ -36,24 +38,6 @@ def blocks() -> dict[str, str]:
     return page_blocks(IN_REPO)
 
 
-def run_block(name: str, cwd: Path, env: dict[str, str]) -> str:
-    environment = dict(env)
-    environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment.get('PATH', '')}"
-    result = subprocess.run(
-        ["bash", "-e", "-c", blocks()[name]],
-        check=False,
-        cwd=cwd,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, (
-        f"README block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    )
-    return result.stdout + result.stderr
-
-
 def _env(upstream: Path) -> dict[str, str]:
     return env_redirecting_clone(upstream) | IDENTITY
 
@@ -63,7 +47,7 @@ def applied(upstream: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     """(the checkout after the README's in-place block, the block's output, the environment)."""
     root = workspace(tmp_path_factory.mktemp("readme-in-place") / "work")
     env = _env(upstream)
-    output = run_block("in-place", root, env)
+    output = run_block("in-place", root, env, timeout=900, page=IN_REPO)
     return root / "Megatron-LM", output, env
 
 
@@ -123,12 +107,6 @@ def test_generated_lines_pass_isort_and_flake8(
     on the committed change: no finding the pristine files did not have."""
     pytest.importorskip("isort", reason="isort is in the test extra (tox -e test)")
     pytest.importorskip("flake8", reason="flake8 is in the test extra (tox -e test)")
-    from tests.support.megatron_linters import (
-        flake8_findings,
-        isort_format,
-        new_formatter_findings,
-        write_tree,
-    )
 
     checkout, _, _ = applied
     paths = [
@@ -157,7 +135,7 @@ def test_reapply_changes_nothing_and_the_check_block_passes(
     assert again.returncode == 0, again.stderr
     assert "nothing to write" in again.stdout
     assert git(checkout, "status", "--porcelain", "--untracked-files=all") == ""
-    output = run_block("in-place-check", checkout, env)
+    output = run_block("in-place-check", checkout, env, timeout=900, page=IN_REPO)
     assert ". is up to date with specs" in output
 
 
@@ -166,8 +144,6 @@ def test_pre_commit_configuration_is_the_hook_the_in_place_test_runs(tmp_path: P
     passes the args with which tests/inplace/test_in_place.py runs that hook through pre-commit
     (a run here would cost another whole generation)."""
     pytest.importorskip("pre_commit", reason="pre-commit is in the test extra (tox -e test)")
-    from tests.support.pre_commit import HOOK_ARGS
-
     text = blocks()["file .pre-commit-config.yaml"]
     (tmp_path / ".pre-commit-config.yaml").write_text(text)
     environment = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "home"))

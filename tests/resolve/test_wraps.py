@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.plans import placed
 
 SOURCE = """\
@@ -20,22 +22,16 @@ class Worker:
 """
 
 
-def test_a_wrap_hook_rewrites_the_named_call(tmp_path: Path) -> None:
-    spec = (
-        "file: megatron/demo.py\nhooks:\n  - function: launch\n"
-        "    wrap: {call: pool.submit, argument: 0, with: otel.in_context}\n"
-    )
-    result = placed(tmp_path, spec, SOURCE)
-    assert result.rewrites == {"wrap launch": 3} and result.errors == {}
-
-
-def test_a_wrap_hook_on_a_call_the_function_lacks_fails(tmp_path: Path) -> None:
-    spec = (
-        "file: megatron/demo.py\nhooks:\n  - function: launch\n"
-        "    wrap: {call: pool.map, argument: 0, with: otel.in_context}\n"
-    )
-    result = placed(tmp_path, spec, SOURCE)
-    assert result.rewrites == {} and list(result.errors) == ["wrap launch"]
+@pytest.mark.parametrize(
+    ("call", "rewrites", "errors"),
+    [("pool.submit", {"wrap launch": 3}, []), ("pool.map", {}, ["wrap launch"])],  # the call lacked
+)
+def test_a_wrap_hook_rewrites_the_named_call(
+    tmp_path: Path, call: str, rewrites: dict[str, int], errors: list[str]
+) -> None:
+    hook = f"  - function: launch\n    wrap: {{call: {call}, argument: 0, with: otel.in_context}}\n"
+    result = placed(tmp_path, "file: megatron/demo.py\nhooks:\n" + hook, SOURCE)
+    assert result.rewrites == rewrites and list(result.errors) == errors
 
 
 def test_a_decorator_span_decorates_its_method_and_wraps_nothing(tmp_path: Path) -> None:

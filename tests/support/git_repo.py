@@ -30,6 +30,17 @@ def clone(upstream: Path, dest: Path) -> Path:
     return dest
 
 
+def tagged_repository(tree: Path, dest: Path, tag: str) -> Path:
+    """A stand-in for Megatron-LM at ``dest``: ``tree``'s ``megatron/`` package committed on
+    ``main`` and tagged ``tag``; ``dest``."""
+    shutil.copytree(tree / "megatron", dest / "megatron")
+    git(dest, "init", "-q", "-b", "main")
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-m", "the pristine release")
+    git(dest, "tag", tag)
+    return dest
+
+
 def copy_checkout(dest: Path) -> Path:
     """The files of this checkout git would commit (tracked, and new ones it does not ignore), as
     they are in the working tree, copied under ``dest``; ``dest``."""

@@ -114,21 +114,21 @@ def find_spans(source: str, alias: str) -> list[FoundSpan]:
             if start is None:
                 continue
             var, flag, call, condition = start
-            guarded = _guarding_try(stmts, i, var)
-            if guarded is not None:
-                body = guarded.body
-                setters = [s for s in (_setter(x, var) for x in body) if s is not None]
-                out.append((i, i + 2, call, var, flag, condition, "try", setters[0] if setters else {}))
-                continue
-            end = next((j for j in range(i + 1, len(stmts)) if _is_end(stmts[j], var)), None)
-            assert end is not None, f"span start without end: {ast.unparse(stmt)}"
-            setters = [s for s in (_setter(x, var) for x in stmts[i + 1 : end]) if s is not None]
-            out.append((i, end + 1, call, var, flag, condition, "flat", setters[0] if setters else {}))
+            form, end = "try", i + 2
+            if _guarding_try(stmts, i, var) is None:
+                last = next((j for j in range(i + 1, len(stmts)) if _is_end(stmts[j], var)), None)
+                assert last is not None, f"span start without end: {ast.unparse(stmt)}"
+                form, end = "flat", last + 1
+            setters = [s for s in (_setter(x, var) for x in inside(stmts, i, end, form)) if s is not None]
+            out.append((i, end, call, var, flag, condition, form, setters[0] if setters else {}))
         return out
 
+    def inside(stmts: list[ast.stmt], first: int, end: int, form: str) -> list[ast.stmt]:
+        """The statements between a span's start and its end: its try's body, or the flat run."""
+        return stmts[first + 1].body if form == "try" else stmts[first + 1 : end - 1]  # type: ignore[attr-defined]
+
     def covered(stmts: list[ast.stmt], first: int, end: int, form: str, var: str) -> list[ast.stmt]:
-        inner = stmts[first + 1].body if form == "try" else stmts[first + 1 : end - 1]  # type: ignore[attr-defined]
-        return unwrap([s for s in inner if _setter(s, var) is None])
+        return unwrap([s for s in inside(stmts, first, end, form) if _setter(s, var) is None])
 
     def unwrap(stmts: list[ast.stmt]) -> list[ast.stmt]:
         out: list[ast.stmt] = []
@@ -156,8 +156,7 @@ def find_spans(source: str, alias: str) -> list[FoundSpan]:
                     names, flag, qualname, form, body, stmts, first, attrs, end_attrs, condition, parent
                 )
             )
-            inner = stmts[first + 1].body if form == "try" else stmts[first + 1 : end - 1]  # type: ignore[attr-defined]
-            walk(list(inner), qualname, names)
+            walk(list(inside(stmts, first, end, form)), qualname, names)
             claimed.update(range(first, end))
         for index, stmt in enumerate(stmts):
             if index in claimed:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from codegen.atomic import write_files
 from codegen.pipeline import Generation, generate
 from tests.support.paths import REPO, SPECS
 from tests.support.serving_files import SERVING_FILES, instrumented
@@ -78,9 +79,7 @@ def test_patches_apply_with_patch_p1(generation: Generation, tmp_path: Path) -> 
 
 def test_applying_to_the_patched_tree_changes_nothing(generation: Generation, tmp_path: Path) -> None:
     shutil.copytree(generation.source_root / "megatron", tmp_path / "megatron")
-    for path, (_, new) in generation.changes.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(new, encoding="utf-8")
+    write_files(tmp_path, {path: new for path, (_, new) in generation.changes.items()})
     again = generate(SPECS, tmp_path)
     assert again.changes == {}
     assert again.generated_tree()["docs/spans.md"] == generation.generated_tree()["docs/spans.md"]

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from codegen.spec.load import load_project
-from tests.support.doc_blocks import GUIDE, blocks, workspace
+from tests.support.doc_blocks import GUIDE, blocks, run_block, workspace
+from tests.support.git_repo import IDENTITY, git
 from tests.support.paths import REPO
 from tests.support.upstream_main import snapshot
 
@@ -26,47 +27,25 @@ TABLE = re.compile(r"<!-- numstat -->\n(?P<table>.*?)<!-- /numstat -->", re.DOTA
 # What the comparison counts: code under megatron/ and the entry scripts (#6438's own docs pages
 # and pyproject.toml pins are left out of both sides, as in #6438's 1,608 added lines).
 LEFT_OUT = re.compile(r"(docs/|pyproject\.toml$)")
-
-
-def _git(cwd: Path, *args: str) -> str:
-    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, f"git {' '.join(args)}: {result.stderr}"
-    return result.stdout
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    for role in ("AUTHOR", "COMMITTER"):
-        env[f"GIT_{role}_NAME"] = "A Maintainer"
-        env[f"GIT_{role}_EMAIL"] = "maintainer@example.com"
-    return env
+ENV = {**os.environ, **IDENTITY}  # the page's blocks commit
 
 
 def _run(name: str, cwd: Path) -> str:
-    result = subprocess.run(
-        ["bash", "-e", "-c", blocks(PAGE)[name]],
-        cwd=cwd,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, f"block {name!r} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return result.stdout + result.stderr
+    return run_block(name, cwd, ENV, timeout=900, page=PAGE)
 
 
 def _checkout(source: Path, dest: Path) -> Path:
     shutil.copytree(source, dest)
-    _git(dest, "init", "-q", "-b", "main")
-    _git(dest, "add", "-A")
-    subprocess.run(["git", "commit", "-q", "-m", "upstream"], cwd=dest, env=_env(), check=True)
+    git(dest, "init", "-q", "-b", "main")
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "-m", "upstream")
     return dest
 
 
 def _numstat(base: Path, other: Path, ref: str) -> list[tuple[int, int, str]]:
-    _git(base, "fetch", "-q", str(other), ref)
+    git(base, "fetch", "-q", str(other), ref)
     rows = []
-    for line in _git(base, "diff", "--numstat", "--no-renames", "HEAD", "FETCH_HEAD").splitlines():
+    for line in git(base, "diff", "--numstat", "--no-renames", "HEAD", "FETCH_HEAD").splitlines():
         added, removed, path = line.split("\t")
         if not LEFT_OUT.match(path):
             rows.append((int(added), int(removed), path))
@@ -105,7 +84,7 @@ def test_the_pages_commands_replace_6438_in_a_checkout(tmp_path: Path) -> None:
     refused = subprocess.run(
         ["bash", "-c", apply.replace(" --replace-upstream", "")],
         cwd=checkout,
-        env=_env(),
+        env=ENV,
         capture_output=True,
         text=True,
         timeout=900,
@@ -113,9 +92,9 @@ def test_the_pages_commands_replace_6438_in_a_checkout(tmp_path: Path) -> None:
     assert refused.returncode == 3, refused.stdout + refused.stderr
     (hint,) = re.findall(r"^    to replace it: run '([^']+)'$", refused.stderr, re.MULTILINE)
     assert sorted(shlex.split(hint)[1:]) == sorted(shlex.split(apply)[1:]), hint
-    assert _git(checkout, "status", "--porcelain") == "", "the refusal wrote nothing"
+    assert git(checkout, "status", "--porcelain") == "", "the refusal wrote nothing"
     done = subprocess.run(
-        ["bash", "-c", hint], cwd=checkout, env=_env(), capture_output=True, text=True, timeout=900
+        ["bash", "-c", hint], cwd=checkout, env=ENV, capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout + done.stderr
@@ -131,13 +110,13 @@ def test_the_pages_commands_replace_6438_in_a_checkout(tmp_path: Path) -> None:
     review = _run("main-review", root)
     assert "megatron/training/training.py" in review
     _run("main-commit", root)
-    assert _git(checkout, "rev-list", "--count", "HEAD").strip() == "2", "one commit on top of upstream"
-    assert _git(checkout, "rev-parse", "--abbrev-ref", "HEAD").strip() != "main", "on a branch of its own"
-    assert _git(checkout, "status", "--porcelain") == "", "the commit holds the whole change"
+    assert git(checkout, "rev-list", "--count", "HEAD").strip() == "2", "one commit on top of upstream"
+    assert git(checkout, "rev-parse", "--abbrev-ref", "HEAD").strip() != "main", "on a branch of its own"
+    assert git(checkout, "status", "--porcelain") == "", "the commit holds the whole change"
 
     again = _run("main-replace", root)  # the same command again
     assert "nothing to write" in again, again
-    assert _git(checkout, "status", "--porcelain") == ""
+    assert git(checkout, "status", "--porcelain") == ""
     checked = _run("main-check", root)
     assert re.search(
         rf"is up to date with \S+ \({split[2]} files generated or instrumented\)$", checked, re.MULTILINE

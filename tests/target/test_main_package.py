@@ -8,18 +8,19 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.machinery
-import os
 import re
 import shlex
 import shutil
 import subprocess
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from codegen.cli import main
+from tests.support.git_repo import git
 from tests.support.instrumentation_wheel import (
     MODULE,
     build_wheel,
@@ -37,15 +38,19 @@ def _find_all(finder: Any, root: Path, table: dict[str, Any]) -> list[Any]:
     return [find_spec_in(finder, root, path) for path in table["files"] if (root / path).is_file()]
 
 
+def _recorded(look_up: Callable[[], Any]) -> tuple[Any, list[warnings.WarningMessage]]:
+    """What ``look_up()`` returns, and the warnings it gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        return look_up(), caught
+
+
 def _warned(finder_module: Any, unpacked: Path, root: Path, times: int = 1) -> tuple[list[Any], list[Any]]:
     """The specs the wheel's finder gives for every module under ``root`` it knows, looked up
     ``times`` times, and the warnings it gave."""
     table = package_table(unpacked)
     finder = finder_module.MegatronFinder(table)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        specs = [spec for _ in range(times) for spec in _find_all(finder, root, table)]
-    return specs, caught
+    return _recorded(lambda: [spec for _ in range(times) for spec in _find_all(finder, root, table)])
 
 
 def test_a_tree_with_6438_is_left_alone_with_one_warning(finder_module: Any, unpacked: Path) -> None:
@@ -62,19 +67,15 @@ def test_a_tree_with_6438_is_left_alone_with_one_warning(finder_module: Any, unp
 
 
 def test_the_hand_written_warnings_command_runs_as_printed(
-    finder_module: Any,
-    unpacked: Path,
-    tmp_path: Path,
+    finder_module: Any, unpacked: Path, tmp_path: Path
 ) -> None:
     """The warning's command (the codegen and specs the package was built with, the tree's own
     path, the flags that replace #6438), run as printed from anywhere in a git checkout of the
     tree, replaces #6438 in it; it said `codegen apply specs/ ...`."""
     checkout = (tmp_path / "Megatron-LM").resolve()
     shutil.copytree(snapshot("with"), checkout)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@example.com"}
-    env |= {"GIT_COMMITTER_NAME": "A", "GIT_COMMITTER_EMAIL": "a@example.com"}
-    for git in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "main"]):
-        subprocess.run(["git", *git], cwd=checkout, env=env, check=True)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "main"]):
+        git(checkout, *args)
     _, caught = _warned(finder_module, unpacked, checkout)
     (warning,) = caught
     (command,) = re.findall(r"`([^`]+)`", str(warning.message))
@@ -82,9 +83,7 @@ def test_the_hand_written_warnings_command_runs_as_printed(
     assert Path(words[0]).name == "codegen" and Path(words[0]).is_file(), command
     tail = ["--source", str(checkout), "--in-place", "--replace-upstream"]
     assert words[1:] == ["apply", str(SPECS.resolve()), *tail], command
-    done = subprocess.run(
-        ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
-    )
+    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("updated "), done.stdout
     assert b"_otel_managed_span(" not in (checkout / "megatron/training/training.py").read_bytes()
@@ -214,9 +213,7 @@ def test_an_unknown_6438_tree_still_gets_the_warning(
     changed = tmp_path / "megatron" / "core" / "transformer" / "transformer_layer.py"
     changed.write_bytes(changed.read_bytes() + b"\n")
     finder = main_finder_module.MegatronFinder(table)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        specs = [find_spec_in(finder, tmp_path, path) for path in paths]
+    specs, caught = _recorded(lambda: [find_spec_in(finder, tmp_path, path) for path in paths])
     assert all(isinstance(s.loader, importlib.machinery.SourceFileLoader) for s in specs), "nothing woven"
     assert [w.category for w in caught] == [main_finder_module.HandWrittenTelemetryWarning]
     assert f"--source {tmp_path.resolve()} --in-place --replace-upstream" in str(caught[0].message)
@@ -233,9 +230,7 @@ def test_a_6438_module_the_wheel_does_not_know_is_a_warning(
     module = tmp_path / path
     module.write_bytes(module.read_bytes() + b"\n")
     finder = main_finder_module.MegatronFinder(table)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        spec = find_spec_in(finder, tmp_path, path)
+    spec, caught = _recorded(lambda: find_spec_in(finder, tmp_path, path))
     assert isinstance(spec.loader, importlib.machinery.SourceFileLoader)
     assert [w.category for w in caught] == [main_finder_module.HandWrittenTelemetryWarning]
 
@@ -262,17 +257,14 @@ def test_a_dependency_mode_tree_is_left_as_it_is(
     # instrumented by other specs (here: one line more): it imports the runtime, so no warning either
     training = out / "megatron" / "training" / "training.py"
     training.write_bytes(training.read_bytes() + b"\n")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        spec = find_spec_in(main_finder_module.MegatronFinder(table), out, "megatron/training/training.py")
+    finder = main_finder_module.MegatronFinder(table)
+    spec, caught = _recorded(lambda: find_spec_in(finder, out, "megatron/training/training.py"))
     assert not caught, [str(w.message) for w in caught]
     assert isinstance(spec.loader, importlib.machinery.SourceFileLoader)
 
 
 def test_package_source_of_a_supported_release_is_refused(
-    trees: dict[str, Path],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    trees: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source = trees["0.19.2"]
     argv = ["package", str(SPECS), "--out", str(tmp_path / "dist"), "--source", str(source)]

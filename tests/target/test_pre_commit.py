@@ -10,7 +10,6 @@ the specs and generated/.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -19,42 +18,27 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.git_repo import copy_checkout
+from tests.support.git_repo import copy_checkout, git
 from tests.support.paths import REPO, SPECS
+from tests.support.pre_commit import pre_commit
 
 MANIFEST = REPO / ".pre-commit-hooks.yaml"
 
 
-def _pre_commit(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(
-        os.environ,
-        PRE_COMMIT_HOME=str(home),
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "pre_commit", *args], cwd=cwd, env=env, capture_output=True, text=True
-    )
-
-
 def test_manifest_is_valid(tmp_path: Path) -> None:
     pytest.importorskip("pre_commit", reason="pre-commit is in the test extra (tox -e test)")
-    result = _pre_commit("validate-manifest", str(MANIFEST), cwd=REPO, home=tmp_path / "home")
+    result = pre_commit("validate-manifest", str(MANIFEST), cwd=REPO, home=tmp_path / "home")
     assert result.returncode == 0, result.stdout + result.stderr
     hooks = {h["id"]: h for h in yaml.safe_load(MANIFEST.read_text())}
     assert hooks["codegen-check"]["entry"] == "codegen apply --check"
     assert hooks["codegen-validate"]["entry"] == "codegen validate"
 
 
-GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-
-
 def _commit_all(root: Path, message: str) -> str:
-    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
-    subprocess.run([*GIT, "add", "-A"], cwd=root, check=True)
-    subprocess.run([*GIT, "commit", "-qm", message], cwd=root, check=True)
-    return subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", message)
+    return git(root, "rev-parse", "HEAD").strip()
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +71,7 @@ def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_hooks_pass_on_a_fresh_generated_tree(hook_repo: Path, hooks_home: Path) -> None:
-    result = _pre_commit("run", "--all-files", cwd=hook_repo, home=hooks_home)
+    result = pre_commit("run", "--all-files", cwd=hook_repo, home=hooks_home)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "generated/ is up to date with the specs" in result.stdout
     assert "the specs resolve against the sources" in result.stdout
@@ -103,7 +87,7 @@ def test_check_hook_fails_on_a_stale_generated_tree(hook_repo: Path, hooks_home:
     original = page.read_text()
     try:
         page.write_text(original.replace("megatron.layer.forward", "megatron.layer.fwd", 1))
-        result = _pre_commit(
+        result = pre_commit(
             "run", "codegen-check", "--files", "generated/docs/spans.md", cwd=hook_repo, home=hooks_home
         )
     finally:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -27,26 +26,9 @@ from tests.support.doc_blocks import (
     run_block,
     workspace,
 )
+from tests.support.git_repo import git, tagged_repository
 
 TAG = "core_v0.19.2"
-
-
-def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def _upstream(generation: Generation, root: Path) -> Path:
-    """A local stand-in for Megatron-LM: the pristine release committed and tagged."""
-    upstream = root / "upstream" / "Megatron-LM"
-    shutil.copytree(generation.source_root / "megatron", upstream / "megatron")
-    _git(upstream, "init", "-q", "-b", "main")
-    _git(upstream, "add", "-A")
-    _git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "megatron-core 0.19.2")
-    _git(upstream, "tag", TAG)
-    _git(
-        upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "later"
-    )
-    return upstream
 
 
 def test_readme_names_the_tag_of_the_pinned_release() -> None:
@@ -59,20 +41,15 @@ def test_readme_names_the_tag_of_the_pinned_release() -> None:
 def test_patch_block_applies_the_patch_set_to_a_checkout_of_the_tag(
     generation: Generation, tmp_path: Path
 ) -> None:
-    upstream = _upstream(generation, tmp_path)
+    upstream = tagged_repository(generation.source_root, tmp_path / "upstream" / "Megatron-LM", TAG)
+    git(upstream, "commit", "-q", "--allow-empty", "-m", "later")  # the clone takes the tag, not main
     root = workspace(tmp_path / "work")
     run_block("patch", root, env=env_redirecting_clone(upstream))
     checkout = root / "Megatron-LM"
-    head = subprocess.run(
-        ["git", "describe", "--tags"], cwd=checkout, capture_output=True, text=True, check=True
-    )
-    assert head.stdout.strip() == TAG
+    assert git(checkout, "describe", "--tags").strip() == TAG
     for path, (old, new) in generation.changes.items():
         assert (checkout / path).read_text(encoding="utf-8") == new, path
-    status = subprocess.run(
-        ["git", "status", "--porcelain"], cwd=checkout, capture_output=True, text=True, check=True
-    )
-    changed = {line[3:].rstrip("/") for line in status.stdout.splitlines()}
+    changed = {line[3:].rstrip("/") for line in git(checkout, "status", "--porcelain").splitlines()}
     assert "megatron/core/otel" in changed and "megatron/core/transformer/transformer_layer.py" in changed
 
 
@@ -134,12 +111,7 @@ def test_patch_block_on_a_tree_it_does_not_fit_changes_nothing(tmp_path: Path) -
     since the runtime import became a line of its own, no hunk touches an import line that differs
     there, and the patch set applies to it.)"""
     pins = {pin.version: pin for pin in load_project(REPO / "specs", Diagnostics()).releases()}
-    upstream = tmp_path / "upstream" / "Megatron-LM"
-    shutil.copytree(source_root(pins["0.18.2"]) / "megatron", upstream / "megatron")
-    _git(upstream, "init", "-q", "-b", "main")
-    _git(upstream, "add", "-A")
-    _git(upstream, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "megatron-core 0.18.2")
-    _git(upstream, "tag", TAG)
+    upstream = tagged_repository(source_root(pins["0.18.2"]), tmp_path / "upstream" / "Megatron-LM", TAG)
     root = workspace(tmp_path / "work")
     block = blocks()["patch"]
     result = subprocess.run(
@@ -151,7 +123,4 @@ def test_patch_block_on_a_tree_it_does_not_fit_changes_nothing(tmp_path: Path) -
     )
     assert result.returncode != 0
     assert "patch does not apply" in result.stderr or "does not match index" in result.stderr, result.stderr
-    status = subprocess.run(
-        ["git", "status", "--porcelain"], cwd=root / "Megatron-LM", capture_output=True, text=True, check=True
-    )
-    assert status.stdout == ""
+    assert git(root / "Megatron-LM", "status", "--porcelain") == ""

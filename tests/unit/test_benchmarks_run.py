@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks import run, timing
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -50,10 +52,11 @@ def _step_data(default_scale: float, spread: float) -> dict[str, object]:
 
 
 def _default_status(data: dict[str, object]) -> str:
-    from benchmarks.run import step_rows
 
     (row,) = (
-        r for r in step_rows(data) if r.label.startswith("train_step training-thread CPU, telemetry default")
+        r
+        for r in run.step_rows(data)
+        if r.label.startswith("train_step training-thread CPU, telemetry default")
     )
     assert "95% interval" in row.label
     return row.status
@@ -66,20 +69,19 @@ def test_a_step_goal_over_its_bound_is_noise_only_when_its_interval_reaches_the_
 
 
 def test_the_step_interval_is_the_spread_of_the_per_round_ratios() -> None:
-    from benchmarks.run import _interval, _status_within
 
     draw = random.Random(2)
     noisy = [1.02 + 0.5 * draw.uniform(-1, 1) for _ in range(60)]
-    low, high = _interval(noisy)
+    low, high = run._interval(noisy)
     assert low < 1.01 < high
     # above its goal: NOT MET, whatever the interval says (that goes beside the status)
-    assert _status_within(1.02, low, ("<=", 1.01)) == "NOT MET (within noise)"
-    assert _status_within(1.0, low, ("<=", 1.01), high) == "met (its interval reaches over)"
+    assert run._status_within(1.02, low, ("<=", 1.01)) == "NOT MET (within noise)"
+    assert run._status_within(1.0, low, ("<=", 1.01), high) == "met (its interval reaches over)"
     steady = [1.03 + 0.001 * draw.uniform(-1, 1) for _ in range(60)]
-    low, high = _interval(steady)
+    low, high = run._interval(steady)
     assert 1.02 < low <= high < 1.04
-    assert _status_within(1.03, low, ("<=", 1.01)) == "NOT MET"
-    assert _interval([5.0] * 10) == (5.0, 5.0)
+    assert run._status_within(1.03, low, ("<=", 1.01)) == "NOT MET"
+    assert run._interval([5.0] * 10) == (5.0, 5.0)
 
 
 def _process_data(export_us: float, training_us: float) -> dict[str, object]:
@@ -107,9 +109,8 @@ def _process_data(export_us: float, training_us: float) -> dict[str, object]:
 
 
 def test_process_rows_read_the_lean_goals_from_the_paired_differences() -> None:
-    from benchmarks.run import process_rows
 
-    rows = {r.label: r for r in process_rows(_process_data(export_us=3.0, training_us=2.0))}
+    rows = {r.label: r for r in run.process_rows(_process_data(export_us=3.0, training_us=2.0))}
     export = rows["all, lean path: export CPU per span (the process's other threads, arm - off)"]
     assert export.value == "3.00 us" and export.goal == "<= 4 us" and export.status == "met"
     total = rows["all, lean path: all telemetry work (both) per step, % of a 1 s step"]
@@ -121,7 +122,7 @@ def test_process_rows_read_the_lean_goals_from_the_paired_differences() -> None:
     assert (
         rows["all, SDK path: export CPU per span (the process's other threads, arm - off)"].status == "info"
     )
-    slow = {r.label: r for r in process_rows(_process_data(export_us=20.0, training_us=4.0))}
+    slow = {r.label: r for r in run.process_rows(_process_data(export_us=20.0, training_us=4.0))}
     assert (
         slow["all, lean path: export CPU per span (the process's other threads, arm - off)"].status
         == "NOT MET"
@@ -139,28 +140,28 @@ def _per_call(rounds: list[float], run: str) -> dict[str, object]:
 
 
 def test_a_per_call_ratio_pairs_rounds_of_one_measurement_only() -> None:
-    from benchmarks.run import paired_ratio, ratio_row
 
     # the variant costs 1.4x the baseline in every round; one round was lucky for the baseline alone
     base = [30.0] * 20 + [20.0]
     guarded = [42.0] * 20 + [42.0]
     results = {"base": _per_call(base, "one"), "guarded": _per_call(guarded, "one")}
-    assert paired_ratio(results["guarded"], results["base"]) == 1.4
-    row = ratio_row("s", "guarded / base", results, "guarded", "base", ("<=", 1.5))
+    assert run.paired_ratio(results["guarded"], results["base"]) == 1.4
+    row = run.ratio_row("s", "guarded / base", results, "guarded", "base", ("<=", 1.5))
     assert (row.ratio, row.median_ratio, row.status) == ("2.10x", "1.40x", "met")
     # the same numbers from two measurements (two processes) do not pair: the minimums decide
     results["base"]["run"] = "two"
-    assert paired_ratio(results["guarded"], results["base"]) is None
-    assert ratio_row("s", "guarded / base", results, "guarded", "base", ("<=", 1.5)).status == "NOT MET"
+    assert run.paired_ratio(results["guarded"], results["base"]) is None
+    assert run.ratio_row("s", "guarded / base", results, "guarded", "base", ("<=", 1.5)).status == "NOT MET"
     # a variant slower in every round is not met, whatever the minimums
     results = {"base": _per_call(base, "one"), "guarded": _per_call([48.0] * 20 + [30.0], "one")}
-    assert ratio_row("s", "guarded / base", results, "guarded", "base", ("<=", 1.5)).status == "NOT MET"
+    assert run.ratio_row("s", "guarded / base", results, "guarded", "base", ("<=", 1.5)).status == "NOT MET"
 
 
 def test_measure_reports_every_round_in_order() -> None:
-    from benchmarks.timing import Variant, measure
 
-    results = measure([Variant("a", lambda: None), Variant("b", lambda: None)], rounds=3, target_s=0.0005)
+    results = timing.measure(
+        [timing.Variant("a", lambda: None), timing.Variant("b", lambda: None)], rounds=3, target_s=0.0005
+    )
     assert [len(r.rounds_ns) for r in results.values()] == [3, 3]
     assert results["a"].run == results["b"].run != ""
     assert results["a"].min_ns == min(results["a"].rounds_ns)
@@ -168,7 +169,6 @@ def test_measure_reports_every_round_in_order() -> None:
 
 
 def _own_status(runtime_us: float, own_us: float) -> str:
-    from benchmarks.run import step_rows
 
     data = _step_data(1.0, 0.25)
     off = data["cpu_times_s"]["off"]
@@ -177,7 +177,7 @@ def _own_status(runtime_us: float, own_us: float) -> str:
         data["median_s"][arm] = data["cpu_s"][arm] = sorted(data["cpu_times_s"][arm])[30]
         data["export_cpu_s"][arm] = 0.0
         data["spans_per_step"][arm] = 18
-    (row,) = (r for r in step_rows(data) if "the SDK's own spans at the same sites" in r.label)
+    (row,) = (r for r in run.step_rows(data) if "the SDK's own spans at the same sites" in r.label)
     return row.status
 
 
@@ -189,7 +189,6 @@ def test_the_sdk_path_row_reads_the_sdk_own_spans_added_the_same_way() -> None:
 
 def test_serving_rows_read_the_paired_differences_against_a_50_ms_budget() -> None:
     """The serving goal is on the median per-round added latency: at most 1% of the 50 ms request."""
-    from benchmarks.run import serving_rows
 
     base = [0.050 + 0.001 * (i % 3) for i in range(9)]
     data = {
@@ -207,7 +206,7 @@ def test_serving_rows_read_the_paired_differences_against_a_50_ms_budget() -> No
             "traced_off": {"min_ns": 130.0, "median_ns": 140.0, "samples": 1},
         },
     }
-    rows = {row.label.split(" (median")[0]: row for row in serving_rows(data)}
+    rows = {row.label.split(" (median")[0]: row for row in run.serving_rows(data)}
     assert rows["request latency, off / pristine"].status == "info"
     assert rows["request latency, default / off"].value == "+0.100 ms"
     assert rows["request latency, default / off"].status == "met"
@@ -216,24 +215,22 @@ def test_serving_rows_read_the_paired_differences_against_a_50_ms_budget() -> No
     assert (micro.ratio, micro.status) == ("1.30x", "met")
     # where callgrind counted the instructions, the goal reads them and the timed row is info
     data["instructions"] = {"plain": 4000.0, "traced": 6400.0}
-    rows = {row.label.split(" (median")[0]: row for row in serving_rows(data)}
+    rows = {row.label.split(" (median")[0]: row for row in run.serving_rows(data)}
     assert rows["async span (traced coroutine), group disabled / uninstrumented coroutine"].status == "info"
     counted = rows["async span, group disabled / uninstrumented coroutine (instructions per call)"]
     assert (counted.value, counted.ratio, counted.status) == ("6,400", "1.600x", "NOT MET")
 
 
 def test_a_value_over_its_goal_never_reads_met() -> None:
-    from benchmarks.run import _status_within
 
     for value, low, high in ((0.61, 0.40, 0.90), (0.61, 0.605, 0.62), (0.9, 0.1, 2.0)):
-        assert _status_within(value, low, ("<=", 0.6), high).startswith("NOT MET")
-    assert _status_within(0.5, 0.4, ("<=", 0.6), 0.59) == "met"
+        assert run._status_within(value, low, ("<=", 0.6), high).startswith("NOT MET")
+    assert run._status_within(0.5, 0.4, ("<=", 0.6), 0.59) == "met"
 
 
 def test_process_rows_carry_the_half_cost_goals() -> None:
-    from benchmarks.run import process_rows
 
-    rows = {r.label: r for r in process_rows(_process_data(export_us=5.0, training_us=4.0))}
+    rows = {r.label: r for r in run.process_rows(_process_data(export_us=5.0, training_us=4.0))}
     training = rows["all, lean path: training-thread CPU per span (arm - off)"]
     assert training.goal == "<= 3 us" and training.status.startswith("NOT MET")
     export = rows["all, lean path: export CPU per span (the process's other threads, arm - off)"]
@@ -242,17 +239,16 @@ def test_process_rows_carry_the_half_cost_goals() -> None:
     assert share.goal == "<= 0.6 %" and share.status.startswith("NOT MET")  # 0.71 %
     upper = rows["all, lean path: the same, the upper end of its 95% interval"]
     assert upper.goal == "<= 0.8 %"
-    cheap = {r.label: r for r in process_rows(_process_data(export_us=2.0, training_us=1.0))}
+    cheap = {r.label: r for r in run.process_rows(_process_data(export_us=2.0, training_us=1.0))}
     assert all(r.status.startswith("met") for r in cheap.values() if r.goal), [
         (r.label, r.status) for r in cheap.values() if r.goal and not r.status.startswith("met")
     ]
 
 
 def test_the_summary_fits_100_columns_and_lists_each_goal_row() -> None:
-    from benchmarks.run import process_rows, summary_text, table_text
 
-    rows = process_rows(_process_data(export_us=5.0, training_us=4.0))
-    summary = summary_text(rows)
+    rows = run.process_rows(_process_data(export_us=5.0, training_us=4.0))
+    summary = run.summary_text(rows)
     assert max(len(line) for line in summary.splitlines()) <= 100
     goal_rows = [r for r in rows if r.goal]
     assert len(goal_rows) >= 5
@@ -262,4 +258,4 @@ def test_the_summary_fits_100_columns_and_lists_each_goal_row() -> None:
             for line in summary.splitlines()
         ), row.label
     assert sum("info" in line for line in summary.splitlines()) == 0  # info rows only in the file
-    assert all(r.label in table_text(rows) for r in rows)
+    assert all(r.label in run.table_text(rows) for r in rows)

@@ -14,17 +14,10 @@ def _use(source: str, name: str = "f", qualified: str = "f") -> FrameUse:
     module = cst.parse_module(textwrap.dedent(source))
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     func = next(s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == name)
+    where = (lambda n: positions[n].start.line, lambda n: positions[n].start.column)
     seen: dict[int, list[cst.Call]] = {}
-    first = frame_use(
-        func, qualified, lambda n: positions[n].start.line, lambda n: positions[n].start.column, seen
-    )
-    # the cached walk gives the same answer
-    assert (
-        frame_use(
-            func, qualified, lambda n: positions[n].start.line, lambda n: positions[n].start.column, seen
-        )
-        == first
-    )
+    first = frame_use(func, qualified, *where, seen)
+    assert frame_use(func, qualified, *where, seen) == first  # the cached walk gives the same answer
     return first
 
 

@@ -12,24 +12,21 @@ ORDINARY = "def work(x):\n    if not x:\n        return -x\n    return [(x, {x: 
 @pytest.mark.parametrize(
     "text",
     [
-        "y = " + "-" * 100 + "x\n",
-        "y = " + "+-~" * 34 + "x\n",
-        "y = " + "not " * 100 + "x\n",
-        "y = " + "not\n    " * 100 + "x\n",  # continuation lines count too
-        "y = 1\n" + "z = '" + "a" * LONG_LINE + "'\n",
-        "y = " + "(" * (MAX_BRACKET_DEPTH + 1) + "x" + ")" * (MAX_BRACKET_DEPTH + 1) + "\n",
-        "y = " + "[{" * (MAX_BRACKET_DEPTH // 2 + 1) + "x" + "}]" * (MAX_BRACKET_DEPTH // 2 + 1) + "\n",
-        "y = 1\n" * 200_000,  # over LARGE
-    ],
-    ids=[
-        "minus-run",
-        "mixed-run",
-        "not-chain",
-        "not-chain-lines",
-        "long-line",
-        "deep-parens",
-        "deep-mixed",
-        "large",
+        pytest.param("y = " + "-" * 100 + "x\n", id="minus-run"),
+        pytest.param("y = " + "+-~" * 34 + "x\n", id="mixed-run"),
+        pytest.param("y = " + "not " * 100 + "x\n", id="not-chain"),
+        # continuation lines count too
+        pytest.param("y = " + "not\n    " * 100 + "x\n", id="not-chain-lines"),
+        pytest.param("y = 1\n" + "z = '" + "a" * LONG_LINE + "'\n", id="long-line"),
+        pytest.param(
+            "y = " + "(" * (MAX_BRACKET_DEPTH + 1) + "x" + ")" * (MAX_BRACKET_DEPTH + 1) + "\n",
+            id="deep-parens",
+        ),
+        pytest.param(
+            "y = " + "[{" * (MAX_BRACKET_DEPTH // 2 + 1) + "x" + "}]" * (MAX_BRACKET_DEPTH // 2 + 1) + "\n",
+            id="deep-mixed",
+        ),
+        pytest.param("y = 1\n" * 200_000, id="large"),  # over LARGE
     ],
 )
 def test_pathological_text_is_suspicious(text: str) -> None:

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from codegen.atomic import write_files
 from codegen.emit.patch import _HeadTailMatcher, make_patch, split_lines, write_patch_set
+from tests.support.git_repo import IDENTITY
 
 PATH = "megatron/core/mod.py"
 
@@ -122,10 +124,7 @@ _GIT_ENV = {
     **os.environ,
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_AUTHOR_NAME": "test",
-    "GIT_AUTHOR_EMAIL": "test@example.invalid",
-    "GIT_COMMITTER_NAME": "test",
-    "GIT_COMMITTER_EMAIL": "test@example.invalid",
+    **IDENTITY,
     "LC_ALL": "C",
 }
 
@@ -342,9 +341,7 @@ def test_patch_set_applies_in_series_order(tmp_path: Path) -> None:
     paths = sorted(old.keys() | new.keys())
     files = write_patch_set({p: make_patch(p, old.get(p), new.get(p)) for p in paths})
     repo = tmp_path / "repo"
-    for path, text in old.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
+    write_files(repo, old)
     _run(["git", "init", "-q"], repo)
     patch_dir = tmp_path / "patches"
     patch_dir.mkdir()

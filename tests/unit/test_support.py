@@ -101,7 +101,4 @@ def test_the_cli_helper_passes_the_named_options_then_the_rest(monkeypatch: pyte
     monkeypatch.setattr(codegen.cli, "main", lambda argv: seen.append(argv) or 3)
     assert cli.apply(Path("specs"), "--check", source=Path("src"), out="fork") == 3
     assert cli.codegen("validate", Path("specs")) == 3
-    assert seen == [
-        ["apply", "specs", "--source", "src", "--out", "fork", "--check"],
-        ["validate", "specs"],
-    ]
+    assert seen == [["apply", "specs", "--source", "src", "--out", "fork", "--check"], ["validate", "specs"]]

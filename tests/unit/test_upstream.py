@@ -6,8 +6,9 @@ import hashlib
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -60,10 +61,30 @@ def _forbid_download(pin: UpstreamPin, dest: Path) -> None:
     raise AssertionError("the downloader must not be called")
 
 
-@pytest.fixture
-def wheel(tmp_path: Path) -> tuple[Path, str]:
-    path = tmp_path / "src" / FILENAME
-    return path, _build_wheel(path, MEMBERS)
+@dataclass
+class Wheel:
+    """The fixture wheel at ``path`` (its sha256 ``sha``), unpacked by ``source_root`` into ``cache``."""
+
+    path: Path
+    sha: str
+    cache: Path
+    monkeypatch: pytest.MonkeyPatch
+
+    @property
+    def tree(self) -> Path:
+        return self.cache / f"megatron-core-0.0.1-{self.sha[:12]}"
+
+    def download(self, downloader: Callable[[UpstreamPin, Path], None] | None = None) -> FakeDownloader:
+        """Put ``downloader`` (a new ``FakeDownloader`` of the wheel by default) in pip's place."""
+        fake = FakeDownloader(self.path)
+        self.monkeypatch.setattr(upstream, "download_wheel", downloader or fake)
+        return fake
+
+    def source_root(self) -> Path:
+        return source_root(_pin(self.sha), cache_dir=self.cache)
+
+    def temporaries(self) -> list[str]:
+        return [p.name for p in self.cache.iterdir() if ".tmp-" in p.name]
 
 
 @pytest.fixture
@@ -71,18 +92,20 @@ def cache(tmp_path: Path) -> Path:
     return tmp_path / "cache"
 
 
+@pytest.fixture
+def wheel(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> Wheel:
+    path = tmp_path / "src" / FILENAME
+    return Wheel(path, _build_wheel(path, MEMBERS), cache, monkeypatch)
+
+
 def _files(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
-def test_downloads_verifies_and_unpacks_megatron_only(
-    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path, sha = wheel
-    fake = FakeDownloader(path)
-    monkeypatch.setattr(upstream, "download_wheel", fake)
-    root = source_root(_pin(sha), cache_dir=cache)
-    assert root == cache / f"megatron-core-0.0.1-{sha[:12]}"
+def test_downloads_verifies_and_unpacks_megatron_only(wheel: Wheel) -> None:
+    fake = wheel.download()
+    root = wheel.source_root()
+    assert root == wheel.tree
     assert fake.calls == 1
     assert _files(root) == {
         COMPLETE_MARKER,
@@ -92,77 +115,55 @@ def test_downloads_verifies_and_unpacks_megatron_only(
     }
     block = "megatron/core/transformer/block.py"
     assert (root / block).read_bytes() == MEMBERS[block]
-    assert (cache / "wheels" / FILENAME).read_bytes() == path.read_bytes()
-    assert not [p.name for p in cache.iterdir() if ".tmp-" in p.name]
+    assert (wheel.cache / "wheels" / FILENAME).read_bytes() == wheel.path.read_bytes()
+    assert not wheel.temporaries()
 
 
-def test_cache_hit_skips_the_downloader(
-    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path, sha = wheel
-    monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
-    first = source_root(_pin(sha), cache_dir=cache)
-    (cache / "wheels" / FILENAME).unlink()  # the fast path must not even look at the wheel
-    monkeypatch.setattr(upstream, "download_wheel", _forbid_download)
+def test_cache_hit_skips_the_downloader(wheel: Wheel, monkeypatch: pytest.MonkeyPatch) -> None:
+    wheel.download()
+    first = wheel.source_root()
+    (wheel.cache / "wheels" / FILENAME).unlink()  # the fast path must not even look at the wheel
+    wheel.download(_forbid_download)
     monkeypatch.setattr(upstream, "_populate", lambda *args: pytest.fail("fast path must not lock or hash"))
-    assert source_root(_pin(sha), cache_dir=cache) == first
+    assert wheel.source_root() == first
 
 
 def test_tree_finished_while_waiting_for_the_lock_is_used(
-    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
+    wheel: Wheel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _, sha = wheel
-    tree = cache / f"megatron-core-0.0.1-{sha[:12]}"
-
     @contextmanager
     def other_run_finishes_first(lock: Path) -> Iterator[None]:
-        (tree / "megatron").mkdir(parents=True)
-        (tree / COMPLETE_MARKER).write_text("other run\n")
+        (wheel.tree / "megatron").mkdir(parents=True)
+        (wheel.tree / COMPLETE_MARKER).write_text("other run\n")
         yield
 
     monkeypatch.setattr(upstream, "_exclusive_lock", other_run_finishes_first)
-    monkeypatch.setattr(upstream, "download_wheel", _forbid_download)
-    assert source_root(_pin(sha), cache_dir=cache) == tree
-    assert (tree / COMPLETE_MARKER).read_text() == "other run\n"
+    wheel.download(_forbid_download)
+    assert wheel.source_root() == wheel.tree
+    assert (wheel.tree / COMPLETE_MARKER).read_text() == "other run\n"
 
 
-def test_cached_wheel_with_matching_hash_is_reused(
-    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path, sha = wheel
-    (cache / "wheels").mkdir(parents=True)
-    (cache / "wheels" / FILENAME).write_bytes(path.read_bytes())
-    monkeypatch.setattr(upstream, "download_wheel", _forbid_download)
-    assert (source_root(_pin(sha), cache_dir=cache) / "megatron/__init__.py").is_file()
+@pytest.mark.parametrize("cached", [None, b"truncated"], ids=["matching", "corrupt"])
+def test_cached_wheel_is_reused_only_with_a_matching_hash(wheel: Wheel, cached: bytes | None) -> None:
+    (wheel.cache / "wheels").mkdir(parents=True)
+    (wheel.cache / "wheels" / FILENAME).write_bytes(cached or wheel.path.read_bytes())
+    fake = wheel.download(None if cached else _forbid_download)
+    assert (wheel.source_root() / "megatron/__init__.py").is_file()
+    assert fake.calls == (1 if cached else 0)
+    assert (wheel.cache / "wheels" / FILENAME).read_bytes() == wheel.path.read_bytes()
 
 
-def test_corrupt_cached_wheel_is_downloaded_again(
-    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path, sha = wheel
-    (cache / "wheels").mkdir(parents=True)
-    (cache / "wheels" / FILENAME).write_bytes(b"truncated")
-    fake = FakeDownloader(path)
-    monkeypatch.setattr(upstream, "download_wheel", fake)
-    assert (source_root(_pin(sha), cache_dir=cache) / "megatron/__init__.py").is_file()
-    assert fake.calls == 1
-    assert (cache / "wheels" / FILENAME).read_bytes() == path.read_bytes()
-
-
-def test_sha_mismatch_names_both_hashes(
-    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path, actual = wheel
+def test_sha_mismatch_names_both_hashes(wheel: Wheel) -> None:
     expected = "0" * 64
-    monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
+    wheel.download()
     with pytest.raises(UpstreamError) as info:
-        source_root(_pin(expected), cache_dir=cache)
+        source_root(_pin(expected), cache_dir=wheel.cache)
     message = str(info.value)
-    assert expected in message and actual in message and "\n" not in message
-    assert path.read_bytes()  # the source wheel is untouched
-    assert not (cache / "wheels" / FILENAME).exists()
-    assert not (cache / f"megatron-core-0.0.1-{expected[:12]}").exists()
-    assert not [p.name for p in cache.iterdir() if ".tmp-" in p.name]
+    assert expected in message and wheel.sha in message and "\n" not in message
+    assert wheel.path.read_bytes()  # the source wheel is untouched
+    assert not (wheel.cache / "wheels" / FILENAME).exists()
+    assert not (wheel.cache / f"megatron-core-0.0.1-{expected[:12]}").exists()
+    assert not wheel.temporaries()
 
 
 UNSAFE_MEMBERS = [
@@ -174,34 +175,25 @@ UNSAFE_MEMBERS = [
 ]
 
 
-@pytest.mark.parametrize("member", UNSAFE_MEMBERS)
-def test_unsafe_member_is_rejected(
-    member: str, tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [({**MEMBERS, member: b"pwned"}, "unsafe archive member") for member in UNSAFE_MEMBERS]
+    + [({"other/__init__.py": b""}, "contains no megatron/ package")],
+    ids=[*UNSAFE_MEMBERS, "no-megatron"],
+)
+def test_unsafe_or_foreign_wheel_is_rejected(
+    wheel: Wheel, tmp_path: Path, members: dict[str, bytes], message: str
 ) -> None:
-    path = tmp_path / "src" / FILENAME
-    sha = _build_wheel(path, {**MEMBERS, member: b"pwned"})
-    monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
-    with pytest.raises(UpstreamError, match="unsafe archive member"):
-        source_root(_pin(sha), cache_dir=cache)
-    assert not (cache / f"megatron-core-0.0.1-{sha[:12]}").exists()
+    wheel.sha = _build_wheel(wheel.path, members)
+    wheel.download()
+    with pytest.raises(UpstreamError, match=message):
+        wheel.source_root()
+    assert not wheel.tree.exists()
     assert not [p for p in tmp_path.rglob("*") if p.name in ("evil.py", "x.py")]
 
 
-def test_wheel_without_megatron_is_rejected(
-    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "src" / FILENAME
-    sha = _build_wheel(path, {"other/__init__.py": b""})
-    monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
-    with pytest.raises(UpstreamError, match="contains no megatron/ package"):
-        source_root(_pin(sha), cache_dir=cache)
-
-
-def test_crash_mid_unpack_leaves_nothing_visible(
-    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path, sha = wheel
-    monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
+def test_crash_mid_unpack_leaves_nothing_visible(wheel: Wheel, monkeypatch: pytest.MonkeyPatch) -> None:
+    wheel.download()
     real_extract = upstream._extract_member
     extracted: list[str] = []
 
@@ -213,41 +205,34 @@ def test_crash_mid_unpack_leaves_nothing_visible(
 
     monkeypatch.setattr(upstream, "_extract_member", crash_after_first)
     with pytest.raises(KeyboardInterrupt):
-        source_root(_pin(sha), cache_dir=cache)
-    tree = cache / f"megatron-core-0.0.1-{sha[:12]}"
-    assert extracted and not tree.exists()
-    assert not [p.name for p in cache.iterdir() if ".tmp-" in p.name]
+        wheel.source_root()
+    assert extracted and not wheel.tree.exists()
+    assert not wheel.temporaries()
 
     monkeypatch.setattr(upstream, "_extract_member", real_extract)
-    assert source_root(_pin(sha), cache_dir=cache) == tree
-    assert (tree / COMPLETE_MARKER).is_file() and (tree / "megatron/core/transformer/block.py").is_file()
+    assert wheel.source_root() == wheel.tree
+    assert (wheel.tree / COMPLETE_MARKER).is_file()
+    assert (wheel.tree / "megatron/core/transformer/block.py").is_file()
 
 
-def test_killed_run_leftovers_are_redone(
-    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_killed_run_leftovers_are_redone(wheel: Wheel) -> None:
     """A tree without its marker (or a dead run's temp dir) is never returned but rebuilt."""
-    path, sha = wheel
-    tree = cache / f"megatron-core-0.0.1-{sha[:12]}"
+    tree = wheel.tree
     (tree / "megatron").mkdir(parents=True)
     (tree / "megatron/half_written.py").write_bytes(b"x = ")
-    leftover = cache / f".{tree.name}.tmp-unpack-dead"
+    leftover = wheel.cache / f".{tree.name}.tmp-unpack-dead"
     (leftover / "megatron").mkdir(parents=True)
-    fake = FakeDownloader(path)
-    monkeypatch.setattr(upstream, "download_wheel", fake)
-    assert source_root(_pin(sha), cache_dir=cache) == tree
+    fake = wheel.download()
+    assert wheel.source_root() == tree
     assert fake.calls == 1
     assert "megatron/half_written.py" not in _files(tree)
     assert (tree / COMPLETE_MARKER).is_file()
     assert not leftover.exists()
 
 
-def test_losing_the_rename_race_uses_the_winners_tree(
-    wheel: tuple[Path, str], cache: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path, sha = wheel
-    tree = cache / f"megatron-core-0.0.1-{sha[:12]}"
-    fake = FakeDownloader(path)
+def test_losing_the_rename_race_uses_the_winners_tree(wheel: Wheel) -> None:
+    tree = wheel.tree
+    fake = FakeDownloader(wheel.path)
 
     def download_while_another_run_finishes(pin: UpstreamPin, dest: Path) -> None:
         fake(pin, dest)
@@ -255,10 +240,10 @@ def test_losing_the_rename_race_uses_the_winners_tree(
         (tree / "megatron/winner.py").write_bytes(b"")
         (tree / COMPLETE_MARKER).write_text("winner\n")
 
-    monkeypatch.setattr(upstream, "download_wheel", download_while_another_run_finishes)
-    assert source_root(_pin(sha), cache_dir=cache) == tree
+    wheel.download(download_while_another_run_finishes)
+    assert wheel.source_root() == tree
     assert _files(tree) == {COMPLETE_MARKER, "megatron/winner.py"}
-    assert not [p.name for p in cache.iterdir() if ".tmp-" in p.name]
+    assert not wheel.temporaries()
 
 
 def test_source_without_megatron_is_an_error(tmp_path: Path) -> None:
@@ -339,12 +324,11 @@ def test_default_cache_dir_precedence(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_cache_dir_from_environment_is_used(
-    wheel: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    wheel: Wheel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path, sha = wheel
     monkeypatch.setenv("CODEGEN_CACHE_DIR", str(tmp_path / "env-cache"))
-    monkeypatch.setattr(upstream, "download_wheel", FakeDownloader(path))
-    assert source_root(_pin(sha)).parent == tmp_path / "env-cache"
+    wheel.download()
+    assert source_root(_pin(wheel.sha)).parent == tmp_path / "env-cache"
 
 
 def test_real_megatron_core_wheel(tmp_path: Path) -> None:
