@@ -11,8 +11,11 @@ replaced), and this thread does each part alone, inside its own ``exec`` (callgr
 786-span step with no sleeps, the statement sites' calls) minus ``off`` (the same steps with the
 groups off); ``take`` (the batches taken from the buffers and their ids drawn, unless the
 encoder draws them: then in ``encode``); ``encode`` (the OTLP bytes of every batch); ``send``
-(each request through the exporter's HTTP client); ``free`` (the batches dropped: the spans
-deallocated). Each is per span. Needs valgrind; about a minute.
+(each request through the exporter's HTTP client); ``free`` (the batches done with, as the
+recorder is: ``_lean_span.recycle`` keeps the spans nothing else references, the rest
+deallocated). Each is per span. First, not counted, as many steps recorded and exported (the
+export thread's steady state: the spans it recycled wait to be started again). Needs valgrind;
+about a minute.
 """
 
 from __future__ import annotations
@@ -53,18 +56,23 @@ def worker(steps: int, arm: str) -> None:
         initialize()
     import codegen.otel_runtime as otel
     from codegen.otel_runtime import _lean_recorder
-    from codegen.otel_runtime._lean_span import draw_ids
+    from codegen.otel_runtime._lean_span import draw_ids, recycle
 
     otel.configure()
     (recorder,) = [
         r for r in otel._state.PROCESS.run.processors if isinstance(r, _lean_recorder.LeanRecorder)
     ]
     recorder.wake = threading.Event()  # the export thread waits on the old one: held back
-    scope = {"otel": otel, "step": step, "recorder": recorder, "draw_ids": draw_ids, "n": steps}
+    scope = {
+        "otel": otel, "step": step, "recorder": recorder, "draw_ids": draw_ids, "recycle": recycle,
+        "n": steps,
+    }  # fmt: skip
     # an encoder that draws the batch's span ids itself: they are counted in encode
     scope["draws"] = getattr(recorder.encoder, "draws_ids", False)
-    # one step and one export of each kind first (caches, the connection), not counted
-    exec("step(otel, 0.0)\nrecorder._drain(None)", scope)  # noqa: S102
+    # as many steps as are counted and their export first (caches, the connection, the spans
+    # recycle keeps for the training thread to start again, as a process's export thread keeps
+    # them: its steady state), not counted
+    exec("for _ in range(n):\n    step(otel, 0.0)\nrecorder._drain(None)", scope)  # noqa: S102
     codes = {
         "warm": "pass",
         "off": "for _ in range(n):\n    step(off, 0.0)",
@@ -75,7 +83,7 @@ def worker(steps: int, arm: str) -> None:
         ),
         "encode": "data = [recorder.encoder.encode(b)[0] for b in batches]",
         "send": "sent = [recorder.send(d) for d in data]",
-        "free": "del batches, data",
+        "free": "for b in batches:\n    recycle(b)\ndel b, batches, data",
     }
 
     class Off:  # the groups off: the call sites' flags read False

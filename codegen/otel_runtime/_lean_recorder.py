@@ -25,7 +25,7 @@ from typing import Any
 
 from . import _otlp
 from ._batching import BatchQueue
-from ._lean_span import LeanSpan
+from ._lean_span import LeanSpan, recycle
 from ._state import log_once
 from ._version import SCHEMA_URL, SCOPE, VERSION
 
@@ -170,6 +170,7 @@ class LeanRecorder(BatchQueue):
             else:
                 self.failed += count
             self.in_flight = 0
+        recycle(batch)  # the spans nothing else references: started again by the training thread
 
     def materialize(self, span: LeanSpan) -> Any:
         """The SDK ``ReadableSpan`` a LeanSpan stands for, as the SDK path would have made it."""

@@ -42,6 +42,11 @@ _exc_info = sys.exc_info
 _is_finalizing = sys.is_finalizing
 # The exception being handled (sys.exception, Python >= 3.11: no tuple built per call).
 exception: Callable[[], BaseException | None] = getattr(sys, "exception", lambda: _exc_info()[1])
+_getrefcount = sys.getrefcount
+# Ended LeanSpans nothing references, for LeanTracer.open to start again (``recycle``): at most
+# _FREE_MAX, shared by every thread (list.append and list.pop hold the GIL).
+_FREE: list[LeanSpan] = []
+_FREE_MAX = 8192
 # Held while a LeanSpan's id is drawn (on first use, by the training or the export thread).
 _ID_LOCK = threading.Lock()
 
@@ -61,38 +66,61 @@ class LeanSpan:
     __slots__ = (
         "_context",
         "_end",
-        "_events",
         "_extra",
         "_handled",
         "_id",
-        "_links",
+        "_more",
         "_name",
         "_parent",
         "_recorder",
         "_start",
         "_state",
-        "_status",
-        "_token",
         "_trace",
     )
-    _recorder: LeanRecorder
+    # Set on every span: its name, parent, trace, attributes (validated on export), id (0 until
+    # drawn), start, and its events, links and status (``_more``: None until one is set, one
+    # check on export).
     _name: str
     _parent: Any  # a LeanSpan, a SpanContext or None
     _trace: tuple[int, int, Any]  # trace id, trace flags, trace state (shared by a trace's spans)
-    _extra: dict[str, Any] | None  # the attributes set (validated on export)
-    _id: int  # 0 until drawn
+    _extra: dict[str, Any] | None
+    _id: int
     _start: int
-    _end: int | None
-    _status: Any
-    _events: list[tuple[str, Any, int]] | None
-    _links: list[Any] | None
-    _context: Any
-    # Set by LeanTracer.open for a span open on a thread's stack: its nesting (None once closed),
-    # the context token the outermost span of a nesting restores at its end, the exception the
-    # caller was already handling at the start (its end is not an error).
+    _more: _More | None
+    # ``_state``: the nesting (``_lean_tracer._Nesting``) of a span ``LeanTracer.open`` started,
+    # while it is open on its thread's stack; None otherwise. Such a span sets no more at its
+    # start: ``_end`` (read only once ``_state`` is None: set when it ends or leaves its
+    # nesting), ``_recorder`` (its nesting's until it leaves), ``_handled`` (set only when the
+    # caller was already handling an exception: its end is not an error) and ``_context`` (built
+    # on first use) are unset, or None in a span ``recycle`` kept: fewer writes on the training
+    # thread. A span of the API's ``start_span`` (``new_span``) sets ``_end`` (None) and
+    # ``_recorder``.
     _state: _Nesting | None
-    _token: Any
+    _end: int | None
+    _recorder: LeanRecorder
     _handled: BaseException | None
+    _context: Any
+
+    @property
+    def _events(self) -> list[tuple[str, Any, int]] | None:
+        more = self._more
+        return None if more is None else more.events
+
+    @property
+    def _links(self) -> list[tuple[Any, Any]] | None:
+        more = self._more
+        return None if more is None else more.links
+
+    @property
+    def _status(self) -> Any:
+        more = self._more
+        return None if more is None else more.status
+
+    def _more_set(self) -> _More:
+        more = self._more
+        if more is None:
+            more = self._more = _More()
+        return more
 
     @property
     def span_id(self) -> int:
@@ -115,8 +143,12 @@ class LeanSpan:
 
     def get_span_context(self) -> SpanContext:
         """This span's SpanContext (built on first use)."""
-        context: SpanContext | None = self._context
-        if context is None:
+        try:
+            context: SpanContext | None = self._context
+        except AttributeError:  # not built yet
+            context = None
+        # built, unless it is the one of this span object's past life (``recycle``): its id
+        if context is None or context.span_id != self._id:
             trace_id, flags, trace_state = self._trace
             context = self._context = SpanContext(
                 trace_id,
@@ -129,11 +161,11 @@ class LeanSpan:
 
     def is_recording(self) -> bool:
         """True until the span ends."""
-        return self._end is None
+        return self._state is not None or self._end is None
 
     def set_attribute(self, key: str, value: Any) -> None:
         """Set one attribute (validated on export, as the SDK validates it)."""
-        if self._end is None:
+        if self._state is not None or self._end is None:
             if self._extra is None:
                 self._extra = {}
             self._extra[key] = value
@@ -144,7 +176,7 @@ class LeanSpan:
         """Set attributes (validated on export). A call site passes a callable (as to
         ``_spans.StartedSpan.set_attributes``): it is evaluated here, and its failure logged once,
         never raised."""
-        if self._end is not None:
+        if self._state is None and self._end is not None:
             return
         if callable(attributes):
             try:
@@ -165,35 +197,38 @@ class LeanSpan:
         self, name: str, attributes: Mapping[str, Any] | None = None, timestamp: int | None = None
     ) -> None:
         """Add an event (its attributes validated on export)."""
-        if self._end is None:
-            if self._events is None:
-                self._events = []
-            self._events.append((name, attributes, _time_ns() if timestamp is None else timestamp))
+        if self._state is not None or self._end is None:
+            more = self._more_set()
+            if more.events is None:
+                more.events = []
+            more.events.append((name, attributes, _time_ns() if timestamp is None else timestamp))
 
     def add_link(self, context: SpanContext, attributes: Mapping[str, Any] | None = None) -> None:
         """Link to ``context`` (a valid one)."""
-        if self._end is None and context is not None and context.is_valid:
-            if self._links is None:
-                self._links = []
-            self._links.append((context, attributes))
+        recording = self._state is not None or self._end is None
+        if recording and context is not None and context.is_valid:
+            more = self._more_set()
+            if more.links is None:
+                more.links = []
+            more.links.append((context, attributes))
 
     def update_name(self, name: str) -> None:
         """Rename the span."""
-        if self._end is None:
+        if self._state is not None or self._end is None:
             self._name = name
 
     def set_status(self, status: Any, description: str | None = None) -> None:
         """As the SDK's span: an OK status is final, UNSET is ignored."""
-        if self._end is not None:
+        if self._state is None and self._end is not None:
             return
         current = self._status
         if current is not None and current.status_code is StatusCode.OK:
             return
         if isinstance(status, Status):
             if status.status_code is not StatusCode.UNSET:
-                self._status = status
+                self._more_set().status = status
         elif isinstance(status, StatusCode) and status is not StatusCode.UNSET:
-            self._status = Status(status, description)
+            self._more_set().status = Status(status, description)
 
     def record_exception(
         self,
@@ -225,12 +260,11 @@ class LeanSpan:
         and still open were left by an exception, as the "flat" form has no ``finally``: they are
         ended first, innermost first), stops being current and records an escaping exception.
         Never raises."""
-        if self._end is not None:
-            return
         nesting = self._state
-        if nesting is None:  # a span of the API's start_span
-            self._end = _time_ns() if end_time is None else end_time
-            self._recorder.push(self)
+        if nesting is None:  # a span of the API's start_span, ended, or handed to a stream
+            if self._end is None:
+                self._end = _time_ns() if end_time is None else end_time
+                self._recorder.push(self)
             return
         stack = nesting.stack
         try:
@@ -241,99 +275,122 @@ class LeanSpan:
             if last is not None:
                 stack.append(last)
             _unwind(stack, self)
-        # close(), inline: the hot path of every span
+        # the hot path of every span: off the stack, its parent the innermost again
         self._state = None
         nesting.top = self._parent
-        if self._token is not None:
+        if nesting.root is self:  # the outermost: the context its nesting set is restored
             try:
-                nesting.tracer.detach(self._token)
-            except Exception:
-                try:
-                    if not _is_finalizing():
-                        warn_once(self._name, "restoring the context")
-                except Exception:  # logging at the recursion limit
-                    pass
-        error = exception()
-        if error is not None and error is not self._handled:
+                _leave_root(nesting, self)
+            except Exception:  # calling it at the recursion limit
+                nesting.owner = None
+        if exception() is not None:  # an exception escaping (or one handled before it began)
             try:
-                self._record_error(error)
-            except Exception:  # a RecursionError at the limit: the span still ends, without it
+                self._escaping()
+            except Exception:  # at the recursion limit: the span still ends, without it
                 pass
         self._end = _time_ns() if end_time is None else end_time
-        recorder = self._recorder
         spans = nesting.spans
-        if len(spans) < recorder.capacity:  # after shutdown: kept, never exported, bounded
-            spans.append(self)
-            if len(spans) == recorder.batch_size:
-                recorder.wake.set()
-        else:
-            recorder.push(self)  # full: dropped and counted
+        try:
+            if nesting.fits[len(spans)]:  # neither the span that fills a batch nor one too many
+                spans.append(self)
+                return
+            _queue(nesting.recorder, spans, self)
+        except Exception:  # over its capacity (a batch put back after a failed export: an
+            # IndexError), or at the recursion limit (the export thread's timer takes the batch)
+            if len(spans) < nesting.recorder.capacity:
+                spans.append(self)
+            else:
+                try:
+                    nesting.recorder.push(self)  # full: dropped and counted
+                except Exception:
+                    pass
 
     def close(self) -> None:
         """End a span ``open`` started, leaving its thread's stack alone (``end`` without the
         pop). Never raises; nothing is logged after interpreter shutdown began (a ``__del__``
         at exit)."""
         nesting = self._state
-        if nesting is None or self._end is not None:
+        if nesting is None:
             return
         self._state = None
         nesting.top = self._parent
-        if self._token is not None:
+        if nesting.root is self:
             try:
-                nesting.tracer.detach(self._token)
-            except Exception:
-                try:
-                    if not _is_finalizing():
-                        warn_once(self._name, "restoring the context")
-                except Exception:  # logging at the recursion limit
-                    pass
-        error = exception()
-        if error is not None and error is not self._handled:
+                _leave_root(nesting, self)
+            except Exception:  # calling it at the recursion limit
+                nesting.owner = None
+        if exception() is not None:
             try:
-                self._record_error(error)
-            except Exception:  # a RecursionError at the limit: the span still ends, without it
+                self._escaping()
+            except Exception:  # at the recursion limit: the span still ends, without it
                 pass
         self._end = _time_ns()
-        self._recorder.push(self)
+        nesting.recorder.push(self)
 
     def leave(self) -> None:
         """Stop being current and leave the open-span stack, without ending: the span was
         handed over to a stream (``_streams.stream``), which ends it. Never raises."""
         nesting = self._state
-        if nesting is None or self._end is not None:
+        if nesting is None:
             return
         stack = nesting.stack
         if stack and stack[-1] is self:
             stack.pop()
         else:
             _unwind(stack, self)  # spans above it were left open by an exception: ended
+        self._end = None  # open, out of its nesting: ended as a span of start_span
+        self._recorder = nesting.recorder
         self._state = None
         nesting.top = self._parent
-        if self._token is not None:
-            try:
-                nesting.tracer.detach(self._token)
-            except Exception:
-                warn_once(self._name, "restoring the context")
+        if nesting.root is self:
+            _leave_root(nesting, self, log_at_exit=True)
+        elif nesting.ident and type(nesting.top) is LeanSpan:  # not in a task, not handed over
+            nesting.owner = nesting.tracer  # spans open inline on its parent again
 
     def abort(self, description: str, restore: bool) -> None:
         """End a span ``open`` started with an ERROR status ``description`` (SIGTERM); restore
         the context only when ``restore`` (the span's own thread). Never raises."""
         nesting = self._state
-        if nesting is None or self._end is not None:
+        if nesting is None:
             return
+        self._end = None
         self._state = None
         nesting.top = self._parent
         try:
-            if restore and self._token is not None:
-                nesting.tracer.detach(self._token)
+            if nesting.root is self:
+                nesting.owner = None
+                if restore:
+                    nesting.tracer.detach(nesting.token)
         except Exception:
             pass
         try:
             self.set_status(Status(StatusCode.ERROR, description))
             self._end = _time_ns()
-            self._recorder.push(self)
+            nesting.recorder.push(self)
         except Exception:
             warn_once(self._name, "ending the span")
+
+    def hand_over(self) -> None:
+        """The span is handed over to a stream (``_streams.stream``): until it leaves its
+        nesting, spans opened on its thread take the nesting's general path."""
+        nesting = self._state
+        if nesting is not None:
+            nesting.owner = None
+
+    def _escaping(self) -> None:
+        """At the end of a span ``open`` started while an exception is being handled: record it,
+        unless it was already being handled when the span began."""
+        self._end = None  # still recording (the exception's event and status)
+        error = exception()
+        try:
+            handled = self._handled
+        except AttributeError:  # nothing was being handled at the start
+            handled = None
+        if error is not None and error is not handled:
+            try:
+                self._record_error(error)
+            except Exception:  # a RecursionError at the limit: the span still ends, without it
+                pass
 
     def _record_error(self, error: BaseException) -> None:
         try:
@@ -353,6 +410,17 @@ class LeanSpan:
         return f"LeanSpan({self._name!r})"
 
 
+class _More:
+    """A LeanSpan's events, links and status: what few spans have (one slot, None in the rest)."""
+
+    __slots__ = ("events", "links", "status")
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any, int]] | None = None
+        self.links: list[tuple[Any, Any]] | None = None
+        self.status: Any = None
+
+
 if SpanBase is not object:
     SpanBase.register(LeanSpan)
 
@@ -366,7 +434,8 @@ def new_span(
     start: int,
     span_id: int = 0,  # 0: drawn on first use
 ) -> LeanSpan:
-    """A started LeanSpan (``LeanTracer.open`` makes its children inline, the same way)."""
+    """A started LeanSpan, as the API's ``start_span`` starts one (``LeanTracer.open`` makes its
+    children inline, with what a span on a stack sets)."""
     span = LeanSpan()
     span._recorder = recorder
     span._name = name
@@ -375,15 +444,89 @@ def new_span(
     span._extra = extra
     span._id = span_id
     span._end = None
-    span._status = None
-    span._events = None
-    span._links = None
-    span._context = None
+    span._more = None
     span._state = None
-    span._token = None
-    span._handled = None
     span._start = start
     return span
+
+
+def _leave_root(nesting: _Nesting, span: LeanSpan, log_at_exit: bool = False) -> None:
+    """The outermost span of ``nesting`` leaves it: no span opens inline in it any more, and the
+    context it set is restored. Never raises."""
+    nesting.owner = None
+    try:
+        nesting.tracer.detach(nesting.token)
+    except Exception:
+        try:
+            if log_at_exit or not _is_finalizing():
+                warn_once(span._name, "restoring the context")
+        except Exception:  # logging at the recursion limit
+            pass
+
+
+def fits(capacity: int, batch_size: int) -> list[bool]:
+    """By a buffer's length: whether a span ``end`` appends goes in with no more to do (the
+    buffer holds fewer than ``capacity`` and the span does not fill a batch, which wakes the
+    export thread). One list per setting (a nesting holds it: one index per span)."""
+    key = (capacity, batch_size)
+    found = _FITS.get(key)
+    if found is None:
+        found = _FITS[key] = [n < capacity and n != batch_size - 1 for n in range(capacity + 1)]
+    return found
+
+
+_FITS: dict[tuple[int, int], list[bool]] = {}
+
+
+def _queue(recorder: LeanRecorder, spans: Any, span: LeanSpan) -> None:
+    """``recorder.push(span)`` for a span whose buffer's length ``fits`` does not allow: appended
+    (the export thread woken when a batch is full) while the buffer holds fewer than its capacity
+    (after shutdown too: kept, never exported, bounded), else dropped and counted."""
+    if len(spans) < recorder.capacity:
+        spans.append(span)
+        if len(spans) == recorder.batch_size:
+            recorder.wake.set()
+    else:
+        recorder.push(span)  # full: dropped and counted
+
+
+def recycle(batch: list[Any]) -> None:
+    """After ``batch`` was exported: each LeanSpan in it that nothing else references (its
+    reference count: the batch's, the loop's, the call's: ``_alone``) is kept for
+    ``LeanTracer.open`` to start again. A training thread then allocates no span (and the
+    collector, which runs on whichever thread allocates, seldom runs there). Its parent,
+    attributes, events, links and status are released here (children come before their parents
+    in a batch: a parent is free once they are) and its id set to 0 (not drawn); the rest of what
+    it held is replaced when it starts again (``get_span_context`` never returns the context of
+    its past life: that context's span id differs). Never raises."""
+    free = _FREE
+    if len(free) < _FREE_MAX:
+        alone = _ALONE
+        keep = free.append
+        for span in batch:
+            if type(span) is LeanSpan:
+                span._parent = span._extra = span._more = None
+                if _getrefcount(span) == alone:
+                    span._id = 0  # as open() starts a span: what a new one is set to
+                    keep(span)
+
+
+def _alone() -> int:
+    """What ``recycle`` reads as the reference count of a span only its batch holds (the
+    interpreter's own way of counting the loop's reference), found the way recycle reads it;
+    0 (nothing recycled) unless a span held elsewhere reads one more."""
+    batch = [LeanSpan(), LeanSpan()]
+    held = batch[1]
+    counts = []
+    for span in batch:
+        if type(span) is LeanSpan:
+            counts.append(_getrefcount(span))
+    del held
+    alone, other = counts
+    return alone if other == alone + 1 else 0
+
+
+_ALONE = _alone()
 
 
 def draw_ids(batch: list[Any]) -> None:

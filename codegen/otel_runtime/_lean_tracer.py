@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from . import _ids
-from ._lean_span import LeanSpan, SpanBase, exception, new_span
+from ._lean_span import _FREE, LeanSpan, SpanBase, exception, fits, new_span
 from ._state import PROCESS, PUBLISHED, task_stack, warn_once
 
 if TYPE_CHECKING:
@@ -48,6 +48,22 @@ _SAMPLED = 0x01
 _RANDOM_TRACE_ID = 0x02
 _time_ns = time.time_ns
 _get_ident = threading.get_ident
+# Ended spans to start again (_lean_span.recycle), and taking one: names no import binds (their
+# method calls would compile to a bound method made per call)
+_spare: list[LeanSpan] = _FREE
+_reuse = _FREE.pop
+# The current context's getter (LeanTracer's ``current``: every tracer's is the process's)
+_current: Callable[[], Any] = dict
+
+
+def _new_lean() -> LeanSpan:
+    """A LeanSpan as ``recycle`` keeps one: its id 0, no attributes, events, links or status."""
+    span = LeanSpan()
+    span._id = 0
+    span._extra = span._more = None
+    return span
+
+
 # asyncio's _get_running_loop once asyncio is imported (no loop can run before): a span opened
 # while a task runs never joins the nesting of the code that started the loop (_state.task_stack)
 _running_loop: Callable[[], Any] | None = None
@@ -80,7 +96,9 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
         self.sdk_tracer = sdk_tracer
         self.span_id: Any = _ids.span_id
         self.trace_id: Any = _ids.trace_id
+        global _current
         self.current, self.attach, self.detach, self.key = _context_access()
+        _current = self.current  # the process's (the API's runtime context): a global, read fast
         # _spans' SDK path, for pipeline transfers (their names: ``_ranks.P2P``) while the run
         # has pipeline links, and children of sampled-out spans: _spans sets both
         self.transfers: Mapping[str, Any] = {}
@@ -151,43 +169,38 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
         thread's stack; that context's current span is the innermost of them (the rule is
         ``_LeanContext``'s)."""
         try:
-            get_current = self.current  # an attribute, not a method: no method lookup
-            current = get_current()
-            if type(current) is _LeanContext and name not in self.transfers:
+            current = _current()
+            if type(current) is _LeanContext:
                 nesting = current._nesting
-                top = nesting.top
                 if (
-                    type(top) is LeanSpan
-                    and top._state is nesting
-                    and nesting.tracer is self
+                    nesting.owner is self  # open, not handed to a stream, this run's
                     and nesting.ident == _get_ident()
                     and (_running_loop is None or _running_loop() is None)
+                    and name not in self.transfers
                 ):  # inside this thread's nesting: the common case, inline
-                    span = LeanSpan()
-                    span._recorder = self.recorder
+                    top = nesting.top
+                    if _spare:  # an ended span nothing references (_lean_span.recycle):
+                        try:  # its id 0, no attributes, events, links or status
+                            span = _reuse()
+                        except IndexError:  # another thread took the last
+                            span = _new_lean()
+                    else:
+                        span = _new_lean()
                     span._name = name
                     span._parent = top
                     span._trace = top._trace
-                    if attributes is None:
-                        span._extra = None
-                    else:  # _evaluated, inline: one call fewer on the training thread
+                    if attributes is not None:  # (a recycled span's _extra is None already)
+                        # _evaluated, inline: one call fewer on the training thread
                         try:
                             extra = attributes()
                         except Exception:
                             warn_once(name, "evaluating attributes")
                             extra = None
-                        if extra is not None and type(extra) is not dict:
+                        if type(extra) is not dict and extra is not None:
                             extra = dict(extra)  # as the SDK path: what it cannot read fails
                         span._extra = extra
-                    span._id = 0
-                    span._end = None
-                    span._status = None
-                    span._events = None
-                    span._links = None
-                    span._context = None
                     span._state = nesting
-                    span._token = None
-                    span._handled = exception()
+                    span._handled = exception()  # being handled: its end is not an error
                     span._start = _time_ns()
                     nesting.stack.append(span)
                     nesting.top = span
@@ -236,20 +249,22 @@ class LeanTracer(_TracerBase):  # type: ignore[misc]  # the API's Tracer when in
         )
         in_task = task_stack(run)
         stack = run.open_spans.stack if in_task is None else in_task
-        nesting = _Nesting(self, stack, self.recorder.local.spans, span)
+        nesting = _Nesting(self, stack, self.recorder, span)
         if in_task is not None:  # in an asyncio task each span sets its own context (never inline)
+            nesting.owner = None
             nesting.ident = 0
         if _running_loop is None and "asyncio" in sys.modules:
             _watch_loops()
         state = _LeanContext(current, self.key, nesting)
-        span._state = nesting
-        span._handled = exception()
+        handled = exception()
+        if handled is not None:
+            span._handled = handled
         try:
-            span._token = self.attach(state)
+            nesting.token = self.attach(state)
         except BaseException:
-            span._state = None
             span.end()
             raise
+        span._state = nesting
         stack.append(span)
         return span
 
@@ -318,18 +333,29 @@ def _evaluated(name: str, attributes: Callable[[], Mapping[str, Any]]) -> Any:
 
 class _Nesting:
     """Spans ``LeanTracer.open`` started on one thread under one context, open until the
-    outermost (``root``) ends: the thread's stack and buffer, the innermost span open (``top``)."""
+    outermost (``root``) ends: the thread's stack and buffer, the innermost span open (``top``).
 
-    __slots__ = ("ident", "root", "spans", "stack", "top", "tracer")
+    ``owner`` is the tracer while spans open inline on ``top`` (checked once per span): None once
+    the root has left, in an asyncio task (each span there sets its own context), and while the
+    top span is handed over to a stream. ``token`` restores the context the root set; ``fits``:
+    by its buffer's length, whether a span ends by an append alone (``_lean_span.fits``)."""
+
+    __slots__ = (
+        "fits", "ident", "owner", "recorder", "root", "spans", "stack", "token", "top", "tracer",
+    )  # fmt: skip
 
     def __init__(
-        self, tracer: LeanTracer, stack: list[Any], spans: collections.deque[Any], root: LeanSpan
+        self, tracer: LeanTracer, stack: list[Any], recorder: LeanRecorder, root: LeanSpan
     ) -> None:
         self.tracer = tracer
+        self.owner: LeanTracer | None = tracer
         self.stack = stack  # the thread's open spans (the run's ``open_spans.stack``)
-        self.spans = spans  # the thread's buffer of ended spans (the recorder's)
+        self.recorder = recorder
+        self.spans: collections.deque[Any] = recorder.local.spans  # the thread's buffer
+        self.fits = fits(recorder.capacity, recorder.batch_size)
         self.root = root
         self.top: Any = root
+        self.token: Any = None
         self.ident = _get_ident()
 
 

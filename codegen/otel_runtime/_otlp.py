@@ -177,11 +177,7 @@ class SpanEncoder:
         with self.id_module._ID_LOCK:  # the training thread may ask an id meanwhile (span_id)
             for span in batch:
                 try:
-                    if (
-                        type(span) is lean_type
-                        and not (span._events or span._links)
-                        and span._status is None
-                    ):
+                    if type(span) is lean_type and span._more is None:  # no events, links, status
                         if span._trace is not trace:
                             trace = span._trace
                             field = (
@@ -277,11 +273,7 @@ class SpanEncoder:
             parent._id = bits(64) or draw()
         trace = span._trace
         tail: bytes | None = None
-        if (
-            not (span._events or span._links or trace[2])
-            and span._status is None
-            and self.plain_limits
-        ):
+        if span._more is None and not trace[2] and self.plain_limits:  # no events, links, status
             name = span._name
             entry = self._names.get(name) or self._name(name)
             extra = span._extra

@@ -55,7 +55,9 @@ class _HandedLean(LeanSpan):
         """Leave (the stream ends the span), or end now if the function raised after all."""
         self.__class__ = cast(Any, LeanSpan)  # no longer handed over
         error = _exception()
-        if error is not None and error is not self._handled:  # the function failed after all
+        # the function failed after all (a LeanSpan sets _handled only when its caller was
+        # handling an exception at its start)
+        if error is not None and error is not getattr(self, "_handled", None):
             self.end(end_time)
         else:
             self.leave()
@@ -88,6 +90,7 @@ def stream(span: Any, iterable: Any = _TRACED) -> Any:
     try:
         target: Any = span
         if type(span) is LeanSpan:
+            span.hand_over()  # spans opened before it leaves do not go on top of it inline
             span.__class__ = _HandedLean
         elif type(span) is StartedSpan:
             span.__class__ = _HandedStarted
