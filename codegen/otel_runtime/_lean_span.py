@@ -295,10 +295,15 @@ class LeanSpan:
                 spans.append(self)
                 return
             _queue(nesting.recorder, spans, self)
-        except Exception:  # over its capacity (a batch put back after a failed export: an
-            # IndexError), or at the recursion limit (the export thread's timer takes the batch)
-            if len(spans) < nesting.recorder.capacity:
+        except Exception:  # a length past the table (an IndexError), or at the recursion limit
+            recorder = nesting.recorder
+            if len(spans) < recorder.capacity:
                 spans.append(self)
+                if len(spans) == recorder.batch_size:
+                    try:
+                        recorder.wake.set()
+                    except Exception:  # the export thread's timer takes the batch
+                        pass
             else:
                 try:
                     nesting.recorder.push(self)  # full: dropped and counted
@@ -471,11 +476,13 @@ def fits(capacity: int, batch_size: int) -> list[bool]:
     key = (capacity, batch_size)
     found = _FITS.get(key)
     if found is None:
-        found = _FITS[key] = [n < capacity and n != batch_size - 1 for n in range(capacity + 1)]
+        lengths = range(min(capacity, _FITS_MAX) + 1)  # past it: ``end`` checks without it
+        found = _FITS[key] = [n < capacity and n != batch_size - 1 for n in lengths]
     return found
 
 
 _FITS: dict[tuple[int, int], list[bool]] = {}
+_FITS_MAX = 4096  # a queue size of a million made a list of a million (8 MB, 85 ms)
 
 
 def _queue(recorder: LeanRecorder, spans: Any, span: LeanSpan) -> None:

@@ -98,3 +98,11 @@ def test_spans_open_inline_again_only_once_no_span_of_the_nesting_is_handed_over
     outer.end()
     assert [list(b) for b in (inner_body, middle_body, outer_body)] == [["b"], ["c"], ["a"]]
     assert otel._state.PROCESS.run.open_spans.stack == []
+
+
+def test_fits_table_is_bounded_by_its_cap_not_the_queue_size() -> None:
+    # a queue size of a million once built a list of a million on the first span (8 MB, 85 ms)
+    from codegen.otel_runtime._lean_span import fits
+
+    assert len(fits(1_000_000, 1_000_000)) == 4097
+    assert fits(8, 4) == [True, True, True, False, True, True, True, True, False]
