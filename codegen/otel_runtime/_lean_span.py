@@ -476,8 +476,11 @@ def fits(capacity: int, batch_size: int) -> list[bool]:
     key = (capacity, batch_size)
     found = _FITS.get(key)
     if found is None:
-        lengths = range(min(capacity, _FITS_MAX) + 1)  # past it: ``end`` checks without it
-        found = _FITS[key] = [n < capacity and n != batch_size - 1 for n in lengths]
+        size = min(capacity, _FITS_MAX) + 1  # past it: ``end`` checks without the table
+        found = _FITS[key] = [True] * size
+        for n in (batch_size - 1, capacity):
+            if 0 <= n < size:
+                found[n] = False
     return found
 
 
