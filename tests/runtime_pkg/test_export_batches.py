@@ -8,11 +8,13 @@ import importlib
 import threading
 import time
 from types import ModuleType
+from typing import Any
 
 import pytest
 
 
-def test_call_site_attributes_encode_the_same_remembered_or_not(otel: ModuleType) -> None:
+def _encoder(otel: ModuleType) -> tuple[ModuleType, Any]:
+    """The runtime's ``_lean_span`` and a SpanEncoder of lean spans."""
     pytest.importorskip(
         "opentelemetry.exporter.otlp.proto.common",
         reason="the OTLP exporter is installed in tox -e runtime's environment, which runs this test",
@@ -26,6 +28,11 @@ def test_call_site_attributes_encode_the_same_remembered_or_not(otel: ModuleType
     encoder = otlp.SpanEncoder(
         Resource.create({}), InstrumentationScope("s"), {}, SpanLimits(), lean.LeanSpan, lambda s: None
     )
+    return lean, encoder
+
+
+def test_call_site_attributes_encode_the_same_remembered_or_not(otel: ModuleType) -> None:
+    _, encoder = _encoder(otel)
     # equal as Python values, different on the wire: 1, True and 1.0; 0.0 and -0.0
     sets = [{"n": 1}, {"n": True}, {"n": 1.0}, {"n": 0.0}, {"n": -0.0}, {"n": "1"}, {"n": [1]}]
     for extra in sets + sets:  # the second time from the cache
@@ -50,24 +57,13 @@ def test_the_encoder_draws_the_ids_nobody_asked_for_under_the_id_lock(otel: Modu
     """``SpanEncoder.encode`` draws the span ids of a batch's spans and their parents that have
     none yet (an id drawn before stays), holding the id lock the training thread's ``span_id``
     takes: what goes on the wire is what a later ``span_id`` says."""
-    pytest.importorskip(
-        "opentelemetry.exporter.otlp.proto.common",
-        reason="the OTLP exporter is installed in tox -e runtime's environment, which runs this test",
-    )
     import threading
 
+    lean, encoder = _encoder(otel)
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
     )
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import SpanLimits
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
-    otlp = importlib.import_module(f"{otel.__name__}._otlp")
-    lean = importlib.import_module(f"{otel.__name__}._lean_span")
-    encoder = otlp.SpanEncoder(
-        Resource.create({}), InstrumentationScope("s"), {}, SpanLimits(), lean.LeanSpan, lambda s: None
-    )
     trace = (0xABC, 1, None)
     parent = lean.new_span(None, "p", None, trace, None, 10)
     children = [lean.new_span(None, f"c{i}", parent, trace, {"i": i}, 11) for i in range(3)]
@@ -108,21 +104,9 @@ def test_encoding_leaves_the_collector_s_count_where_it_was(otel: ModuleType) ->
     """Encoding allocates no container that outlives it: the collector's count of young objects
     is where it was (a key made by ``tuple(map(...))`` left it one higher per span with call-site
     attributes: a collection every 700 such spans, on the export thread)."""
-    pytest.importorskip(
-        "opentelemetry.exporter.otlp.proto.common",
-        reason="the OTLP exporter is installed in tox -e runtime's environment, which runs this test",
-    )
     import gc
 
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import SpanLimits
-    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-
-    otlp = importlib.import_module(f"{otel.__name__}._otlp")
-    lean = importlib.import_module(f"{otel.__name__}._lean_span")
-    encoder = otlp.SpanEncoder(
-        Resource.create({}), InstrumentationScope("s"), {}, SpanLimits(), lean.LeanSpan, lambda s: None
-    )
+    lean, encoder = _encoder(otel)
     trace = (0xABC, 1, None)
     root = lean.new_span(None, "root", None, trace, None, 1)
     batch = [lean.new_span(None, "layer", root, trace, {"n": i % 4}, 2) for i in range(512)]
