@@ -154,16 +154,32 @@ _EXPORT_FILES = ("_batching.py", "_batch.py", "_lean_recorder.py", "_otlp.py")
 
 class ExportWatch:
     """Counts, per phase, what the training thread runs of the export: calls into export code,
-    ``time.sleep`` calls; and records which threads sent the OTLP/HTTP requests."""
+    ``time.sleep`` calls; and records which threads sent the OTLP/HTTP requests.
+
+    A collection of the cyclic garbage collector runs the finalizers of whatever it frees in the
+    thread that triggered it: a response the export thread dropped inside a cycle (a timed-out
+    request's traceback holds it) is finalized wherever the next collection happens, the training
+    thread too (``HTTPResponse.closed``). Those calls are the collector's, not the export's: kept
+    apart in ``collected``."""
 
     def __init__(self) -> None:
+        import gc
         import threading
 
         import requests
 
         self.calls: dict[str, list[str]] = {}
+        self.collected: dict[str, list[str]] = {}
         self.export_threads: dict[str, int] = {}
         self.phase = ""
+        self.collecting = False
+        self.thread = threading.get_ident()
+
+        def collection(phase: str, info: dict[str, int]) -> None:
+            if threading.get_ident() == self.thread:
+                self.collecting = phase == "start"
+
+        gc.callbacks.append(collection)
 
         original = requests.Session.send
 
@@ -181,7 +197,8 @@ class ExportWatch:
             if any(part in path for part in _EXPORT_CODE) or (
                 code.co_name in _EXPORT_METHODS and path.endswith(_EXPORT_FILES)
             ):
-                self.calls.setdefault(self.phase, []).append(f"{path}:{code.co_name}")
+                found = self.collected if self.collecting else self.calls
+                found.setdefault(self.phase, []).append(f"{path}:{code.co_name}")
         elif event == "c_call" and arg is time.sleep:
             self.calls.setdefault(self.phase, []).append("time.sleep")
 
@@ -297,6 +314,7 @@ def main_train(options: argparse.Namespace) -> None:
             if watch:
                 results["training_thread_export_calls"] = watch.calls
                 results["export_threads"] = watch.export_threads
+                results["training_thread_collected_calls"] = watch.collected
     finally:
         parallel_state.destroy_model_parallel()
         dist.destroy_process_group()
