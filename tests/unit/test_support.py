@@ -4,6 +4,7 @@ options it names."""
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,31 @@ def test_the_cli_helper_passes_the_named_options_then_the_rest(monkeypatch: pyte
     assert cli.apply(Path("specs"), "--check", source=Path("src"), out="fork") == 3
     assert cli.codegen("validate", Path("specs")) == 3
     assert seen == [["apply", "specs", "--source", "src", "--out", "fork", "--check"], ["validate", "specs"]]
+
+
+@pytest.mark.parametrize(("worker", "count"), [("gw0", "2"), ("gw1", "2"), ("gw2", "3"), (None, None)])
+def test_free_ports_of_two_xdist_workers_never_meet(
+    monkeypatch: pytest.MonkeyPatch, worker: str | None, count: str | None
+) -> None:
+    """Each worker draws from its own slice of the range below the ephemeral ports: a port one
+    worker's receiver left (a collector "absent") is never handed to the other's (a CI run's
+    multi-rank capture held another test's spans)."""
+    from tests.support import ports
+
+    for name, setting in (("PYTEST_XDIST_WORKER", worker), ("PYTEST_XDIST_WORKER_COUNT", count)):
+        if setting is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, setting)
+    low, high = ports.port_range()
+    drawn = {ports.free_port() for _ in range(20)}
+    assert all(low <= port < high for port in drawn)
+    whole = ports.port_range(0, 1)
+    if worker is None:
+        assert (low, high) == whole
+    else:
+        index, workers = int(worker[2:]), int(count)
+        slices = [ports.port_range(i, workers) for i in range(workers)]
+        assert (low, high) == slices[index]
+        assert slices[0][0] == whole[0] and slices[-1][1] == whole[1]
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(slices))
