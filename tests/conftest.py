@@ -39,6 +39,10 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if any(directory in item.path.parents for directory in slow):
             item.add_marker(pytest.mark.slow)
+    if config.pluginmanager.has_plugin("xdist") and config.getoption("dist") == "load":
+        from tests.support.xdist_files import costliest_first
+
+        items.sort(key=lambda item: costliest_first(item.path.relative_to(REPO).as_posix()))
 
 
 def pytest_xdist_make_scheduler(config, log):

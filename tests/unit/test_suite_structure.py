@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 from tests.support.paths import REPO, TESTS
-from tests.support.xdist_files import SAME_WORKER, SHARED_SESSION_FIXTURES
+from tests.support.xdist_files import COSTLIEST_FIRST, SAME_WORKER, SHARED_SESSION_FIXTURES, costliest_first
 
 # fixture inputs: code the tests feed the generator, not the suite's own code
 FIXTURE_DIRS = ("fixtures", "transform_cases", "data", "bad_specs", "bad_captures")
@@ -95,6 +95,24 @@ def test_files_sharing_a_costly_session_fixture_share_a_worker() -> None:
         assert files, f"no test uses {name}: drop it from SHARED_SESSION_FIXTURES"
         workers = {SAME_WORKER.get(file, file) for file in files}
         assert len(workers) == 1, f"{name}: {sorted(files)} would run on {len(workers)} workers"
+
+
+def test_the_costliest_files_handed_out_first_are_test_files_of_tox_e_test() -> None:
+    """Each exists and is none of tests/megatron_cpu (tox -e runtime's, ``--dist loadfile``)."""
+    for path in COSTLIEST_FIRST:
+        assert (REPO / path).is_file() and Path(path).name.startswith("test_"), path
+        assert not path.startswith("tests/megatron_cpu/"), path
+    assert len(set(COSTLIEST_FIRST)) == len(COSTLIEST_FIRST)
+
+
+def test_the_costliest_files_sort_first_in_their_order_the_rest_as_collected() -> None:
+    collected = ["tests/unit/test_layout.py", COSTLIEST_FIRST[-1], "tests/a.py", COSTLIEST_FIRST[0]]
+    assert sorted(collected, key=costliest_first) == [
+        COSTLIEST_FIRST[0],
+        COSTLIEST_FIRST[-1],
+        "tests/unit/test_layout.py",
+        "tests/a.py",
+    ]
 
 
 def test_the_checks_catch_what_they_look_for() -> None:
