@@ -55,8 +55,10 @@ def worker(steps: int, arm: str) -> None:
 
         initialize()
     import codegen.otel_runtime as otel
-    from codegen.otel_runtime import _lean_recorder
-    from codegen.otel_runtime._lean_span import draw_ids, recycle
+    from codegen.otel_runtime import _lean_recorder, _lean_span
+    from codegen.otel_runtime._lean_span import recycle
+
+    draw_ids = getattr(_lean_span, "draw_ids", None)  # a runtime before the encoder drew them
 
     otel.configure()
     (recorder,) = [

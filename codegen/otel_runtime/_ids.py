@@ -21,7 +21,7 @@ from typing import Any
 
 _RANDOM = random.Random(os.urandom(32))
 _bits = _RANDOM.getrandbits
-# The generator's bits, for a caller drawing many ids at once (``_lean_span.draw_ids``): zero is
+# The generator's bits, for a caller drawing ids itself (``_otlp.SpanEncoder._lean``): zero is
 # not an id (``span_id`` draws again).
 bits = _bits
 _GENERATOR: Any = None

@@ -539,20 +539,6 @@ def _alone() -> int:
 _ALONE = _alone()
 
 
-def draw_ids(batch: list[Any]) -> None:
-    """Give every LeanSpan of ``batch`` and its LeanSpan parent their span ids, under one hold of
-    the id lock for the whole batch (the export thread's; ``span_id`` takes it per span)."""
-    with _ID_LOCK:
-        bits, draw = _ids.bits, _ids.span_id  # bits(64): an id, unless 0 (then draw's loop)
-        for span in batch:
-            if type(span) is LeanSpan:
-                if not span._id:
-                    span._id = bits(64) or draw()
-                parent = span._parent
-                if type(parent) is LeanSpan and not parent._id:
-                    parent._id = bits(64) or draw()
-
-
 def _unwind(stack: list[Any], span: LeanSpan) -> None:
     """End the spans above ``span`` on ``stack`` (left open by an exception), innermost first,
     and take ``span`` off it (not there: aborted meanwhile, nothing to do)."""

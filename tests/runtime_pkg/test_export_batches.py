@@ -41,18 +41,6 @@ def test_call_site_attributes_encode_the_same_remembered_or_not(otel: ModuleType
     assert encoder._extra_attributes({"n": 1}) != encoder._extra_attributes({"n": True})
 
 
-def test_a_batch_draws_its_spans_and_their_parents_ids_at_once(otel: ModuleType) -> None:
-    lean = importlib.import_module(f"{otel.__name__}._lean_span")
-    parent = lean.new_span(None, "p", None, (1, 1, None), None, 0)
-    children = [lean.new_span(None, f"c{i}", parent, (1, 1, None), None, 0) for i in range(3)]
-    drawn = lean.new_span(None, "d", None, (1, 1, None), None, 0, span_id=7)
-    lean.draw_ids([*children, drawn, "an SDK span"])
-    ids = [s._id for s in (parent, *children)]
-    assert all(ids) and len(set(ids)) == 4
-    assert drawn._id == 7  # an id already drawn stays
-    assert [s.span_id for s in (parent, *children)] == ids
-
-
 def test_the_encoder_draws_the_ids_nobody_asked_for_under_the_id_lock(otel: ModuleType) -> None:
     """``SpanEncoder.encode`` draws the span ids of a batch's spans and their parents that have
     none yet (an id drawn before stays), holding the id lock the training thread's ``span_id``
