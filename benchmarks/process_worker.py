@@ -153,6 +153,7 @@ def main() -> None:
                 "rounds": options.rounds,
                 "steps": options.steps,
                 "step_s": options.step_s,
+                "pause_s": pause,  # the wait after each layer
                 "spans_per_step": {arm: 0 if arm == "off" else SPANS_PER_STEP for arm in arms_run},
                 # every run records (1 + steps) steps; the receiver's count checks that all arrived
                 "received_per_step": {

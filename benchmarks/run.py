@@ -669,10 +669,39 @@ def process_rows(data: dict) -> list[Row]:
     return rows
 
 
-def run_process_worker(rounds: int, step_s: float) -> dict:
+# The step length of the warm row: waits of 98 us after each layer, too short for the core to run
+# anything else or halt (benchmarks/pause_sweep.py: the same spans cost 2 us here, 5-7 us at 2 ms).
+WARM_STEP_S = 0.05
+
+
+def warm_rows(data: dict) -> list[Row]:
+    """The lean arm's training-thread CPU per span when its waits are short (``WARM_STEP_S``),
+    paired with ``off`` by round: informative, beside the goal row's cold case."""
+    runs, spans = data["runs"], data["spans_per_step"]["lean"]
+    pause_us = data["pause_s"] * 1e6
+    differences = [
+        a - o for a, o in zip(runs["lean"]["thread_cpu_s"], runs["off"]["thread_cpu_s"], strict=True)
+    ]
+    low, high = (v * 1e6 / spans for v in _interval(differences))
+    section = (
+        f"whole process, short waits: the same step with {data['step_s']:g} s of waits a step ({pause_us:.0f} us "
+        f"after each layer), arms off and lean; {data['rounds']} rounds x {data['steps']} steps, paired by "
+        f"round; load average {data['load']}"
+    )
+    label = (
+        f"all, lean path: training-thread CPU per span, {pause_us:.0f} us waits (its caches warm; the goal "
+        "row's 2 ms waits leave them cold)"
+    )
+    value = median(differences) * 1e6 / spans
+    return [Row(section, label, f"{value:.2f} us", "", f"[{low:.2f}, {high:.2f}]", "", "", "info")]
+
+
+def run_process_worker(rounds: int, step_s: float, arms: str | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
     env.update(PYTHONPATH=str(REPO), PYTHONWARNINGS="ignore")
     command = [sys.executable, str(PROCESS_WORKER), "--rounds", str(rounds), "--step-s", str(step_s)]
+    if arms is not None:
+        command += ["--arms", arms]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=env, check=False)
     if proc.returncode != 0:
         raise RuntimeError(
@@ -698,6 +727,15 @@ def _process(args, raw: dict, rows: list, notes: list) -> None:
         return
     raw["process"] = data
     rows += process_rows(data)
+    if args.quick:
+        return
+    try:
+        warm = run_process_worker(rounds, WARM_STEP_S, arms="off,lean")
+    except (RuntimeError, subprocess.SubprocessError, ValueError) as exc:
+        notes.append(f"whole-process short-wait row skipped: {str(exc)[:1500]}")
+        return
+    raw["process_warm"] = warm
+    rows += warm_rows(warm)
 
 
 def serving_rows(data: dict) -> list[Row]:

@@ -259,3 +259,33 @@ def test_the_summary_fits_100_columns_and_lists_each_goal_row() -> None:
         ), row.label
     assert sum("info" in line for line in summary.splitlines()) == 0  # info rows only in the file
     assert all(r.label in run.table_text(rows) for r in rows)
+
+
+def test_the_cache_profile_worker_never_exports_while_it_is_counted() -> None:
+    """cachegrind counts every thread of the worker: an export thread woken by its schedule
+    delay (5 s by default) in one run and not in its baseline is thousands of instructions no
+    span costs (under load, where valgrind's runs last longer, lean read -286 a span)."""
+    from benchmarks.cache_profile import EVICT, WORKER
+
+    probe = WORKER.format(repo=str(REPO), lean=True, on=True, rounds=1, **EVICT["call"]).replace(
+        "os._exit(0)",
+        "(recorder,) = [r for r in otel._state.PROCESS.run.processors if hasattr(r, 'delay')]\n"
+        "print(recorder.delay)\nos._exit(0)",
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    delay_s = float(result.stdout.split()[-1])
+    assert delay_s >= 3600, f"the export thread wakes every {delay_s} s while cachegrind counts"
+
+
+def test_the_short_wait_row_reads_the_lean_training_thread_paired_with_off() -> None:
+    data = _process_data(export_us=3.0, training_us=2.0)
+    data["runs"] = {arm: data["runs"][arm] for arm in ("off", "lean")}
+    data.update(step_s=0.05, pause_s=0.05 / 512)
+    (row,) = run.warm_rows(data)
+    assert row.label.startswith("all, lean path: training-thread CPU per span, 98 us waits")
+    assert row.value == "2.00 us" and row.status == "info" and not row.goal
+    low, high = (float(v) for v in row.ratio.strip("[]").split(","))
+    assert low <= 2.0 <= high
