@@ -1106,6 +1106,11 @@ def main(argv: list[str] | None = None) -> int:
         "ratios where both were timed in every round (per call: the status reads it), else the ratio\n"
         "of the medians. Per-call values have the timing loop's own cost subtracted.\n"
     )
+    if not rows:  # every part skipped: say why, write no table
+        print("benchmarks: nothing was measured", file=sys.stderr)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        return 1
     full = table_text(rows) + legend + "".join(f"note: {note}\n" for note in notes)
     args.table.parent.mkdir(parents=True, exist_ok=True)
     args.table.write_text(full, encoding="utf-8")

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks import run, timing
 
 REPO = Path(__file__).resolve().parents[2]
@@ -289,3 +291,20 @@ def test_the_short_wait_row_reads_the_lean_training_thread_paired_with_off() -> 
     assert row.value == "2.00 us" and row.status == "info" and not row.goal
     low, high = (float(v) for v in row.ratio.strip("[]").split(","))
     assert low <= 2.0 <= high
+
+
+def test_a_run_that_measured_nothing_says_why_and_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every part skipped (a bare environment: the generator cannot build the fixture, no SDK, no
+    torch) used to end in a traceback from the table's widths."""
+
+    def skipped(args: object, raw: object, rows: object, notes: list[str]) -> None:
+        notes.append("serving rows skipped: torch is not installed")
+
+    monkeypatch.setattr(run, "_serving", skipped)
+    status = run.main(["--serving-only", "--table", str(tmp_path / "table.txt")])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "nothing was measured" in err and "serving rows skipped: torch is not installed" in err
+    assert not (tmp_path / "table.txt").exists()
