@@ -272,7 +272,7 @@ def test_the_cache_profile_worker_never_exports_while_it_is_counted() -> None:
     probe = WORKER.format(repo=str(REPO), lean=True, on=True, rounds=1, **EVICT["call"]).replace(
         "os._exit(0)",
         "(recorder,) = [r for r in otel._state.PROCESS.run.processors if hasattr(r, 'delay')]\n"
-        "print(recorder.delay)\nos._exit(0)",
+        "print(recorder.delay, flush=True)\nos._exit(0)",  # os._exit flushes nothing
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
