@@ -50,9 +50,11 @@ def _waits_counted(process_worker: types.ModuleType) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--steps", type=int, default=2, help="measured steps per run")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.pause_sweep", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--rounds", type=int, default=6, help="rounds per step length (default 6)")
+    parser.add_argument("--steps", type=int, default=2, help="measured steps per run (default 2)")
     parser.add_argument(
         "--step-s", default=DEFAULT_STEPS_S, help=f"comma-separated step lengths (default {DEFAULT_STEPS_S})"
     )
