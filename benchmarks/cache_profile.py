@@ -30,6 +30,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks import print_table
+
 REPO = Path(__file__).resolve().parents[1]
 CACHES = ("--I1=32768,8,64", "--D1=32768,8,64", "--LL=1048576,16,64")
 EVENTS = ("Ir", "ILmr", "DLmr", "I1mr", "D1mr")
@@ -148,11 +150,7 @@ def main() -> None:
         f"lean / SDK: instructions {lean['Ir'] / sdk['Ir']:.2f}x, last-level misses "
         f"{(lean['ILmr'] + lean['DLmr']) / (sdk['ILmr'] + sdk['DLmr']):.2f}x"
     )
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if options.out:
-        options.out.parent.mkdir(parents=True, exist_ok=True)
-        options.out.write_text(text)
+    print_table(lines, options.out)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks import print_table
 from benchmarks.span_profile import run_spans
 
 CATEGORIES: list[tuple[str, object]] = [
@@ -139,11 +140,7 @@ def main() -> None:
         for (file, line, function), (_cc, calls, tottime, _ct, _callers) in rows:
             where = file.split("site-packages/")[-1].split("/work/")[-1]
             lines.append(f"{tottime / spans * 1e6:9.2f}  {calls / spans:10.2f}  {where}:{line}({function})")
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if options.out:
-        options.out.parent.mkdir(parents=True, exist_ok=True)
-        options.out.write_text(text)
+    print_table(lines, options.out)
 
 
 if __name__ == "__main__":

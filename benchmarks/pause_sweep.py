@@ -26,17 +26,19 @@ import os
 import random
 import sys
 import time
-import types
+from collections.abc import Callable
 from pathlib import Path
 from statistics import median
+
+from benchmarks import print_table
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_STEPS_S = "0.02,0.1,0.3,1.0"
 
 
-def _waits_counted(process_worker: types.ModuleType) -> list[float]:
-    """Make ``process_worker.step``'s sleeps count the training thread's CPU inside them; the
-    returned list's one item is the running total (seconds)."""
+def _counting_sleep() -> tuple[Callable[[float], None], list[float]]:
+    """A ``time.sleep`` for ``process_worker.step`` that counts the training thread's CPU inside
+    it; the list's one item is the running total (seconds)."""
     inside = [0.0]
     sleep, thread_time = time.sleep, time.thread_time
 
@@ -45,8 +47,7 @@ def _waits_counted(process_worker: types.ModuleType) -> list[float]:
         sleep(seconds)
         inside[0] += thread_time() - start
 
-    process_worker.time = types.SimpleNamespace(sleep=counted)  # type: ignore[attr-defined]
-    return inside
+    return counted, inside
 
 
 def main() -> None:
@@ -81,7 +82,7 @@ def main() -> None:
         )  # fmt: skip
         import codegen.otel_runtime as otel
 
-        inside = _waits_counted(process_worker)
+        sleep, inside = _counting_sleep()
         spans = process_worker.SPANS_PER_STEP
         order = random.Random(0)
         lines = [
@@ -106,11 +107,11 @@ def main() -> None:
                 order.shuffle(arms)
                 for arm in arms:
                     process_worker.set_up(otel, arm)
-                    process_worker.step(otel, pause)
+                    process_worker.step(otel, pause, sleep)
                     inside[0] = 0.0
                     start = time.thread_time()
                     for _ in range(options.steps):
-                        process_worker.step(otel, pause)
+                        process_worker.step(otel, pause, sleep)
                     total = time.thread_time() - start
                     otel.reset()
                     outside[arm].append((total - inside[0]) / options.steps)
@@ -124,11 +125,7 @@ def main() -> None:
                 cells.append(f"{median(differences):7.2f} [{low:6.2f}, {high:6.2f}]")
             lines.append(f"{step_s:5g}s {pause * 1e6:6.0f}us  {cells[0]:>30s}  {cells[1]:>26s}")
             print(lines[-1], file=sys.stderr)
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if options.out:
-        options.out.parent.mkdir(parents=True, exist_ok=True)
-        options.out.write_text(text)
+    print_table(lines, options.out)
 
 
 if __name__ == "__main__":

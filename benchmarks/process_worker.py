@@ -34,6 +34,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,9 +44,9 @@ LAYERS, MICROBATCHES = 32, 8
 SPANS_PER_STEP = 2 + MICROBATCHES * (2 + 3 * LAYERS)  # 786
 
 
-def step(otel, pause: float) -> None:
-    """One step's spans, as the statement sites record them; ``pause`` between the layer parts."""
-    sleep = time.sleep
+def step(otel, pause: float, sleep: Callable[[float], None] = time.sleep) -> None:
+    """One step's spans, as the statement sites record them; ``pause`` between the layer parts
+    (``sleep``'s: ``pause_sweep.py`` passes one that counts the CPU inside it)."""
     iteration = otel.STEP and otel.start_span("megatron.train.iteration", lambda: {"megatron.iteration": 1})
     fb = otel.FORWARD_BACKWARD and otel.start_span("megatron.train.iteration.forward_backward")
     for _ in range(MICROBATCHES):
