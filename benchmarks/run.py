@@ -901,10 +901,14 @@ def summary_text(rows: list[Row], width: int = SUMMARY_WIDTH) -> str:
     out = ["  ".join(h.ljust(w) for h, w in zip(head, widths)) + "  measure"]
     out.append("-" * min(width, left + wrap))
     for row, cell in zip(goals, cells):
-        lines = textwrap.wrap(f"{_short_section(row.section)}: {row.label}", wrap) or [""]
-        first = "  ".join(c.ljust(w) for c, w in zip(cell, widths))
-        out.append(f"{first}  {lines[0]}")
-        out += [" " * left + line for line in lines[1:]]
+        first = "  ".join(c.ljust(w) for c, w in zip(cell, widths)) + "  "
+        # a cell longer than its column ("met (its interval reaches over)") shortens the first line
+        out += textwrap.wrap(
+            f"{_short_section(row.section)}: {row.label}",
+            left + wrap,
+            initial_indent=first,
+            subsequent_indent=" " * left,
+        ) or [first.rstrip()]
     met = sum(r.status.startswith("met") for r in goals)
     out.append(
         f"{met} of {len(goals)} goals met; NOT MET: {sum(r.status.startswith('NOT MET') for r in goals)}"
