@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 
+from benchmarks import timing
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 FIXTURE = HERE / "fixture"
@@ -924,43 +926,37 @@ INSTRUCTION_CALLS = 20000
 
 
 def count_instructions(off: Path, on: Path, calls: int = INSTRUCTION_CALLS) -> dict[str, float]:
-    """Instructions per call of the per-call variants (``runtime_worker.count_instructions``), the
-    empty loop's taken out, counted by callgrind: one dump per ``exec``, each loop alone in one."""
-    with tempfile.TemporaryDirectory(prefix="otel-callgrind-") as tmp:
-        command = ["valgrind", "--tool=callgrind", "--dump-after=builtin_exec", f"--callgrind-out-file={tmp}/cg",
-                   sys.executable, str(WORKER), "--off-tree", str(off), "--on-tree", str(on),
-                   "--instructions", str(calls)]  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env, check=False)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(command[:3])} ... exited {proc.returncode}: {proc.stderr[-1500:]}")
-        order = json.loads(proc.stdout)["order"]
-        # cg.N: the dump after the N-th exec (cg alone: what ran after the last one)
-        dumps = sorted(Path(tmp).glob("cg.*"), key=lambda p: int(p.name.split(".")[1]))
-        totals = []
-        for path in dumps:
-            lines = path.read_text(errors="replace").splitlines()
-            found = [line for line in lines if line.startswith(("summary:", "totals:"))]
-            totals.append(int(found[0].split()[1]) if found else 0)
-        # per name: the warm-up exec, exec("pass"), the loop's exec
-        tail = totals[-3 * len(order) :]
-        loops = dict(zip(order, tail[2::3], strict=True))
-    return {name: (count - loops["loop"]) / calls for name, count in loops.items() if name != "loop"}
+    """Instructions per call of the per-call variants (``runtime_worker.py --instructions``)."""
+    command = [
+        sys.executable,
+        str(WORKER),
+        "--off-tree",
+        str(off),
+        "--on-tree",
+        str(on),
+        "--instructions",
+        str(calls),
+    ]
+    return timing.callgrind_per_call(command, calls)
+
+
+def instruction_row(section: str, label: str, value: float, base: float, goal: tuple[str, float]) -> Row:
+    """A goal read from instructions per call (``value`` against ``base``, the uninstrumented
+    call's): repeatable to a fraction of an instruction per call, where the timed rows beside it
+    move by 0.1x from run to run."""
+    ratio = value / base
+    return Row(section, label, f"{value:,.0f}", f"{base:,.0f}", f"{ratio:.3f}x", "-", _goal_text(goal),
+               _status(ratio, goal))  # fmt: skip
 
 
 def instruction_rows(counts: dict[str, float], python: str) -> list[Row]:
-    """The disabled per-call rows' goals, read from instruction counts (repeatable to a fraction of
-    an instruction per call; the timed rows beside them move by 0.1x from run to run)."""
+    """The disabled per-call rows' goals, read from instruction counts (``instruction_row``)."""
     rows = []
     for w, what in (("empty", "empty function"), ("small", "small function (~1 us)")):
         s = f"per call, {what}, Python {python}, instructions (callgrind)"
-        base = counts[f"{w}.base"]
         for kind, goal in (("function", 1.5), ("statement", 3.0)):
-            value = counts[f"{w}.{kind}.group_off"]
-            ratio = value / base
-            rows.append(Row(s, f"{kind} span, group disabled / uninstrumented (instructions per call)",
-                            f"{value:,.0f}", f"{base:,.0f}", f"{ratio:.3f}x", "-", _goal_text(("<=", goal)),
-                            _status(ratio, ("<=", goal))))  # fmt: skip
+            rows.append(instruction_row(s, f"{kind} span, group disabled / uninstrumented (instructions per call)",
+                                        counts[f"{w}.{kind}.group_off"], counts[f"{w}.base"], ("<=", goal)))  # fmt: skip
     return rows
 
 
@@ -992,16 +988,26 @@ def _runtime(args, rounds: int, off: Path, on: Path, raw: dict, rows: list) -> N
     rows += lens_rows(lens_data, lens_status)
 
 
-def _dependency(tmp: Path, rounds: int, raw: dict, rows: list, notes: list) -> None:
+def _dependency(tmp: Path, rounds: int, raw: dict, rows: list, notes: list, instructions: bool) -> None:
     from benchmarks import dependency_bench
 
     print("dependency mode: the import shim, without and with megatron-otel-runtime ...", file=sys.stderr)
+    if instructions:
+        print(
+            "dependency mode: then the disabled spans' instructions per call (callgrind, ~30 s)",
+            file=sys.stderr,
+        )
     try:
-        raw["dependency"] = dependency_bench.run(tmp / "dependency", rounds)
+        raw["dependency"] = dependency_bench.run(tmp / "dependency", rounds, instructions)
     except Exception as exc:
         notes.append(f"dependency-mode rows skipped: {exc!r}"[:1000])
         return
-    rows += dependency_bench.rows(raw["dependency"], ratio_row)
+    error = raw["dependency"].get("instructions", {}).get("error")
+    if error:
+        notes.append(
+            f"dependency-mode instruction counts failed (the timed rows keep the goals): {error}"[:1000]
+        )
+    rows += dependency_bench.rows(raw["dependency"], ratio_row, instruction_row)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1085,7 +1091,9 @@ def main(argv: list[str] | None = None) -> int:
                 off = on = None
             if off is not None:
                 _runtime(args, rounds, off, on, raw, rows)
-                _dependency(Path(tmp), rounds, raw, rows, notes)
+                _dependency(
+                    Path(tmp), rounds, raw, rows, notes, bool(shutil.which("valgrind")) and not args.quick
+                )
 
         _steps(args, raw, rows, notes)
         _process(args, raw, rows, notes)

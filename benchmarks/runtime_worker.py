@@ -18,7 +18,7 @@ import platform
 import sys
 
 import reference_shapes as ref
-from timing import Variant, measure
+from timing import Variant, instruction_loops, measure
 
 WORKLOAD = list(range(12))
 FIXTURE_MODULE = "megatron.benchfix.work"
@@ -78,29 +78,11 @@ def lens_variants(tracer, clear) -> tuple[list[Variant], str]:
     ], f"nemo-lens {version}"
 
 
-# What ``count_instructions`` loops over: the variants it counts, after an empty loop.
+# What ``--instructions`` loops over (``timing.instruction_loops``): the variants it counts.
 INSTRUCTION_VARIANTS = (
     "empty.base", "empty.function.group_off", "empty.statement.group_off",
     "small.base", "small.function.group_off", "small.statement.group_off",
 )  # fmt: skip
-
-
-def count_instructions(variants: list[Variant], n: int) -> None:
-    """For callgrind: before each loop an ``exec("pass")`` (its dump closes what came before), then
-    the loop of ``n`` calls inside its own ``exec`` (its dump holds the loop alone). Prints the
-    dumps' order: ``loop`` (a ``pass`` body), then ``INSTRUCTION_VARIANTS``."""
-    by_name = {v.name: v for v in variants}
-    order = ["loop", *INSTRUCTION_VARIANTS]
-    for name in order:
-        variant = by_name.get(name)
-        scope = {"f": variant.func if variant else None, "args": variant.args if variant else ()}
-        body = "pass" if variant is None else "f(*args)"
-        code = compile(f"for _ in range({n}):\n    {body}\n", name, "exec")
-        # exec on purpose: callgrind dumps at each exec's end (S102)
-        exec("for _ in range(3):\n    pass\n" if variant is None else "f(*args)", scope)  # noqa: S102
-        exec("pass", {})  # noqa: S102
-        exec(code, scope)  # noqa: S102
-    json.dump({"order": order, "n": n}, sys.stdout)
 
 
 def main() -> int:
@@ -115,7 +97,7 @@ def main() -> int:
         type=int,
         default=0,
         help="N: run each per-call variant N times, each loop inside its own exec() (callgrind "
-        "--dump-after=builtin_exec counts each loop's instructions: see count_instructions)",
+        "--dump-after=builtin_exec counts each loop's instructions: see timing.instruction_loops)",
     )
     args = parser.parse_args()
 
@@ -174,7 +156,7 @@ def main() -> int:
         Variant("empty.sdk_attributes", ref.empty_sdk_attributes, after_round=clear),
     ]
     if args.instructions:
-        count_instructions([*empty, *small[:4]], args.instructions)
+        instruction_loops([*empty, *small[:4]], INSTRUCTION_VARIANTS, args.instructions)
         return 0
     lens_status = "not requested"
     if args.lens:

@@ -10,12 +10,18 @@ the rest of the machine slows both.
 from __future__ import annotations
 
 import gc
+import json
+import os
 import random
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import timeit
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -100,3 +106,54 @@ def measure(variants: list[Variant], rounds: int, target_s: float, seed: int = 0
         )
         for name, samples in raw.items()
     }
+
+
+def instruction_loops(variants: list[Variant], names: Sequence[str], n: int) -> None:
+    """For callgrind (``callgrind_per_call``): before each loop an ``exec("pass")`` (its dump closes
+    what came before), then the loop of ``n`` calls of each of ``names`` inside its own ``exec``
+    (its dump holds the loop alone), after an empty loop (a ``pass`` body). Prints the dumps'
+    order: ``loop``, then ``names``."""
+    by_name = {v.name: v for v in variants}
+    order = ["loop", *names]
+    for name in order:
+        variant = by_name.get(name)
+        scope = {"f": variant.func if variant else None, "args": variant.args if variant else ()}
+        body = "pass" if variant is None else "f(*args)"
+        code = compile(f"for _ in range({n}):\n    {body}\n", name, "exec")
+        # exec on purpose: callgrind dumps at each exec's end (S102)
+        exec("for _ in range(3):\n    pass\n" if variant is None else "f(*args)", scope)  # noqa: S102
+        exec("pass", {})  # noqa: S102
+        exec(code, scope)  # noqa: S102
+    json.dump({"order": order, "n": n}, sys.stdout)
+
+
+def callgrind_per_call(command: list[str], calls: int, timeout: float = 900) -> dict[str, float]:
+    """Instructions per call of each loop ``command`` (a worker calling ``instruction_loops`` with
+    ``calls``) runs, the empty loop's taken out, counted by callgrind (one dump per ``exec``):
+    repeatable to a fraction of an instruction per call, run to run and under load."""
+    with tempfile.TemporaryDirectory(prefix="otel-callgrind-") as tmp:
+        valgrind = [
+            "valgrind",
+            "--tool=callgrind",
+            "--dump-after=builtin_exec",
+            f"--callgrind-out-file={tmp}/cg",
+        ]
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        proc = subprocess.run([*valgrind, *command], capture_output=True, text=True, timeout=timeout, env=env,
+                              check=False)  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"valgrind ... {Path(command[1]).name} exited {proc.returncode}: {proc.stderr[-1500:]}"
+            )
+        order = json.loads(proc.stdout)["order"]
+        # cg.N: the dump after the N-th exec (cg alone: what ran after the last one)
+        dumps = sorted(Path(tmp).glob("cg.*"), key=lambda p: int(p.name.split(".")[1]))
+        totals = []
+        for path in dumps:
+            lines = path.read_text(errors="replace").splitlines()
+            found = [line for line in lines if line.startswith(("summary:", "totals:"))]
+            totals.append(int(found[0].split()[1]) if found else 0)
+        # per name: the warm-up exec, exec("pass"), the loop's exec
+        tail = totals[-3 * len(order) :]
+        loops = dict(zip(order, tail[2::3], strict=True))
+    return {name: (count - loops["loop"]) / calls for name, count in loops.items() if name != "loop"}

@@ -8,6 +8,7 @@ runtime import's rename to ``_otel`` did). One round of the per-call rows, nothi
 from __future__ import annotations
 
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -222,6 +223,50 @@ def test_serving_rows_read_the_paired_differences_against_a_50_ms_budget() -> No
     assert rows["async span (traced coroutine), group disabled / uninstrumented coroutine"].status == "info"
     counted = rows["async span, group disabled / uninstrumented coroutine (instructions per call)"]
     assert (counted.value, counted.ratio, counted.status) == ("6,400", "1.600x", "NOT MET")
+
+
+def test_the_dependency_mode_goals_read_instructions_where_callgrind_counted_them() -> None:
+    from benchmarks import dependency_bench
+
+    timed = {"min_ns": 31.0, "median_ns": 32.0, "samples": 1}
+    results = {"python": "3.11.7", "shim.base": {"min_ns": 20.0, "median_ns": 20.0, "samples": 1},
+               "package.base": {"min_ns": 20.0, "median_ns": 20.0, "samples": 1},
+               "shim.function.group_off": timed, "package.function.group_off": timed,
+               "shim.statement.group_off": timed}  # fmt: skip
+
+    def goals(results: dict) -> dict[str, tuple[str, str]]:
+        rows = dependency_bench.rows(results, run.ratio_row, run.instruction_row)
+        return {r.label: (r.goal, r.status) for r in rows if r.goal}
+
+    # timed alone (no valgrind): the timed rows carry the goals (1.55x: over)
+    timed_goals = goals(results)
+    assert timed_goals == {
+        "function span, package absent (shim's no-ops) / uninstrumented": ("<= 1.5x", "NOT MET"),
+        "function span, package installed, group disabled / uninstrumented": ("<= 1.5x", "NOT MET"),
+    }
+    # counted: the instruction rows carry them, the timed rows are information
+    results["instructions"] = {"shim.base": 100.0, "shim.function.group_off": 120.0,
+                               "shim.statement.group_off": 121.0, "package.base": 100.0,
+                               "package.function.group_off": 151.0, "package.statement.group_off": 152.0}  # fmt: skip
+    assert goals(results) == {
+        "function span, package absent (shim's no-ops) / uninstrumented (instructions per call)": ("<= 1.5x", "met"),
+        "function span, package installed, group disabled / uninstrumented (instructions per call)": (
+            "<= 1.5x", "NOT MET"),
+    }  # fmt: skip
+    # a failed count leaves the goals with the timed rows
+    results["instructions"] = {"error": "valgrind exited 1"}
+    assert goals(results) == timed_goals
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="no valgrind on PATH: the counts need callgrind")
+def test_the_dependency_mode_instructions_are_counted_for_both_arms(tmp_path: Path) -> None:
+    from benchmarks import dependency_bench
+
+    tree, site = dependency_bench.build(tmp_path)
+    counts = dependency_bench.count_instructions(tree, site, calls=2000)
+    for arm in ("shim", "package"):  # the package absent, and installed with the group disabled
+        base, span = counts[f"{arm}.base"], counts[f"{arm}.function.group_off"]
+        assert 100 < base < span < 1.5 * base, counts  # a flag read and a try/finally, no call
 
 
 def test_a_value_over_its_goal_never_reads_met() -> None:
