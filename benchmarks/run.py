@@ -927,16 +927,8 @@ INSTRUCTION_CALLS = 20000
 
 def count_instructions(off: Path, on: Path, calls: int = INSTRUCTION_CALLS) -> dict[str, float]:
     """Instructions per call of the per-call variants (``runtime_worker.py --instructions``)."""
-    command = [
-        sys.executable,
-        str(WORKER),
-        "--off-tree",
-        str(off),
-        "--on-tree",
-        str(on),
-        "--instructions",
-        str(calls),
-    ]
+    command = [sys.executable, str(WORKER), "--off-tree", str(off), "--on-tree", str(on), "--instructions",
+               str(calls)]  # fmt: skip
     return timing.callgrind_per_call(command, calls)
 
 
