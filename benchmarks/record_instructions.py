@@ -1,11 +1,13 @@
 """Instructions per span of each part of the lean path's work, counted by callgrind on one thread:
 repeatable on a loaded machine, and split where ``process_instructions.py`` gives per-thread totals.
 
-    python -m benchmarks.record_instructions [--steps N] [--arm lean|distro] [--out FILE]
+    python -m benchmarks.record_instructions [--steps N] [--arm lean|distro] [--batch-size N]
+                                             [--out FILE]
 
 The runtime is configured as ``process_worker.py`` configures it (its own providers, or
 ``opentelemetry-instrument``'s with ``--arm distro``; OTLP/HTTP to the live receiver in a child
-process, the default batch size of 512). The export thread is held back (its wake-up event
+process, the default batch size of 512, or ``--batch-size``'s: how a request's fixed cost is
+shared). The export thread is held back (its wake-up event
 replaced), and this thread does each part alone, inside its own ``exec`` (callgrind's
 ``--dump-after=builtin_exec`` counts each): ``record`` (``--steps`` of ``process_worker``'s
 786-span step with no sleeps, the statement sites' calls) minus ``off`` (the same steps with the
@@ -33,7 +35,7 @@ REPO = HERE.parent
 PARTS = ("warm", "off", "record", "take", "encode", "send", "free")
 
 
-def worker(steps: int, arm: str) -> None:
+def worker(steps: int, arm: str, batch_size: int) -> None:
     """Under callgrind: each part in its own exec, in ``PARTS`` order; prints the span count."""
     sys.path.insert(0, str(REPO))
     import threading
@@ -48,7 +50,7 @@ def worker(steps: int, arm: str) -> None:
         MEGATRON_OTEL_SPAN_GROUPS="all", MEGATRON_OTEL_OWN_PROVIDERS="0" if arm == "distro" else "1",
         OTEL_BSP_MAX_QUEUE_SIZE=str(1000 * (steps + 2)), OTEL_BSP_SCHEDULE_DELAY="3600000",
         OTEL_SERVICE_NAME="record", OTEL_TRACES_EXPORTER="otlp", OTEL_METRICS_EXPORTER="none",
-        OTEL_LOGS_EXPORTER="none",
+        OTEL_LOGS_EXPORTER="none", OTEL_BSP_MAX_EXPORT_BATCH_SIZE=str(batch_size),
     )  # fmt: skip
     if arm == "distro":
         from opentelemetry.instrumentation.auto_instrumentation import initialize
@@ -101,15 +103,26 @@ def worker(steps: int, arm: str) -> None:
     json.dump({"spans": steps * 786, "sent": ok}, sys.stdout)
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--arm", default="lean", choices=("lean", "distro"))
+    parser.add_argument("--batch-size", type=_positive, default=512, help="spans a request (default: 512)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.worker:
-        worker(options.steps, options.arm)
+        worker(options.steps, options.arm, options.batch_size)
         return
     with tempfile.TemporaryDirectory(prefix="otel-callgrind-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MEGATRON_OTEL_"))}
@@ -118,6 +131,7 @@ def main() -> None:
             "valgrind", "--tool=callgrind", "--dump-after=builtin_exec", "--dump-instr=no",
             f"--callgrind-out-file={tmp}/cg", sys.executable, str(HERE / "record_instructions.py"),
             "--worker", "--steps", str(options.steps), "--arm", options.arm,
+            "--batch-size", str(options.batch_size),
         ]  # fmt: skip
         proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1200, check=False)
         if proc.returncode != 0:
@@ -141,7 +155,8 @@ def main() -> None:
     lines = [
         (
             f"instructions per span (callgrind, one thread, {options.steps} steps of 786 spans, "
-            f"arm {options.arm}; requests sent: {result['sent']})"
+            f"arm {options.arm}, {options.batch_size} spans a request; "
+            f"requests sent: {result['sent']})"
         ),
         f"record (training thread, arm - off): {record:,.0f}",
         (

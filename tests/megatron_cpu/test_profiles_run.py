@@ -25,6 +25,22 @@ def test_span_profile_runs(path: list[str]) -> None:
     assert "runtime (otel_runtime) own code" in result.stdout
 
 
+def test_export_profile_measures_every_span_on_its_own_thread() -> None:
+    command = [sys.executable, "-m", "benchmarks.export_profile", "--spans", "1536"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # the export thread held back: a full batch must not wake it while the spans are recorded,
+    # or it exports them and the profile times a wait for its lock
+    assert "exported by the profiled thread: 1536 of 1536 spans" in result.stdout, result.stdout
+    # then the work itself: the request and the encoding each take a share of the profile
+    found = re.findall(
+        r"^(HTTP request|runtime's own OTLP encoding)\b.*?([\d.]+)%", result.stdout, re.MULTILINE
+    )
+    shares = {category: float(share) for category, share in found}
+    assert set(shares) == {"HTTP request", "runtime's own OTLP encoding"}, result.stdout
+    assert all(share > 5 for share in shares.values()), shares
+
+
 @pytest.mark.skipif(
     shutil.which("valgrind") is None, reason="no valgrind on PATH: cache_profile needs cachegrind"
 )
@@ -61,3 +77,37 @@ def test_pause_sweep_says_what_is_wrong_with_its_step_lengths() -> None:
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--step-s: not a comma-separated list of seconds: '0.1,x'" in result.stderr
+
+
+def _record_instructions(batch_size: str) -> dict[str, float]:
+    """record_instructions' export parts per span, one step, ``batch_size`` spans a request."""
+    command = [sys.executable, "-m", "benchmarks.record_instructions", "--steps", "1"]
+    result = subprocess.run(
+        [*command, "--batch-size", batch_size], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"{batch_size} spans a request; requests sent: True" in result.stdout, result.stdout
+    (export,) = [line for line in result.stdout.splitlines() if line.startswith("export:")]
+    return {
+        part: float(count.replace(",", ""))
+        for part, count in re.findall(r"(take \+ ids|encode|send|free) ([\d,]+)", export)
+    }
+
+
+@pytest.mark.skipif(
+    shutil.which("valgrind") is None, reason="no valgrind on PATH: record_instructions needs callgrind"
+)
+def test_record_instructions_shares_a_request_over_its_batch() -> None:
+    small, large = _record_instructions("64"), _record_instructions("256")
+    assert set(small) == {"take + ids", "encode", "send", "free"}, small
+    # a request's cost is mostly the same whatever it carries (the HTTP client's), so a span's
+    # share of it falls with the batch; the encoding per span does not depend on the batch
+    assert large["send"] < small["send"] / 2, (small, large)
+    assert abs(large["encode"] - small["encode"]) < small["encode"] / 4, (small, large)
+
+
+def test_record_instructions_says_what_is_wrong_with_its_batch_size() -> None:
+    command = [sys.executable, "-m", "benchmarks.record_instructions", "--batch-size", "0"]
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--batch-size: 0 is not a positive number" in result.stderr
