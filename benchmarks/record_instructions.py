@@ -30,6 +30,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks import print_table
+from benchmarks.timing import callgrind_totals
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 PARTS = ("warm", "off", "record", "take", "encode", "send", "free")
@@ -137,15 +140,7 @@ def main() -> None:
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(command)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
         result = json.loads(proc.stdout)
-        dumps = sorted(Path(tmp).glob("cg.*"), key=lambda p: int(p.name.split(".")[1]))
-        totals = []
-        for path in dumps:
-            found = [
-                line
-                for line in path.read_text(errors="replace").splitlines()
-                if line.startswith(("summary:", "totals:"))
-            ]
-            totals.append(int(found[0].split()[1]) if found else 0)
+        totals = callgrind_totals(Path(tmp))
     # the last 2 x len(PARTS) dumps: exec("pass"), then the part
     counted = dict(zip(PARTS, totals[-2 * len(PARTS) :][1::2], strict=True))
     spans = result["spans"]
@@ -164,10 +159,7 @@ def main() -> None:
             f"send {per['send']:,.0f}, free {per['free']:,.0f}; in all {export:,.0f}"
         ),
     ]
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if options.out:
-        options.out.write_text(text)
+    print_table(lines, options.out)
 
 
 if __name__ == "__main__":

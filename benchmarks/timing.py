@@ -146,14 +146,21 @@ def callgrind_per_call(command: list[str], calls: int, timeout: float = 900) -> 
                 f"valgrind ... {Path(command[1]).name} exited {proc.returncode}: {proc.stderr[-1500:]}"
             )
         order = json.loads(proc.stdout)["order"]
-        # cg.N: the dump after the N-th exec (cg alone: what ran after the last one)
-        dumps = sorted(Path(tmp).glob("cg.*"), key=lambda p: int(p.name.split(".")[1]))
-        totals = []
-        for path in dumps:
-            lines = path.read_text(errors="replace").splitlines()
-            found = [line for line in lines if line.startswith(("summary:", "totals:"))]
-            totals.append(int(found[0].split()[1]) if found else 0)
+        totals = callgrind_totals(Path(tmp))
         # per name: the warm-up exec, exec("pass"), the loop's exec
         tail = totals[-3 * len(order) :]
         loops = dict(zip(order, tail[2::3], strict=True))
     return {name: (count - loops["loop"]) / calls for name, count in loops.items() if name != "loop"}
+
+
+def callgrind_totals(directory: Path) -> list[int]:
+    """The instructions of each of callgrind's dumps in ``directory`` (``--callgrind-out-file=
+    directory/cg``, ``--dump-after``), in the order they were written: ``cg.N`` is the dump after
+    the N-th matching call (``cg`` alone, what ran after the last one, is left out)."""
+    dumps = sorted(directory.glob("cg.*"), key=lambda p: int(p.name.split(".")[1]))
+    totals = []
+    for path in dumps:
+        lines = path.read_text(errors="replace").splitlines()
+        found = [line for line in lines if line.startswith(("summary:", "totals:"))]
+        totals.append(int(found[0].split()[1]) if found else 0)
+    return totals
